@@ -26,6 +26,11 @@ export interface InboundMessage {
   senderName?: string;
   /** Where replies go. */
   address: ChatAddress;
+  /**
+   * Earlier conversation for a session seen for the first time (a stateless OpenAI-API request
+   * carries its whole history); ignored when the session already has messages.
+   */
+  history?: { role: "user" | "assistant" | "system"; content: string }[];
 }
 
 export interface AcceptResult {

@@ -153,7 +153,12 @@ export interface Store {
     arguments: string;
   }): Promise<void>;
   /** Journals the result and appends the matching tool message to the transcript, atomically. */
-  recordToolFinish(input: { toolCallId: string; sessionId: string; turnId: number; result: string }): Promise<void>;
+  recordToolFinish(input: {
+    toolCallId: string;
+    sessionId: string;
+    turnId: number;
+    result: string;
+  }): Promise<void>;
   /** Tool calls of a session that were started and never finished. */
   listUnfinishedToolCalls(sessionId: string): Promise<ToolCallRecord[]>;
 
@@ -196,7 +201,11 @@ export interface Store {
   /** Appends a durable event to a named channel (web chat replay); returns its sequence number. */
   appendChannelEvent(channel: string, payload: unknown): Promise<number>;
   /** Events of a channel with a sequence number above `afterSeq`, oldest first. */
-  listChannelEvents(channel: string, afterSeq: number, limit?: number): Promise<{ seq: number; payload: unknown }[]>;
+  listChannelEvents(
+    channel: string,
+    afterSeq: number,
+    limit?: number,
+  ): Promise<{ seq: number; payload: unknown }[]>;
 
   /** Online copy of the database to `path` (a consistent snapshot while the gateway runs). */
   backup(path: string): Promise<void>;

@@ -1,0 +1,51 @@
+/** Which environment variable overrides which config key (interface.md). */
+export interface EnvBinding {
+  env: string;
+  path: readonly string[];
+  kind: "string" | "number" | "boolean" | "list";
+}
+
+export const ENV_BINDINGS: readonly EnvBinding[] = [
+  { env: "OPENAI_BASE_URL", path: ["model", "base_url"], kind: "string" },
+  { env: "OPENAI_API_KEY", path: ["model", "api_key"], kind: "string" },
+  { env: "KEEL_MODEL", path: ["model", "name"], kind: "string" },
+  { env: "KEEL_MAX_ITERATIONS", path: ["agent", "max_iterations"], kind: "number" },
+  { env: "KEEL_RESTART_DRAIN_TIMEOUT", path: ["agent", "restart_drain_timeout"], kind: "number" },
+  { env: "KEEL_AUTO_RESUME_FRESHNESS", path: ["agent", "auto_resume_freshness"], kind: "number" },
+  { env: "KEEL_GATEWAY_BUSY_INPUT_MODE", path: ["display", "busy_input_mode"], kind: "string" },
+  { env: "KEEL_AGENT_CWD", path: ["agent", "cwd"], kind: "string" },
+  { env: "KEEL_HTTP_HOST", path: ["http", "host"], kind: "string" },
+  { env: "KEEL_HTTP_PORT", path: ["http", "port"], kind: "number" },
+  { env: "KEEL_CONTROL_TOKEN", path: ["control", "token"], kind: "string" },
+  { env: "KEEL_API_ENABLED", path: ["platforms", "api", "enabled"], kind: "boolean" },
+  { env: "KEEL_API_KEY", path: ["platforms", "api", "key"], kind: "string" },
+  { env: "KEEL_WEBCHAT_ENABLED", path: ["platforms", "webchat", "enabled"], kind: "boolean" },
+  { env: "TELEGRAM_BOT_TOKEN", path: ["platforms", "telegram", "token"], kind: "string" },
+  { env: "TELEGRAM_API_ROOT", path: ["platforms", "telegram", "api_root"], kind: "string" },
+  { env: "TELEGRAM_ALLOWED_USERS", path: ["platforms", "telegram", "allowed_users"], kind: "list" },
+  { env: "TELEGRAM_HOME_CHANNEL", path: ["platforms", "telegram", "home_channel"], kind: "string" },
+  { env: "KEEL_LOG_LEVEL", path: ["logging", "level"], kind: "string" },
+];
+
+/** Converts an env string to the key's type; a bad number stays a string so the schema names it. */
+export function coerceEnvValue(raw: string, kind: EnvBinding["kind"]): unknown {
+  switch (kind) {
+    case "number": {
+      const n = Number(raw.trim());
+      return raw.trim() !== "" && Number.isFinite(n) ? n : raw;
+    }
+    case "boolean": {
+      const v = raw.trim().toLowerCase();
+      if (["1", "true", "yes", "on"].includes(v)) return true;
+      if (["0", "false", "no", "off"].includes(v)) return false;
+      return raw;
+    }
+    case "list":
+      return raw
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s !== "");
+    default:
+      return raw;
+  }
+}

@@ -1,0 +1,40 @@
+/**
+ * Start-up recovery: reads what the previous process left behind and turns it into resume
+ * marks. Turns still `running` in the store were cut off (crash, SIGKILL, power loss, or a stop
+ * that interrupted them); without a clean-shutdown marker, every session active in the last
+ * 120 s is presumed cut off too (lifecycle.md).
+ */
+import type { Store } from "../sessions/store.js";
+
+export const RECENT_ACTIVITY_MS = 120_000;
+
+export interface RecoveryReport {
+  interruptedTurns: number;
+  markedSessions: string[];
+}
+
+export async function recoverInterruptedWork(
+  store: Store,
+  options: { cleanShutdown: boolean; now: number },
+): Promise<RecoveryReport> {
+  const running = await store.listRunningTurns();
+  const keys = new Set<string>();
+  for (const turn of running) {
+    await store.finishTurn({
+      turnId: turn.id,
+      state: "interrupted",
+      finalMessage: null,
+      reply: null,
+    });
+    keys.add(turn.sessionKey);
+  }
+  if (!options.cleanShutdown) {
+    for (const session of await store.listSessionsActiveSince(options.now - RECENT_ACTIVITY_MS)) {
+      keys.add(session.key);
+    }
+  }
+  const alreadyPending = new Set((await store.listResumePending()).map((s) => s.key));
+  const toMark = [...keys].filter((k) => !alreadyPending.has(k));
+  await store.markResumePending(toMark, "restart_interrupted");
+  return { interruptedTurns: running.length, markedSessions: toMark };
+}

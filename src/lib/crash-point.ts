@@ -1,0 +1,30 @@
+/**
+ * Named crash points for the crash-safety harness: when KEEL_CRASH_POINT names a point (optionally
+ * `name:N` for its N-th hit), reaching it kills the process with SIGKILL, exactly as a power cut
+ * or the OOM killer would. Without the setting every call is a no-op.
+ */
+export type CrashPoint = (name: CrashPointName) => void;
+
+export const CRASH_POINTS = [
+  "after_inbox_commit",
+  "after_turn_start",
+  "after_model_call",
+  "after_tool_started",
+  "after_tool_ran",
+  "after_tool_finished",
+  "after_reply_queued",
+  "after_reply_sent",
+] as const;
+
+export type CrashPointName = (typeof CRASH_POINTS)[number];
+
+export function createCrashPoint(spec: string | undefined): CrashPoint {
+  if (!spec) return () => {};
+  const [name, nth] = spec.split(":");
+  let remaining = nth ? Math.max(1, Number.parseInt(nth, 10) || 1) : 1;
+  return (point) => {
+    if (point !== name) return;
+    remaining -= 1;
+    if (remaining === 0) process.kill(process.pid, "SIGKILL");
+  };
+}

@@ -1,0 +1,48 @@
+/** Every user-facing text of the runner in one place (lifecycle.md fixes several verbatim). */
+export const TEXT = {
+  noModel:
+    "No model is configured yet. Set model.base_url and model.name in $KEEL_HOME/config.yaml " +
+    "(or OPENAI_BASE_URL and KEEL_MODEL), then restart Keel. Any OpenAI-compatible server works: " +
+    "vLLM, llama.cpp, Ollama, OpenRouter.",
+  restartingRefused: "⏳ Gateway is restarting and is not accepting new work right now.",
+  shuttingDownRefused: "⏳ Gateway is shutting down and is not accepting new work right now.",
+  queuedDuringRestart: "⏳ Gateway restarting — queued for the next turn after it comes back.",
+  queuedDuringStop: "⏳ Gateway shutting down — queued for the next turn after it comes back.",
+  drainingRefused:
+    "⏳ Keel is draining for maintenance and not starting new work. Please resend shortly.",
+  queued: "⏳ Queued — I'll get to this as soon as the current task finishes.",
+  stopped: "⏹ Stopped.",
+  nothingToStop: "Nothing is running.",
+  newSession: "✨ New session started.",
+  nothingToRetry: "There is no earlier message to retry.",
+  suspended:
+    "⚠️ This session was interrupted by several restarts in a row, so it starts fresh. " +
+    "Your earlier conversation is kept in the transcript.",
+  stale:
+    "ℹ️ Your previous task was interrupted too long ago to continue by itself; starting from your new message.",
+  help: [
+    "Commands:",
+    "/new — start a fresh session",
+    "/stop — interrupt the running task, keep the session",
+    "/retry — run your last message again",
+    "/restart — restart the gateway",
+    "/status — what this session is doing",
+    "/sethome — make this chat the home channel for gateway notices",
+    "/help — this list",
+  ].join("\n"),
+  unknownCommand: (name: string) =>
+    `Unknown command /${name}. Send /help for the list of commands.`,
+  maxIterations: (n: number) =>
+    `I stopped after ${n} steps without finishing. Send a message to continue.`,
+} as const;
+
+/** The note the model gets on a resumed turn (not shown to the user). */
+export const RESUME_NOTE =
+  "[System note: the gateway restarted while you were working on this conversation. Your earlier " +
+  "progress is in the history above. Continue the task where you left off; do not repeat tool calls " +
+  "whose results you already have.]";
+
+/** Tool result recorded for a tool call cut off by a crash or restart. */
+export const UNKNOWN_OUTCOME =
+  "[Keel: the gateway restarted while this tool call was running. Its outcome is unknown: it may " +
+  "have completed, partly completed, or not run. Check the current state before repeating it.]";

@@ -1,0 +1,15 @@
+import { randomBytes } from "node:crypto";
+
+/** A new transcript id: sortable by creation time, readable in logs (`20261125-215344-3fa9c1`). */
+export function newSessionId(now: number): string {
+  const iso = new Date(now).toISOString();
+  const stamp = `${iso.slice(0, 10).replaceAll("-", "")}-${iso.slice(11, 19).replaceAll(":", "")}`;
+  return `${stamp}-${randomBytes(3).toString("hex")}`;
+}
+
+/** A pairing code: 8 characters from an alphabet without look-alikes (0/O, 1/I/L). */
+export function newPairingCode(): string {
+  const alphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+  const bytes = randomBytes(8);
+  return Array.from(bytes, (b) => alphabet[b % alphabet.length]).join("");
+}

@@ -1,0 +1,665 @@
+/**
+ * The SQLite implementation of Store (better-sqlite3, synchronous inside, one transaction per
+ * method). Durability: WAL with synchronous=FULL, so a committed transaction survives both a
+ * process crash and power loss (docs/architecture.md, "Durability").
+ */
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import type { ChatMessage } from "../agent/types.js";
+import type { ChatAddress, InboundMessage } from "../platforms/platform.js";
+import { newPairingCode, newSessionId } from "./session-id.js";
+import { MIGRATIONS } from "./sqlite-migrations.js";
+import {
+  type InboxRow,
+  type MessageRow,
+  type OutboxRow,
+  type PairingRow,
+  type SessionRow,
+  type ToolCallRow,
+  type TurnRow,
+  toInbox,
+  toOutbox,
+  toPairing,
+  toSession,
+  toStoredMessage,
+  toToolCall,
+  toTurn,
+} from "./sqlite-rows.js";
+import type {
+  InboxItem,
+  OutboxItem,
+  PairingRequest,
+  ResumeReason,
+  SessionRecord,
+  SessionSummary,
+  Store,
+  TurnRecord,
+} from "./store.js";
+
+export interface SqliteStoreOptions {
+  /** Injected clock (epoch ms). */
+  now?: () => number;
+  /** Open without running migrations or writing (CLI inspection of a live gateway's db). */
+  readonly?: boolean;
+}
+
+export class SqliteStore implements Store {
+  private readonly db: Database.Database;
+  private readonly now: () => number;
+
+  constructor(path: string, options: SqliteStoreOptions = {}) {
+    this.now = options.now ?? Date.now;
+    if (!options.readonly) mkdirSync(dirname(path), { recursive: true });
+    this.db = new Database(path, {
+      readonly: options.readonly ?? false,
+      fileMustExist: options.readonly ?? false,
+    });
+    this.db.pragma("busy_timeout = 5000");
+    if (!options.readonly) {
+      this.db.pragma("journal_mode = WAL");
+      this.db.pragma("synchronous = FULL");
+      this.db.pragma("foreign_keys = ON");
+      this.migrate();
+    }
+  }
+
+  /** Schema version after migrations (for doctor and tests). */
+  schemaVersion(): number {
+    return this.db.pragma("user_version", { simple: true }) as number;
+  }
+
+  private migrate(): void {
+    const current = this.schemaVersion();
+    for (let v = current; v < MIGRATIONS.length; v++) {
+      this.db.transaction(() => {
+        this.db.exec(MIGRATIONS[v]!);
+        this.db.pragma(`user_version = ${v + 1}`);
+      })();
+    }
+  }
+
+  private tx<T>(fn: () => T): Promise<T> {
+    try {
+      return Promise.resolve(this.db.transaction(fn).immediate());
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private sessionRow(key: string): SessionRow | undefined {
+    return this.db.prepare("SELECT * FROM sessions WHERE key = ?").get(key) as
+      | SessionRow
+      | undefined;
+  }
+
+  private ensureSessionSync(key: string, origin: ChatAddress | null): SessionRow {
+    const existing = this.sessionRow(key);
+    if (existing) return existing;
+    const now = this.now();
+    const sessionId = newSessionId(now);
+    const platform = origin?.platform ?? null;
+    this.db
+      .prepare(
+        `INSERT INTO sessions (key, session_id, platform, origin, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?)`,
+      )
+      .run(key, sessionId, platform, origin ? JSON.stringify(origin) : null, now, now);
+    this.db
+      .prepare(
+        "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
+      )
+      .run(sessionId, key, platform, now);
+    return this.sessionRow(key)!;
+  }
+
+  acceptInbound(message: InboundMessage): Promise<{ accepted: boolean; item: InboxItem }> {
+    return this.tx(() => {
+      const session = this.ensureSessionSync(message.sessionKey, message.address);
+      const now = this.now();
+      const inserted = this.db
+        .prepare(
+          `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
+             sender_id, sender_name, address, state, received_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
+           ON CONFLICT (platform, chat_id, platform_message_id) DO NOTHING`,
+        )
+        .run(
+          message.platform,
+          message.chatId,
+          message.platformMessageId,
+          message.sessionKey,
+          session.session_id,
+          message.text,
+          message.senderId ?? null,
+          message.senderName ?? null,
+          JSON.stringify(message.address),
+          now,
+        );
+      if (inserted.changes === 1) {
+        this.db
+          .prepare("UPDATE sessions SET origin = ?, updated_at = ? WHERE key = ?")
+          .run(JSON.stringify(message.address), now, message.sessionKey);
+        if (message.history?.length && !this.hasMessages(session.session_id)) {
+          this.appendSync(session.session_id, null, message.history);
+        }
+      }
+      const row = this.db
+        .prepare(
+          "SELECT * FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?",
+        )
+        .get(message.platform, message.chatId, message.platformMessageId) as InboxRow;
+      return { accepted: inserted.changes === 1, item: toInbox(row) };
+    });
+  }
+
+  listOpenInbox(): Promise<InboxItem[]> {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare("SELECT * FROM inbox WHERE state IN ('pending', 'running') ORDER BY id")
+          .all() as InboxRow[]
+      ).map(toInbox),
+    );
+  }
+
+  closeInboxItem(inboxId: number, state: "done" | "cancelled"): Promise<void> {
+    return this.tx(() => {
+      this.db.prepare("UPDATE inbox SET state = ? WHERE id = ?").run(state, inboxId);
+    });
+  }
+
+  getSession(key: string): Promise<SessionRecord | null> {
+    return this.tx(() => {
+      const row = this.sessionRow(key);
+      return row ? toSession(row) : null;
+    });
+  }
+
+  getSessionById(sessionId: string): Promise<SessionRecord | null> {
+    return this.tx(() => {
+      const row = this.db.prepare("SELECT * FROM sessions WHERE session_id = ?").get(sessionId) as
+        | SessionRow
+        | undefined;
+      if (row) return toSession(row);
+      // A transcript left behind by /new: report it under its key with the old id.
+      const t = this.db.prepare("SELECT * FROM transcripts WHERE session_id = ?").get(sessionId) as
+        | { session_key: string; created_at: number }
+        | undefined;
+      if (!t) return null;
+      const current = this.sessionRow(t.session_key);
+      return current ? { ...toSession(current), sessionId, resumePending: false } : null;
+    });
+  }
+
+  ensureSession(key: string, origin: ChatAddress | null): Promise<SessionRecord> {
+    return this.tx(() => toSession(this.ensureSessionSync(key, origin)));
+  }
+
+  resetSession(key: string): Promise<SessionRecord> {
+    return this.tx(() => {
+      const existing = this.ensureSessionSync(key, null);
+      const now = this.now();
+      const sessionId = newSessionId(now);
+      this.db
+        .prepare(
+          `UPDATE sessions SET session_id = ?, resume_pending = 0, resume_reason = NULL,
+             resume_marked_at = NULL, interrupt_count = 0, suspended = 0, updated_at = ? WHERE key = ?`,
+        )
+        .run(sessionId, now, key);
+      const platform = existing.origin
+        ? (JSON.parse(existing.origin) as ChatAddress).platform
+        : null;
+      this.db
+        .prepare(
+          "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
+        )
+        .run(sessionId, key, platform, now);
+      return toSession(this.sessionRow(key)!);
+    });
+  }
+
+  listSessions(options: { limit?: number; platform?: string } = {}): Promise<SessionSummary[]> {
+    return this.tx(() => {
+      const rows = this.db
+        .prepare(
+          `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
+             (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
+             (SELECT body FROM messages m WHERE m.session_id = s.session_id ORDER BY seq DESC LIMIT 1) AS last_body
+           FROM sessions s
+           WHERE (? IS NULL OR s.platform = ?)
+           ORDER BY s.updated_at DESC LIMIT ?`,
+        )
+        .all(
+          options.platform ?? null,
+          options.platform ?? null,
+          options.limit ?? 100,
+        ) as (SessionRow & {
+        platform: string | null;
+        message_count: number;
+        last_body: string | null;
+      })[];
+      return rows.map((r) => ({
+        key: r.key,
+        sessionId: r.session_id,
+        platform: r.platform,
+        messageCount: r.message_count,
+        lastMessage: r.last_body ? summarize(JSON.parse(r.last_body) as ChatMessage) : null,
+        resumePending: r.resume_pending === 1,
+        suspended: r.suspended === 1,
+        updatedAt: r.updated_at,
+      }));
+    });
+  }
+
+  loadTranscript(sessionId: string) {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare(
+            "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = ? ORDER BY seq",
+          )
+          .all(sessionId) as MessageRow[]
+      ).map(toStoredMessage),
+    );
+  }
+
+  private hasMessages(sessionId: string): boolean {
+    return (
+      this.db.prepare("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1").get(sessionId) !==
+      undefined
+    );
+  }
+
+  private appendSync(sessionId: string, turnId: number | null, messages: ChatMessage[]): void {
+    const insert = this.db.prepare(
+      "INSERT INTO messages (session_id, turn_id, role, body, created_at) VALUES (?, ?, ?, ?, ?)",
+    );
+    const now = this.now();
+    for (const m of messages) insert.run(sessionId, turnId, m.role, JSON.stringify(m), now);
+  }
+
+  appendMessages(sessionId: string, turnId: number | null, messages: ChatMessage[]): Promise<void> {
+    return this.tx(() => this.appendSync(sessionId, turnId, messages));
+  }
+
+  startTurn(input: {
+    sessionKey: string;
+    inboxId: number | null;
+    userMessage: ChatMessage | null;
+  }): Promise<TurnRecord> {
+    return this.tx(() => {
+      const session = this.ensureSessionSync(input.sessionKey, null);
+      const now = this.now();
+      const { lastInsertRowid } = this.db
+        .prepare(
+          `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
+           VALUES (?, ?, ?, 'running', ?)`,
+        )
+        .run(input.sessionKey, session.session_id, input.inboxId, now);
+      const turnId = Number(lastInsertRowid);
+      if (input.inboxId !== null) {
+        this.db.prepare("UPDATE inbox SET state = 'running' WHERE id = ?").run(input.inboxId);
+      }
+      if (input.userMessage) this.appendSync(session.session_id, turnId, [input.userMessage]);
+      this.db
+        .prepare("UPDATE sessions SET updated_at = ? WHERE key = ?")
+        .run(now, input.sessionKey);
+      return toTurn(this.db.prepare("SELECT * FROM turns WHERE id = ?").get(turnId) as TurnRow);
+    });
+  }
+
+  finishTurn(input: {
+    turnId: number;
+    state: "done" | "interrupted" | "failed";
+    finalMessage: ChatMessage | null;
+    reply: { address: ChatAddress; text: string } | null;
+  }): Promise<OutboxItem | null> {
+    return this.tx(() => {
+      const turn = this.db.prepare("SELECT * FROM turns WHERE id = ?").get(input.turnId) as
+        | TurnRow
+        | undefined;
+      if (!turn) throw new Error(`unknown turn ${input.turnId}`);
+      const now = this.now();
+      this.db
+        .prepare("UPDATE turns SET state = ?, finished_at = ? WHERE id = ?")
+        .run(input.state, now, input.turnId);
+      if (turn.inbox_id !== null) {
+        this.db.prepare("UPDATE inbox SET state = 'done' WHERE id = ?").run(turn.inbox_id);
+      }
+      if (input.finalMessage) this.appendSync(turn.session_id, input.turnId, [input.finalMessage]);
+      if (input.state === "done") {
+        // A finished turn ends the interruption streak and any pending resume.
+        this.db
+          .prepare(
+            `UPDATE sessions SET interrupt_count = 0, resume_pending = 0, resume_reason = NULL,
+               resume_marked_at = NULL, updated_at = ? WHERE key = ? AND session_id = ?`,
+          )
+          .run(now, turn.session_key, turn.session_id);
+      }
+      if (!input.reply) return null;
+      return this.insertOutbox(
+        turn.session_key,
+        turn.session_id,
+        input.turnId,
+        input.reply.address,
+        input.reply.text,
+        "reply",
+      );
+    });
+  }
+
+  private insertOutbox(
+    sessionKey: string,
+    sessionId: string,
+    turnId: number | null,
+    address: ChatAddress,
+    text: string,
+    kind: "reply" | "notice",
+  ): OutboxItem {
+    const { lastInsertRowid } = this.db
+      .prepare(
+        `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
+      )
+      .run(
+        sessionKey,
+        sessionId,
+        turnId,
+        address.platform,
+        JSON.stringify(address),
+        text,
+        kind,
+        this.now(),
+      );
+    return toOutbox(
+      this.db.prepare("SELECT * FROM outbox WHERE id = ?").get(lastInsertRowid) as OutboxRow,
+    );
+  }
+
+  listRunningTurns(): Promise<TurnRecord[]> {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare("SELECT * FROM turns WHERE state = 'running' ORDER BY id")
+          .all() as TurnRow[]
+      ).map(toTurn),
+    );
+  }
+
+  recordToolStart(input: {
+    toolCallId: string;
+    turnId: number;
+    sessionId: string;
+    name: string;
+    arguments: string;
+  }): Promise<void> {
+    return this.tx(() => {
+      this.db
+        .prepare(
+          `INSERT INTO tool_calls (tool_call_id, turn_id, session_id, name, arguments, state, started_at)
+           VALUES (?, ?, ?, ?, ?, 'started', ?)
+           ON CONFLICT (turn_id, tool_call_id) DO UPDATE SET state = 'started', started_at = excluded.started_at`,
+        )
+        .run(
+          input.toolCallId,
+          input.turnId,
+          input.sessionId,
+          input.name,
+          input.arguments,
+          this.now(),
+        );
+    });
+  }
+
+  recordToolFinish(input: {
+    toolCallId: string;
+    sessionId: string;
+    turnId: number;
+    result: string;
+  }): Promise<void> {
+    return this.tx(() => {
+      const now = this.now();
+      this.db
+        .prepare(
+          `UPDATE tool_calls SET state = 'finished', result = ?, finished_at = ?
+           WHERE turn_id = ? AND tool_call_id = ? AND state = 'started'`,
+        )
+        .run(input.result, now, input.turnId, input.toolCallId);
+      this.appendSync(input.sessionId, input.turnId, [
+        { role: "tool", tool_call_id: input.toolCallId, content: input.result },
+      ]);
+    });
+  }
+
+  listUnfinishedToolCalls(sessionId: string) {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare(
+            "SELECT * FROM tool_calls WHERE session_id = ? AND state = 'started' ORDER BY id",
+          )
+          .all(sessionId) as ToolCallRow[]
+      ).map(toToolCall),
+    );
+  }
+
+  enqueueOutbox(input: {
+    sessionKey: string;
+    sessionId: string;
+    address: ChatAddress;
+    text: string;
+    kind: "reply" | "notice";
+  }): Promise<OutboxItem> {
+    return this.tx(() =>
+      this.insertOutbox(
+        input.sessionKey,
+        input.sessionId,
+        null,
+        input.address,
+        input.text,
+        input.kind,
+      ),
+    );
+  }
+
+  listPendingOutbox(platform?: string): Promise<OutboxItem[]> {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare(
+            "SELECT * FROM outbox WHERE state = 'pending' AND (? IS NULL OR platform = ?) ORDER BY id",
+          )
+          .all(platform ?? null, platform ?? null) as OutboxRow[]
+      ).map(toOutbox),
+    );
+  }
+
+  markDelivered(outboxId: number): Promise<void> {
+    return this.tx(() => {
+      this.db
+        .prepare(
+          "UPDATE outbox SET state = 'delivered', delivered_at = ?, attempts = attempts + 1 WHERE id = ?",
+        )
+        .run(this.now(), outboxId);
+    });
+  }
+
+  markDeliveryFailed(outboxId: number, maxAttempts: number): Promise<void> {
+    return this.tx(() => {
+      this.db
+        .prepare(
+          `UPDATE outbox SET attempts = attempts + 1,
+             state = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE state END
+           WHERE id = ? AND state = 'pending'`,
+        )
+        .run(maxAttempts, outboxId);
+    });
+  }
+
+  markResumePending(keys: string[], reason: ResumeReason): Promise<void> {
+    return this.tx(() => {
+      const now = this.now();
+      const update = this.db.prepare(
+        `UPDATE sessions SET
+           resume_reason = CASE WHEN resume_pending = 1 THEN resume_reason ELSE ? END,
+           resume_marked_at = CASE WHEN resume_pending = 1 THEN resume_marked_at ELSE ? END,
+           interrupt_count = CASE WHEN resume_pending = 1 THEN interrupt_count ELSE interrupt_count + 1 END,
+           resume_pending = 1
+         WHERE key = ?`,
+      );
+      for (const key of keys) update.run(reason, now, key);
+    });
+  }
+
+  clearResumePending(key: string): Promise<void> {
+    return this.tx(() => {
+      this.db
+        .prepare(
+          "UPDATE sessions SET resume_pending = 0, resume_reason = NULL, resume_marked_at = NULL WHERE key = ?",
+        )
+        .run(key);
+    });
+  }
+
+  listSessionsActiveSince(sinceMs: number): Promise<SessionRecord[]> {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare(
+            "SELECT * FROM sessions WHERE updated_at >= ? AND resume_pending = 0 ORDER BY updated_at",
+          )
+          .all(sinceMs) as SessionRow[]
+      ).map(toSession),
+    );
+  }
+
+  listResumePending(): Promise<SessionRecord[]> {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare("SELECT * FROM sessions WHERE resume_pending = 1 ORDER BY updated_at")
+          .all() as SessionRow[]
+      ).map(toSession),
+    );
+  }
+
+  setSuspended(key: string, suspended: boolean): Promise<void> {
+    return this.tx(() => {
+      this.db
+        .prepare("UPDATE sessions SET suspended = ? WHERE key = ?")
+        .run(suspended ? 1 : 0, key);
+    });
+  }
+
+  requestPairing(input: {
+    platform: string;
+    userId: string;
+    userName: string | null;
+    chatId: string;
+    ttlMs: number;
+    maxPending: number;
+  }): Promise<PairingRequest | null> {
+    return this.tx(() => {
+      const now = this.now();
+      const live = this.db
+        .prepare(
+          "SELECT * FROM pairing WHERE platform = ? AND approved_at IS NULL AND expires_at > ? ORDER BY created_at",
+        )
+        .all(input.platform, now) as PairingRow[];
+      const mine = live.find((r) => r.user_id === input.userId);
+      if (mine) return toPairing(mine);
+      if (live.length >= input.maxPending) return null;
+      const code = newPairingCode();
+      this.db
+        .prepare(
+          `INSERT INTO pairing (code, platform, user_id, user_name, chat_id, created_at, expires_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(
+          code,
+          input.platform,
+          input.userId,
+          input.userName,
+          input.chatId,
+          now,
+          now + input.ttlMs,
+        );
+      return toPairing(
+        this.db.prepare("SELECT * FROM pairing WHERE code = ?").get(code) as PairingRow,
+      );
+    });
+  }
+
+  listPairingRequests(platform?: string): Promise<PairingRequest[]> {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare(
+            `SELECT * FROM pairing WHERE approved_at IS NULL AND expires_at > ? AND (? IS NULL OR platform = ?)
+             ORDER BY created_at`,
+          )
+          .all(this.now(), platform ?? null, platform ?? null) as PairingRow[]
+      ).map(toPairing),
+    );
+  }
+
+  approvePairing(code: string): Promise<PairingRequest | null> {
+    return this.tx(() => {
+      const now = this.now();
+      const row = this.db
+        .prepare("SELECT * FROM pairing WHERE code = ? AND approved_at IS NULL AND expires_at > ?")
+        .get(code.trim().toUpperCase(), now) as PairingRow | undefined;
+      if (!row) return null;
+      this.db.prepare("UPDATE pairing SET approved_at = ? WHERE code = ?").run(now, row.code);
+      return toPairing({ ...row, approved_at: now });
+    });
+  }
+
+  isUserApproved(platform: string, userId: string): Promise<boolean> {
+    return this.tx(
+      () =>
+        this.db
+          .prepare(
+            "SELECT 1 FROM pairing WHERE platform = ? AND user_id = ? AND approved_at IS NOT NULL LIMIT 1",
+          )
+          .get(platform, userId) !== undefined,
+    );
+  }
+
+  appendChannelEvent(channel: string, payload: unknown): Promise<number> {
+    return this.tx(() =>
+      Number(
+        this.db
+          .prepare("INSERT INTO channel_events (channel, payload, created_at) VALUES (?, ?, ?)")
+          .run(channel, JSON.stringify(payload), this.now()).lastInsertRowid,
+      ),
+    );
+  }
+
+  listChannelEvents(channel: string, afterSeq: number, limit = 1000) {
+    return this.tx(() =>
+      (
+        this.db
+          .prepare(
+            "SELECT seq, payload FROM channel_events WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
+          )
+          .all(channel, afterSeq, limit) as { seq: number; payload: string }[]
+      ).map((r) => ({ seq: r.seq, payload: JSON.parse(r.payload) as unknown })),
+    );
+  }
+
+  async backup(path: string): Promise<void> {
+    await this.db.backup(path);
+  }
+
+  close(): Promise<void> {
+    if (this.db.open) this.db.close();
+    return Promise.resolve();
+  }
+}
+
+function summarize(message: ChatMessage): string | null {
+  const text = message.content ?? "";
+  return text.length > 120 ? `${text.slice(0, 117)}...` : text;
+}

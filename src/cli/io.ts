@@ -1,0 +1,13 @@
+/** What a CLI command may touch: output lines, the environment, and process signals. */
+import type { Env } from "../config/load-config.js";
+
+export interface CliIo {
+  out(line: string): void;
+  err(line: string): void;
+  env: Env;
+  /** Subscribes to a process signal (only `gateway run` does); returns an unsubscribe. */
+  onSignal(signal: NodeJS.Signals, handler: () => void): () => void;
+}
+
+/** Exit codes shared by every command (interface.md). */
+export const EXIT = { ok: 0, failure: 1, usage: 2, restart: 75, config: 78 } as const;

@@ -7,6 +7,8 @@ const code = await runCli(process.argv.slice(2), {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
   env: processEnv(),
+  stdin: process.stdin,
+  write: (text) => process.stdout.write(text),
   onSignal: (signal, handler) => {
     process.on(signal, handler);
     return () => process.off(signal, handler);

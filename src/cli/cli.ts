@@ -1,6 +1,8 @@
 /** The `keel` command line (commander). Each command body is `(args, io) => exit code`. */
 import { Command, CommanderError } from "commander";
 import { EXIT, type CliIo } from "./io.js";
+import { chat } from "./chat.js";
+import { doctor } from "./doctor.js";
 import { gatewayRun } from "./gateway-run.js";
 import { backup, pairingApprove, pairingList, sessionsList, sessionsShow } from "./store-commands.js";
 import type { GlobalOptions } from "./load.js";
@@ -39,6 +41,17 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const pairing = program.command("pairing").description("chat users waiting for access");
   pairing.command("list").action(() => run(() => pairingList(global(), io)));
   pairing.command("approve <code>").action((code: string) => run(() => pairingApprove(code, global(), io)));
+
+  program
+    .command("chat")
+    .description("talk to the agent from the terminal")
+    .option("--session <id>", "continue a stored API session")
+    .action((opts: { session?: string }) => run(() => chat({ ...global(), ...opts }, io)));
+
+  program
+    .command("doctor")
+    .description("check config, home folder, model endpoint and platform tokens")
+    .action(() => run(() => doctor(global(), io)));
 
   program
     .command("backup <path>")

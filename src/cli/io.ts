@@ -5,6 +5,10 @@ export interface CliIo {
   out(line: string): void;
   err(line: string): void;
   env: Env;
+  /** Standard input (for `keel chat`). */
+  stdin: NodeJS.ReadableStream;
+  /** Writes without a newline (streamed replies). */
+  write(text: string): void;
   /** Subscribes to a process signal (only `gateway run` does); returns an unsubscribe. */
   onSignal(signal: NodeJS.Signals, handler: () => void): () => void;
 }

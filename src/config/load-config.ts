@@ -63,6 +63,7 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
     cwd,
     controlToken: p.control.token ?? readOrCreateControlToken(home),
     telegramEnabled: p.platforms.telegram.enabled ?? p.platforms.telegram.token !== undefined,
+    crashPoint: options.env.KEEL_CRASH_POINT || undefined,
   };
   checkExposure(config, file);
   return { config: deepFreeze(config), warnings };

@@ -160,4 +160,6 @@ export interface Config extends ParsedConfig {
   controlToken: string;
   /** Telegram is on (explicitly, or because a token is set). */
   telegramEnabled: boolean;
+  /** KEEL_CRASH_POINT: a named crash point for the crash-safety harness (never set in production). */
+  crashPoint: string | undefined;
 }

@@ -1,0 +1,182 @@
+/**
+ * One turn of the agent: model call, tool calls, model call... until the model answers without
+ * tools, the turn is interrupted, it fails, or it runs out of iterations.
+ */
+import type {
+  AssistantMessage,
+  ChatMessage,
+  LlmResult,
+  RunTurnOptions,
+  ToolCall,
+  TurnResult,
+} from "./types.js";
+
+/** Sent to the model for a tool call that has no result in the transcript. */
+const MISSING_RESULT =
+  "No result was recorded for this tool call (the gateway may have stopped while it ran); " +
+  "its outcome is unknown.";
+
+const NOT_RUN_RESULT = "Not run: the turn was interrupted before this tool call started.";
+
+/**
+ * Runs one turn over `history` (the stored transcript, ending with the new input).
+ *
+ * Persistence goes through `options.journal`, awaited in order: an assistant message that asks for
+ * tools is recorded before any of them runs; each tool call is recorded as started before it runs
+ * and as finished after (the journal appends the `tool` message); steered user input is recorded
+ * before the next model call. The final assistant message is not recorded: it is returned as
+ * `finalMessage` for the caller to store with the reply.
+ *
+ * If `history` ends with an assistant message whose tool calls lack results, the missing calls
+ * run first. Never throws for model or tool failures (they are `stopReason` values); a journal
+ * failure is thrown as is.
+ */
+export async function runTurn(options: RunTurnOptions): Promise<TurnResult> {
+  const messages = [...options.history];
+  let iterations = 0;
+  const pending = unansweredToolCalls(messages);
+  if (pending.length > 0) {
+    if (!(await runToolBatch(pending, messages, options))) return aborted(iterations);
+    await takeSteeredInput(messages, options);
+  }
+  for (;;) {
+    if (options.signal.aborted) return aborted(iterations);
+    if (iterations >= options.maxIterations) return outOfIterations(iterations);
+    iterations++;
+    const result = await options.llm.complete({
+      messages: buildPrompt(options.systemPrompt, messages),
+      tools: options.tools.specs(),
+      signal: options.signal,
+      onTextDelta: (text) => options.onEvent({ type: "text_delta", text }),
+    });
+    if (!result.ok) {
+      if (options.signal.aborted || result.kind === "aborted") return aborted(iterations);
+      return failed(result, iterations);
+    }
+    const calls = result.message.tool_calls ?? [];
+    if (calls.length === 0) return finished(result.message, iterations);
+    await options.journal.recordMessages([result.message]);
+    messages.push(result.message);
+    if (!(await runToolBatch(calls, messages, options))) return aborted(iterations);
+    await takeSteeredInput(messages, options);
+  }
+}
+
+/**
+ * Runs the calls one by one, journaled, appending each `tool` message to `messages`. Once the
+ * turn is interrupted, the remaining calls are recorded with a "not run" result so the transcript
+ * stays valid. Returns false when the turn was interrupted.
+ */
+async function runToolBatch(
+  calls: ToolCall[],
+  messages: ChatMessage[],
+  options: RunTurnOptions,
+): Promise<boolean> {
+  const { journal, signal } = options;
+  for (const call of calls) {
+    await journal.recordToolStart(call);
+    let output = { output: NOT_RUN_RESULT, isError: true };
+    if (!signal.aborted) {
+      const { id: toolCallId, function: fn } = call;
+      options.onEvent({ type: "tool_start", toolCallId, name: fn.name, arguments: fn.arguments });
+      output = await options.tools.run(call, { cwd: options.cwd, signal });
+      options.onEvent({ type: "tool_end", toolCallId, name: fn.name, ...output });
+    }
+    await journal.recordToolFinish(call, output);
+    messages.push({ role: "tool", tool_call_id: call.id, content: output.output });
+  }
+  return !signal.aborted;
+}
+
+async function takeSteeredInput(messages: ChatMessage[], options: RunTurnOptions): Promise<void> {
+  const texts = options.takeSteeredInput?.() ?? [];
+  if (texts.length === 0) return;
+  const steered = texts.map((content): ChatMessage => ({ role: "user", content }));
+  await options.journal.recordMessages(steered);
+  messages.push(...steered);
+}
+
+/** The tool calls of a trailing assistant message (followed only by tool results) that have no result yet. */
+export function unansweredToolCalls(messages: ChatMessage[]): ToolCall[] {
+  const index = messages.findLastIndex((m) => m.role === "assistant");
+  const assistant = messages[index];
+  if (assistant?.role !== "assistant" || !assistant.tool_calls) return [];
+  const answered = new Set<string>();
+  for (const message of messages.slice(index + 1)) {
+    if (message.role !== "tool") return [];
+    answered.add(message.tool_call_id);
+  }
+  return assistant.tool_calls.filter((call) => !answered.has(call.id));
+}
+
+/**
+ * The messages sent to the model: the system prompt, then the transcript. A tool call left
+ * without a result (e.g. a crash before the journal could record it) gets a placeholder result,
+ * because the API rejects a transcript with unanswered tool calls. Only the request is patched.
+ */
+export function buildPrompt(systemPrompt: string, messages: ChatMessage[]): ChatMessage[] {
+  const prompt: ChatMessage[] = systemPrompt ? [{ role: "system", content: systemPrompt }] : [];
+  let open: ToolCall[] = [];
+  const closeOpen = () => {
+    for (const call of open) {
+      prompt.push({ role: "tool", tool_call_id: call.id, content: MISSING_RESULT });
+    }
+    open = [];
+  };
+  for (const message of messages) {
+    if (message.role === "tool") {
+      open = open.filter((call) => call.id !== message.tool_call_id);
+    } else {
+      closeOpen();
+      if (message.role === "assistant") open = [...(message.tool_calls ?? [])];
+    }
+    prompt.push(message);
+  }
+  closeOpen();
+  return prompt;
+}
+
+function finished(message: AssistantMessage, iterations: number): TurnResult {
+  return { stopReason: "stop", reply: message.content ?? "", finalMessage: message, iterations };
+}
+
+function aborted(iterations: number): TurnResult {
+  return {
+    stopReason: "aborted",
+    reply: "",
+    finalMessage: null,
+    errorMessage: "The turn was interrupted.",
+    iterations,
+  };
+}
+
+function outOfIterations(iterations: number): TurnResult {
+  const reply =
+    `I stopped after ${iterations} model calls, the limit for one turn (agent.max_iterations), ` +
+    "before finishing. Send a message to let me continue.";
+  return {
+    stopReason: "max_iterations",
+    reply,
+    // Stored so the next turn's model knows it was cut off, and the transcript ends cleanly.
+    finalMessage: { role: "assistant", content: reply },
+    errorMessage: `Reached max_iterations (${iterations}).`,
+    iterations,
+  };
+}
+
+function failed(result: Extract<LlmResult, { ok: false }>, iterations: number): TurnResult {
+  const what = {
+    http: `The model request failed${result.status ? ` (HTTP ${result.status})` : ""}.`,
+    timeout: "The model did not answer in time.",
+    network: "The model could not be reached.",
+    invalid: "The model sent an unusable response.",
+    aborted: "The model request was interrupted.",
+  }[result.kind];
+  return {
+    stopReason: "error",
+    reply: `${what} Try again or /retry.`,
+    finalMessage: null,
+    errorMessage: result.error,
+    iterations,
+  };
+}

@@ -1,0 +1,42 @@
+import type { ToolCall, ToolRegistry, ToolSpec } from "../types.js";
+import { errorText, toolError } from "./define-tool.js";
+import type { Tool, ToolContext, ToolOutput } from "./tool.js";
+
+/**
+ * Creates the registry of the tools a turn may call. Throws at creation if two tools share a
+ * name (a wiring bug); `run` never throws.
+ */
+export function createToolRegistry(tools: Tool[]): ToolRegistry {
+  const byName = new Map<string, Tool>();
+  for (const tool of tools) {
+    if (byName.has(tool.name)) throw new Error(`Two tools are named ${tool.name}`);
+    byName.set(tool.name, tool);
+  }
+  return {
+    get: (name) => byName.get(name),
+    specs(): ToolSpec[] {
+      return [...byName.values()].map((tool) => ({
+        type: "function",
+        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+      }));
+    },
+    async run(call: ToolCall, context: ToolContext): Promise<ToolOutput> {
+      const tool = byName.get(call.function.name);
+      if (!tool) {
+        const known = [...byName.keys()].join(", ");
+        return toolError(`Unknown tool ${call.function.name}. Available tools: ${known}.`);
+      }
+      let args: unknown;
+      try {
+        args = JSON.parse(call.function.arguments || "{}");
+      } catch {
+        return toolError(`The arguments for ${tool.name} are not valid JSON; send a JSON object.`);
+      }
+      try {
+        return await tool.execute(args, context);
+      } catch (error) {
+        return toolError(`${tool.name} failed: ${errorText(error)}`);
+      }
+    },
+  };
+}

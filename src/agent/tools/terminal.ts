@@ -1,0 +1,192 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { stat } from "node:fs/promises";
+import { z } from "zod";
+import { defineTool, errorText, toolError } from "./define-tool.js";
+import { isGroupAlive, type ProcessRegistry, signalGroup } from "./process-registry.js";
+import type { Tool, ToolContext, ToolOutput } from "./tool.js";
+
+export interface TerminalToolOptions {
+  /** Used when the model gives no `timeout` (config `agent.tool_timeout`, in ms). */
+  defaultTimeoutMs: number;
+  /** Where live process groups are recorded for the gateway's stop. */
+  processes: ProcessRegistry;
+  /** Output kept per command (default 50,000 characters; the middle is cut). */
+  maxOutputChars?: number;
+  /** Time between SIGTERM and SIGKILL when a command is stopped (default 1000 ms). */
+  killGraceMs?: number;
+  /** Environment of the commands (default: inherited from the gateway). */
+  env?: NodeJS.ProcessEnv;
+}
+
+const TerminalArgs = z.object({
+  command: z.string().min(1).describe("Shell command, run with /bin/sh -c in the working folder"),
+  timeout: z
+    .number()
+    .positive()
+    .optional()
+    .describe("Seconds before the command is killed (default: the configured tool timeout)"),
+});
+
+/** How long to wait for the output pipes after the shell exited (background children may hold them). */
+const PIPE_DRAIN_MS = 500;
+
+/**
+ * Creates the `terminal` tool: runs a command with `/bin/sh -c` in the context's cwd, in its own
+ * process group. On timeout or abort the whole group gets SIGTERM, then SIGKILL after a grace
+ * period. Output is stdout and stderr combined, middle-truncated, followed by the exit status; a
+ * non-zero exit, a timeout or an interruption is `isError` with the output still included.
+ */
+export function createTerminalTool(options: TerminalToolOptions): Tool {
+  return defineTool({
+    name: "terminal",
+    description:
+      "Run a shell command in the working folder and return its combined stdout and stderr " +
+      "with the exit code. Long output is truncated in the middle.",
+    schema: TerminalArgs,
+    readOnly: false,
+    run: (args, context) => runCommand(args, context, options),
+  });
+}
+
+type Ending =
+  | { kind: "exited"; code: number | null; signal: NodeJS.Signals | null; pipesHeld: boolean }
+  | { kind: "spawn_failed"; error: Error };
+
+async function runCommand(
+  args: z.output<typeof TerminalArgs>,
+  context: ToolContext,
+  options: TerminalToolOptions,
+): Promise<ToolOutput> {
+  if (context.signal.aborted) return toolError("Not run: the turn was interrupted.");
+  const cwdProblem = await checkFolder(context.cwd);
+  if (cwdProblem) return toolError(cwdProblem);
+  const timeoutMs = args.timeout !== undefined ? args.timeout * 1000 : options.defaultTimeoutMs;
+  const child = spawn("/bin/sh", ["-c", args.command], {
+    cwd: context.cwd,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: options.env,
+  });
+  const output = createOutputCapture(options.maxOutputChars ?? 50_000);
+  for (const stream of [child.stdout, child.stderr]) {
+    stream?.setEncoding("utf8");
+    stream?.on("data", (text: string) => output.push(text));
+  }
+  const pid = child.pid;
+  if (pid !== undefined) options.processes.add(pid);
+  let stoppedBy: "timeout" | "aborted" | undefined;
+  const stop = (why: "timeout" | "aborted") => {
+    if (stoppedBy || pid === undefined) return;
+    stoppedBy = why;
+    signalGroup(pid, "SIGTERM");
+    // Runs even after the shell has gone: it reaches whatever ignored SIGTERM.
+    const grace = setTimeout(() => {
+      signalGroup(pid, "SIGKILL");
+      options.processes.delete(pid);
+    }, options.killGraceMs ?? 1000);
+    grace.unref();
+  };
+  const onAbort = () => stop("aborted");
+  const timer = setTimeout(() => stop("timeout"), timeoutMs);
+  context.signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    const ending = await waitForEnd(child);
+    if (ending.kind === "spawn_failed") {
+      return toolError(`Could not start the command: ${errorText(ending.error)}`);
+    }
+    return report(output.text(), ending, stoppedBy, timeoutMs);
+  } finally {
+    clearTimeout(timer);
+    context.signal.removeEventListener("abort", onAbort);
+    // A group that outlives its shell (background children) stays recorded for killAll.
+    if (pid !== undefined && !stoppedBy && !isGroupAlive(pid)) options.processes.delete(pid);
+  }
+}
+
+function report(
+  text: string,
+  ending: Extract<Ending, { kind: "exited" }>,
+  stoppedBy: "timeout" | "aborted" | undefined,
+  timeoutMs: number,
+): ToolOutput {
+  const body = text.length > 0 ? text.replace(/\n$/, "") : "(no output)";
+  let status: string;
+  if (stoppedBy === "timeout") status = `[killed: timed out after ${timeoutMs / 1000} s]`;
+  else if (stoppedBy === "aborted") status = "[interrupted: the command was stopped]";
+  else if (ending.code !== null) status = `[exit code ${ending.code}]`;
+  else status = `[killed by ${ending.signal ?? "a signal"}]`;
+  const note = ending.pipesHeld
+    ? "\n[background processes kept the output open; later output is not shown]"
+    : "";
+  return {
+    output: `${body}\n${status}${note}`,
+    isError: stoppedBy !== undefined || ending.code !== 0,
+  };
+}
+
+/** Resolves when the shell exited and its pipes closed, or shortly after exit if children keep them open. */
+function waitForEnd(child: ChildProcess): Promise<Ending> {
+  return new Promise((resolve) => {
+    let drainTimer: NodeJS.Timeout | undefined;
+    child.once("error", (error) => {
+      clearTimeout(drainTimer);
+      resolve({ kind: "spawn_failed", error });
+    });
+    child.once("exit", (code, signal) => {
+      drainTimer = setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        resolve({ kind: "exited", code, signal, pipesHeld: true });
+      }, PIPE_DRAIN_MS);
+    });
+    child.once("close", (code: number | null, signal: NodeJS.Signals | null) => {
+      clearTimeout(drainTimer);
+      resolve({ kind: "exited", code, signal, pipesHeld: false });
+    });
+  });
+}
+
+async function checkFolder(cwd: string): Promise<string | undefined> {
+  try {
+    if (!(await stat(cwd)).isDirectory()) return `The working folder ${cwd} is not a folder.`;
+    return undefined;
+  } catch (error) {
+    return `The working folder ${cwd} is not usable: ${errorText(error)}`;
+  }
+}
+
+/**
+ * Keeps the first and last halves of a stream of text up to `maxChars` in all, counting what was
+ * dropped in between, so a huge output costs bounded memory and still shows how it ended.
+ */
+export function createOutputCapture(maxChars: number): {
+  push(text: string): void;
+  text(): string;
+} {
+  const headLimit = Math.ceil(maxChars / 2);
+  const tailLimit = maxChars - headLimit;
+  let head = "";
+  let tail = "";
+  let total = 0;
+  return {
+    push(text) {
+      total += text.length;
+      let rest = text;
+      if (head.length < headLimit) {
+        const take = headLimit - head.length;
+        head += rest.slice(0, take);
+        rest = rest.slice(take);
+      }
+      if (rest.length > 0) {
+        tail += rest;
+        if (tail.length > tailLimit * 2) tail = tail.slice(-tailLimit);
+      }
+    },
+    text() {
+      const kept = tail.slice(-tailLimit);
+      const cut = total - head.length - kept.length;
+      if (cut <= 0) return head + kept;
+      return `${head}\n\n[output truncated: ${cut} of ${total} characters cut from the middle]\n\n${kept}`;
+    },
+  };
+}

@@ -1,0 +1,434 @@
+/**
+ * A stand-in for an OpenAI-compatible chat completions server, on a real loopback socket, for
+ * tests, the chaos harness and benchmarks. It speaks OpenAI's wire format (JSON and SSE chunks),
+ * records every request body, and answers from a script: by default one keyed on simple phrases
+ * in the last user message (see {@link defaultScript}).
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+
+/** A message as a client sent it (OpenAI chat format; content may be a string or parts). */
+export interface FakeChatMessage {
+  role: string;
+  content?: string | null | Array<{ type: string; text?: string }>;
+  tool_calls?: Array<{ id: string; type: string; function: { name: string; arguments: string } }>;
+  tool_call_id?: string;
+}
+
+/** A parsed `POST /v1/chat/completions` body. */
+export interface FakeChatRequest {
+  model?: string;
+  messages: FakeChatMessage[];
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+  tools?: Array<{ type: string; function: { name: string } }>;
+  [key: string]: unknown;
+}
+
+/** A tool call the fake model makes; object arguments are sent as JSON text. */
+export interface FakeToolCall {
+  name: string;
+  arguments: string | Record<string, unknown>;
+}
+
+/**
+ * What the fake model does for one request. Fields combine: `delayMs` waits first (for streams,
+ * after the response headers, as real servers do), then `text` and `toolCalls` are sent.
+ * `error`, `hang` and `garbage` replace the normal answer.
+ */
+export interface FakeStep {
+  text?: string;
+  toolCalls?: FakeToolCall[];
+  delayMs?: number;
+  /** Answer with this HTTP status and an OpenAI-style error JSON. */
+  error?: { status: number; message: string };
+  /** Hold the response open (for streams: after the headers) until the client goes away. */
+  hang?: true;
+  /** Send unparsable JSON (non-streaming) or a broken SSE frame (streaming), then end. */
+  garbage?: true;
+}
+
+/** Computes the step for one request; may be async. */
+export type FakeScript = (request: FakeChatRequest) => FakeStep | Promise<FakeStep>;
+
+export interface FakeOpenAIOptions {
+  /** When set, requests without `Authorization: Bearer <apiKey>` get 401. */
+  apiKey?: string;
+  /** Model id listed by `GET /v1/models` and echoed when a request names none (default "fake-model"). */
+  model?: string;
+}
+
+/** A running fake server. Close it in `afterEach`. */
+export interface FakeOpenAI {
+  /** Base URL for the `openai` client's `baseURL`, e.g. `http://127.0.0.1:40123/v1`. */
+  readonly baseUrl: string;
+  /** Every chat completions body received, in order (including failed and hung ones). */
+  readonly requests: FakeChatRequest[];
+  /**
+   * Replaces how requests are answered: a step answers every request the same way, an array is
+   * used one step per request and then falls back to {@link defaultScript}, and a function
+   * computes each step (call `defaultScript(request)` inside it to keep the default phrases).
+   */
+  script(stepOrFn: FakeStep | FakeStep[] | FakeScript): void;
+  /** The next chat completions request gets this status: an OpenAI error JSON, or `body` as given (a string is sent raw). */
+  failNext(status: number, body?: string | Record<string, unknown>): void;
+  /** The next chat completions request is held open until the client aborts it. */
+  hangNext(): void;
+  /** Stops listening and drops every open connection (hung responses included). */
+  close(): Promise<void>;
+}
+
+const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache",
+  connection: "keep-alive",
+};
+
+/** The text of the last `user` message (string content or joined text parts), or "". */
+export function lastUserText(request: FakeChatRequest): string {
+  const user = request.messages.findLast((m) => m.role === "user");
+  return user ? contentText(user.content) : "";
+}
+
+/**
+ * The default script. On the last user message:
+ * `echo: X` replies X; `run: CMD` calls `terminal {command: CMD}`, then replies
+ * `ran: <first line of the tool output>`; `read: PATH` calls `read_file`, then replies with the
+ * tool output; `write: PATH CONTENT` calls `write_file`, then replies `wrote: <first line>`;
+ * `slow: MS X` waits MS ms, then replies X; `garbage` sends an unparsable response; anything else
+ * replies `ok: <text>`. "Then" means: once a `tool` message follows that user message.
+ */
+export function defaultScript(request: FakeChatRequest): FakeStep {
+  const text = lastUserText(request).trim();
+  const lastUser = request.messages.findLastIndex((m) => m.role === "user");
+  const toolMessage = request.messages.slice(lastUser + 1).findLast((m) => m.role === "tool");
+  const result = toolMessage ? contentText(toolMessage.content) : undefined;
+  for (const [pattern, respond] of PHRASES) {
+    const match = text.match(pattern);
+    if (match) return respond(match.slice(1), result);
+  }
+  return { text: `ok: ${text}` };
+}
+
+const firstLine = (s: string) => s.split("\n", 1)[0] ?? "";
+
+/** Phrase -> step, given the captured groups and the tool result that answers the phrase, if any. */
+const PHRASES: ReadonlyArray<
+  readonly [RegExp, (groups: string[], result: string | undefined) => FakeStep]
+> = [
+  [/^echo:\s?([\s\S]*)$/, ([x]) => ({ text: x })],
+  [/^slow:\s*(\d+)\s?([\s\S]*)$/, ([ms, x]) => ({ delayMs: Number(ms), text: x })],
+  [/^garbage$/, () => ({ garbage: true })],
+  [
+    /^run:\s?([\s\S]*)$/,
+    ([command], result) =>
+      result !== undefined
+        ? { text: `ran: ${firstLine(result)}` }
+        : { toolCalls: [{ name: "terminal", arguments: { command } }] },
+  ],
+  [
+    /^read:\s?(.*)$/,
+    ([path], result) =>
+      result !== undefined
+        ? { text: result }
+        : { toolCalls: [{ name: "read_file", arguments: { path } }] },
+  ],
+  [
+    /^write:\s?(\S+)\s([\s\S]*)$/,
+    ([path, content], result) =>
+      result !== undefined
+        ? { text: `wrote: ${firstLine(result)}` }
+        : { toolCalls: [{ name: "write_file", arguments: { path, content } }] },
+  ],
+];
+
+/** Starts the fake on 127.0.0.1, port 0. */
+export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
+  const model = options.model ?? "fake-model";
+  const requests: FakeChatRequest[] = [];
+  const overrides: Array<{
+    step: FakeStep;
+    status: number;
+    rawBody?: string | Record<string, unknown>;
+  }> = [];
+  let responder: FakeScript = defaultScript;
+  let queue: FakeStep[] = [];
+  let counter = 0;
+  const nextId = () => (++counter).toString().padStart(6, "0");
+
+  async function chatCompletions(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Registered first: the client may go away while the script is still deciding.
+    const gone = new AbortController();
+    res.on("close", () => gone.abort());
+    let body: FakeChatRequest;
+    try {
+      body = JSON.parse(await readBody(req)) as FakeChatRequest;
+      if (!Array.isArray(body.messages)) throw new Error("messages must be an array");
+    } catch (error) {
+      sendError(res, 400, `Invalid request body: ${(error as Error).message}`);
+      return;
+    }
+    requests.push(body);
+    const override = overrides.shift();
+    if (override?.rawBody !== undefined) return sendRaw(res, override.status, override.rawBody);
+    const step = override?.step ?? queue.shift() ?? (await responder(body));
+    await answer(res, body, step, { model, nextId, gone: gone.signal });
+  }
+
+  const server = createServer((req, res) => {
+    const path = (req.url ?? "/").split("?", 1)[0];
+    if (options.apiKey && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+      sendError(
+        res,
+        401,
+        "Incorrect API key provided.",
+        "invalid_request_error",
+        "invalid_api_key",
+      );
+    } else if (req.method === "GET" && path === "/v1/models") {
+      sendJson(res, 200, {
+        object: "list",
+        data: [{ id: model, object: "model", created: 1_700_000_000, owned_by: "keel-fake" }],
+      });
+    } else if (req.method === "POST" && path === "/v1/chat/completions") {
+      chatCompletions(req, res).catch((error: unknown) => {
+        if (!res.headersSent) sendError(res, 500, `Fake server error: ${String(error)}`);
+        else res.destroy();
+      });
+    } else {
+      sendError(res, 404, `Unknown route ${req.method} ${path}`, "invalid_request_error");
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    script(stepOrFn) {
+      queue = [];
+      if (typeof stepOrFn === "function") responder = stepOrFn;
+      else if (Array.isArray(stepOrFn)) {
+        responder = defaultScript;
+        queue = [...stepOrFn];
+      } else responder = () => stepOrFn;
+    },
+    failNext(status, body) {
+      const message = `The server had an error while processing your request (fake ${status}).`;
+      overrides.push({ step: { error: { status, message } }, status, rawBody: body });
+    },
+    hangNext() {
+      overrides.push({ step: { hang: true }, status: 200 });
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+interface AnswerContext {
+  model: string;
+  nextId: () => string;
+  /** Aborted when the client disconnects. */
+  gone: AbortSignal;
+}
+
+async function answer(
+  res: ServerResponse,
+  request: FakeChatRequest,
+  step: FakeStep,
+  context: AnswerContext,
+): Promise<void> {
+  if (step.error) return sendError(res, step.error.status, step.error.message);
+  const { gone } = context;
+  const stream = request.stream === true;
+  if (stream) {
+    res.writeHead(200, SSE_HEADERS);
+    res.flushHeaders();
+  }
+  if (step.hang) {
+    await waitUntilAborted(gone);
+    return;
+  }
+  if (step.delayMs && !(await pause(step.delayMs, gone))) return;
+  if (step.garbage) {
+    if (stream) res.end('data: {"id":"chatcmpl-broken","object":"chat.completion.chunk","choi\n\n');
+    else sendRaw(res, 200, '{"id":"chatcmpl-broken","choices":[{"message":');
+    return;
+  }
+  const reply = buildReply(step, request, context);
+  if (stream) writeChunks(res, reply, request.stream_options?.include_usage === true);
+  else sendJson(res, 200, completionBody(reply));
+}
+
+interface Reply {
+  id: string;
+  created: number;
+  model: string;
+  text: string | null;
+  toolCalls: Array<{ id: string; name: string; arguments: string }>;
+  finishReason: "stop" | "tool_calls";
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+}
+
+function buildReply(step: FakeStep, request: FakeChatRequest, context: AnswerContext): Reply {
+  const toolCalls = (step.toolCalls ?? []).map((call) => ({
+    id: `call_fake${context.nextId()}`,
+    name: call.name,
+    arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
+  }));
+  const text = step.text ?? (toolCalls.length > 0 ? null : "");
+  const promptChars = JSON.stringify(request.messages).length;
+  const completionChars =
+    (text ?? "").length + toolCalls.reduce((n, c) => n + c.arguments.length, 0);
+  const prompt_tokens = Math.ceil(promptChars / 4);
+  const completion_tokens = Math.ceil(completionChars / 4);
+  return {
+    id: `chatcmpl-fake${context.nextId()}`,
+    created: Math.floor(Date.now() / 1000),
+    model: request.model ?? context.model,
+    text,
+    toolCalls,
+    finishReason: toolCalls.length > 0 ? "tool_calls" : "stop",
+    usage: { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens },
+  };
+}
+
+function completionBody(reply: Reply): Record<string, unknown> {
+  const message: Record<string, unknown> = {
+    role: "assistant",
+    content: reply.text,
+    refusal: null,
+    annotations: [],
+  };
+  if (reply.toolCalls.length > 0) {
+    message.tool_calls = reply.toolCalls.map((c) => ({
+      id: c.id,
+      type: "function",
+      function: { name: c.name, arguments: c.arguments },
+    }));
+  }
+  return {
+    id: reply.id,
+    object: "chat.completion",
+    created: reply.created,
+    model: reply.model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: reply.finishReason }],
+    usage: reply.usage,
+    service_tier: "default",
+    system_fingerprint: "fp_keel_fake",
+  };
+}
+
+/** Streams a reply as OpenAI does: a role chunk, content pieces, tool call headers and argument pieces, a finish chunk. */
+function writeChunks(res: ServerResponse, reply: Reply, includeUsage: boolean): void {
+  const frame = (delta: Record<string, unknown>, finish: string | null = null) => {
+    const chunk = {
+      id: reply.id,
+      object: "chat.completion.chunk",
+      created: reply.created,
+      model: reply.model,
+      system_fingerprint: "fp_keel_fake",
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      ...(includeUsage ? { usage: null } : {}),
+    };
+    if (!res.destroyed) res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  };
+  frame({ role: "assistant", content: reply.text === null ? null : "", refusal: null });
+  for (const piece of splitText(reply.text ?? "")) frame({ content: piece });
+  reply.toolCalls.forEach((call, index) => {
+    frame({
+      tool_calls: [
+        { index, id: call.id, type: "function", function: { name: call.name, arguments: "" } },
+      ],
+    });
+    for (const piece of splitText(call.arguments)) {
+      frame({ tool_calls: [{ index, function: { arguments: piece } }] });
+    }
+  });
+  frame({}, reply.finishReason);
+  if (includeUsage && !res.destroyed) {
+    const usageChunk = {
+      id: reply.id,
+      object: "chat.completion.chunk",
+      created: reply.created,
+      model: reply.model,
+      system_fingerprint: "fp_keel_fake",
+      choices: [],
+      usage: reply.usage,
+    };
+    res.write(`data: ${JSON.stringify(usageChunk)}\n\n`);
+  }
+  if (!res.destroyed) res.end("data: [DONE]\n\n");
+}
+
+/** Splits into several pieces (at least 3 when long enough, at most about 64) so clients must reassemble. */
+function splitText(text: string): string[] {
+  if (text.length === 0) return [];
+  const size = Math.max(1, Math.min(5, Math.ceil(text.length / 3)), Math.ceil(text.length / 64));
+  const pieces: string[] = [];
+  for (let i = 0; i < text.length; i += size) pieces.push(text.slice(i, i + size));
+  return pieces;
+}
+
+function contentText(content: FakeChatMessage["content"]): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p) => p.text ?? "").join("");
+  return "";
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+/** Resolves true after `ms`, or false as soon as the client disconnects. */
+async function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+  try {
+    await sleep(ms, undefined, { signal });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function waitUntilAborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) =>
+    signal.addEventListener("abort", () => resolve(), { once: true }),
+  );
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}
+
+function sendRaw(
+  res: ServerResponse,
+  status: number,
+  body: string | Record<string, unknown>,
+): void {
+  if (typeof body !== "string") {
+    sendJson(res, status, body);
+    return;
+  }
+  res.writeHead(status, { "content-type": "text/plain; charset=utf-8" });
+  res.end(body);
+}
+
+function sendError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  type = status >= 500 ? "server_error" : "invalid_request_error",
+  code: string | null = null,
+): void {
+  sendJson(res, status, { error: { message, type, param: null, code } });
+}

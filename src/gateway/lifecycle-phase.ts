@@ -1,0 +1,50 @@
+/**
+ * Where the gateway is in its life, as the watchers need to know it. `drained` is the
+ * reversible maintenance drain (external drain marker); `stopping` is a real stop or restart,
+ * which never turns back. Both show as `gateway_state: "draining"` in `gateway_state.json`.
+ */
+export type LifecyclePhase = "starting" | "running" | "drained" | "stopping" | "stopped";
+
+/** A background poller; `stop()` resolves once no further callback can run. */
+export interface Watcher {
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `tick` now and then every `intervalMs` after the previous tick finished, until `tick`
+ * returns `"done"` or `stop()` is called (`tick` can ask whether it has been). `stop()` cancels the pending wait at once and waits
+ * only for a tick already under way.
+ */
+export function startPolling(
+  tick: (isStopped: () => boolean) => Promise<"continue" | "done">,
+  intervalMs: number,
+): Watcher {
+  let stopped = false;
+  let timer: NodeJS.Timeout | null = null;
+  let inFlight: Promise<void> | null = null;
+
+  const run = (): void => {
+    timer = null;
+    inFlight = tick(() => stopped).then(
+      (outcome) => {
+        inFlight = null;
+        if (outcome === "continue" && !stopped) timer = setTimeout(run, intervalMs);
+      },
+      () => {
+        // tick() handles its own errors; a rejection here is a bug, but polling must go on.
+        inFlight = null;
+        if (!stopped) timer = setTimeout(run, intervalMs);
+      },
+    );
+  };
+  run();
+
+  return {
+    async stop() {
+      stopped = true;
+      if (timer !== null) clearTimeout(timer);
+      timer = null;
+      await inFlight;
+    },
+  };
+}

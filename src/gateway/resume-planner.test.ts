@@ -1,0 +1,166 @@
+import { describe, expect, it } from "vitest";
+import type { ChatMessage } from "../agent/types.js";
+import {
+  autoContinueNote,
+  planResume,
+  type ResumeCandidate,
+  resumeNote,
+  withAutoContinueNote,
+} from "./resume-planner.js";
+
+const NOW = 10_000_000;
+const HOUR = 3_600_000;
+const origin = { platform: "telegram", chatId: "42" };
+
+function session(overrides: Partial<ResumeCandidate> = {}): ResumeCandidate {
+  return {
+    key: "agent:main:telegram:dm:42",
+    resumeReason: "restart_timeout",
+    resumeMarkedAt: NOW - 1000,
+    interruptCount: 1,
+    suspended: false,
+    origin,
+    ...overrides,
+  };
+}
+
+function plan(sessions: ResumeCandidate[], recentBoots: number[] = []) {
+  return planResume({ sessions, now: NOW, freshnessMs: HOUR, recentBoots });
+}
+
+describe("resume planner", () => {
+  it("resumes drain-timeout and crash-recovery sessions", () => {
+    const result = plan([
+      session({ key: "a", resumeReason: "restart_timeout" }),
+      session({ key: "b", resumeReason: "shutdown_timeout" }),
+      session({ key: "c", resumeReason: "restart_interrupted" }),
+    ]);
+    expect(result.resume.map((s) => s.key)).toEqual(["a", "b", "c"]);
+    expect(result.countsAsBoot).toBe(true);
+    expect(result.breakerTripped).toBe(false);
+  });
+
+  it("skips stale sessions outside the freshness window (reset on next message)", () => {
+    const result = plan([session({ resumeMarkedAt: NOW - HOUR - 1 })]);
+    expect(result.resume).toEqual([]);
+    expect(result.stale.map((s) => s.key)).toEqual(["agent:main:telegram:dm:42"]);
+  });
+
+  it("falls back to updatedAt when the mark time is unknown", () => {
+    expect(plan([session({ resumeMarkedAt: null, updatedAt: NOW - 5 })]).resume).toHaveLength(1);
+    expect(plan([session({ resumeMarkedAt: null })]).stale).toHaveLength(1);
+  });
+
+  it("skips suspended sessions", () => {
+    const result = plan([session({ suspended: true })]);
+    expect(result.resume).toEqual([]);
+    expect(result.skipped).toEqual([
+      { key: "agent:main:telegram:dm:42", reason: "already_suspended" },
+    ]);
+  });
+
+  it("skips sessions without an origin chat", () => {
+    expect(plan([session({ origin: null })]).skipped).toEqual([
+      { key: "agent:main:telegram:dm:42", reason: "no_origin" },
+    ]);
+  });
+
+  it("skips reasons that do not resume by themselves", () => {
+    const result = plan([
+      session({ resumeReason: "queued_during_stop" }),
+      session({ key: "n", resumeReason: null }),
+    ]);
+    expect(result.resume).toEqual([]);
+    expect(result.skipped.map((s) => s.reason)).toEqual([
+      "reason_not_resumable",
+      "reason_not_resumable",
+    ]);
+  });
+
+  it("suspends a session interrupted by three restarts in a row", () => {
+    const result = plan([
+      session({ interruptCount: 3 }),
+      session({ key: "two", interruptCount: 2 }),
+    ]);
+    expect(result.suspend.map((s) => s.key)).toEqual(["agent:main:telegram:dm:42"]);
+    expect(result.resume.map((s) => s.key)).toEqual(["two"]);
+  });
+
+  it("trips the restart-loop breaker on the third boot with resumable sessions within 60 s", () => {
+    const result = plan([session()], [NOW - 50_000, NOW - 20_000]);
+    expect(result.breakerTripped).toBe(true);
+    expect(result.resume).toEqual([]);
+    expect(result.countsAsBoot).toBe(true);
+  });
+
+  it("does not trip the breaker for boots older than the window", () => {
+    const result = plan([session()], [NOW - 120_000, NOW - 61_000, NOW - 20_000]);
+    expect(result.breakerTripped).toBe(false);
+    expect(result.resume).toHaveLength(1);
+  });
+
+  it("a boot without resumable sessions does not count toward the breaker", () => {
+    const result = plan([session({ origin: null })], [NOW - 5000, NOW - 3000]);
+    expect(result.countsAsBoot).toBe(false);
+    expect(result.breakerTripped).toBe(false);
+  });
+});
+
+describe("auto-continue note", () => {
+  const toolCall = {
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id: "t1", type: "function", function: { name: "terminal", arguments: "{}" } }],
+  } as const satisfies ChatMessage;
+
+  it("is added when the history ends with a tool result", () => {
+    const history: ChatMessage[] = [
+      { role: "user", content: "run it" },
+      toolCall,
+      { role: "tool", tool_call_id: "t1", content: "ok" },
+    ];
+    expect(autoContinueNote(history)).toMatch(/^\[System note: .*tool result/);
+  });
+
+  it("is added after several trailing tool results", () => {
+    const history: ChatMessage[] = [
+      toolCall,
+      { role: "tool", tool_call_id: "t1", content: "a" },
+      { role: "tool", tool_call_id: "t2", content: "b" },
+    ];
+    expect(autoContinueNote(history)).not.toBeNull();
+  });
+
+  it("is not added when the history ends with an assistant message", () => {
+    expect(
+      autoContinueNote([
+        { role: "user", content: "hi" },
+        { role: "assistant", content: "hello" },
+      ]),
+    ).toBeNull();
+  });
+
+  it("is not added when the history ends with a user message", () => {
+    expect(autoContinueNote([{ role: "user", content: "hi" }])).toBeNull();
+  });
+
+  it("is not added for an empty history", () => {
+    expect(autoContinueNote([])).toBeNull();
+  });
+
+  it("keeps the user's new message intact after the note", () => {
+    const history: ChatMessage[] = [toolCall, { role: "tool", tool_call_id: "t1", content: "ok" }];
+    const text = withAutoContinueNote(history, "what happened?\nline two");
+    expect(text.endsWith("\n\nwhat happened?\nline two")).toBe(true);
+    expect(text.startsWith("[System note:")).toBe(true);
+    expect(withAutoContinueNote([], "plain")).toBe("plain");
+  });
+});
+
+describe("resume note", () => {
+  it("names the reason and keeps a new message after it", () => {
+    expect(resumeNote("restart_timeout", "hello")).toMatch(/a gateway restart[\s\S]*\n\nhello$/);
+    expect(resumeNote("shutdown_timeout", "")).toContain("a gateway shutdown");
+    expect(resumeNote("restart_interrupted", "")).toContain("restored");
+  });
+});

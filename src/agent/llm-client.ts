@@ -50,7 +50,7 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
     logLevel: "off",
     maxRetries: 0,
     // Our own timer covers the whole call; this one is only a backstop.
-    timeout: options.timeoutMs + 5_000,
+    timeout: Math.ceil(options.timeoutMs) + 5_000,
   });
   const secrets = [options.apiKey].filter((s): s is string => Boolean(s));
 

@@ -6,7 +6,7 @@ import {
   RESTART_NOTICE_AUTO_RESUME,
   restartCommandReply,
   STOP_NOTICE,
-} from "./lifecycle-texts.js";
+} from "../runner/lifecycle-texts.js";
 import {
   createStopGuard,
   planStopEpilogue,

@@ -10,6 +10,7 @@ import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { AgentRun, AgentRunInput } from "./agent-run.js";
 import { OutboxDispatcher } from "./outbox-dispatcher.js";
 import { type BusyInputMode, Runner } from "./runner.js";
+import { DRAIN_REFUSAL, notAcceptingText, queuedForAfterRestartText } from "./lifecycle-texts.js";
 import { TEXT } from "./texts.js";
 
 /** A scripted agent: replies "echo: <last user text>", or waits for abort when the text says "block". */
@@ -171,7 +172,7 @@ describe("Runner", () => {
     const runner = makeRunner();
     runner.setDraining(true);
     const accepted = await runner.receive(msg("hi"));
-    await waitFor(() => adapter.texts().includes(TEXT.drainingRefused));
+    await waitFor(() => adapter.texts().includes(DRAIN_REFUSAL));
     const session = await store.getSession("agent:main:test:dm:1");
     runner.resume(session!);
     await waitFor(() => adapter.texts().some((t) => t.startsWith("echo:")));
@@ -186,8 +187,8 @@ describe("Runner", () => {
     runner.setAdmission("restarting");
     await runner.receive(msg("idle one", "idle"));
     const followUp = await runner.receive(msg("follow up", "busy"));
-    await waitFor(() => adapter.texts().includes(TEXT.queuedDuringRestart));
-    await waitFor(() => adapter.texts().includes(TEXT.restartingRefused));
+    await waitFor(() => adapter.texts().includes(queuedForAfterRestartText(true)));
+    await waitFor(() => adapter.texts().includes(notAcceptingText(true)));
     const open = await store.listOpenInbox();
     expect(open.find((i) => i.id === followUp.inboxId)?.state).toBe("pending");
     runner.interruptAll();

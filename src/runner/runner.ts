@@ -17,6 +17,7 @@ import type { AgentRun, IsReadOnlyTool } from "./agent-run.js";
 import { type ChatCommandHost, handleChatCommand, parseChatCommand } from "./chat-commands.js";
 import { EventFanout, type RunnerEventListener } from "./events.js";
 import type { AbortCause, ActiveTurn, Lane, Work } from "./lane.js";
+import { DRAIN_REFUSAL, notAcceptingText, queuedForAfterRestartText, SUSPENDED_NOTICE } from "./lifecycle-texts.js";
 import { TEXT } from "./texts.js";
 import { executeTurn, replyAddress } from "./turn.js";
 
@@ -161,7 +162,7 @@ export class Runner implements InboundSink {
       return;
     }
     if (this.draining) {
-      await this.answer(item, TEXT.drainingRefused, "cancelled");
+      await this.answer(item, DRAIN_REFUSAL, "cancelled");
       return;
     }
     if (!this.options.agent) {
@@ -169,7 +170,7 @@ export class Runner implements InboundSink {
       return;
     }
     if (await this.startsFresh(item))
-      await this.notice(item.sessionKey, item.address, TEXT.suspended);
+      await this.notice(item.sessionKey, item.address, SUSPENDED_NOTICE);
     if (busy && lane?.active) {
       await this.applyBusyMode(lane.active, item);
       return;
@@ -211,13 +212,13 @@ export class Runner implements InboundSink {
       await this.notice(
         item.sessionKey,
         item.address,
-        restarting ? TEXT.queuedDuringRestart : TEXT.queuedDuringStop,
+        queuedForAfterRestartText(restarting),
       );
       return;
     }
     await this.answer(
       item,
-      restarting ? TEXT.restartingRefused : TEXT.shuttingDownRefused,
+      notAcceptingText(restarting),
       "cancelled",
     );
   }

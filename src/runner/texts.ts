@@ -4,20 +4,11 @@ export const TEXT = {
     "No model is configured yet. Set model.base_url and model.name in $KEEL_HOME/config.yaml " +
     "(or OPENAI_BASE_URL and KEEL_MODEL), then restart Keel. Any OpenAI-compatible server works: " +
     "vLLM, llama.cpp, Ollama, OpenRouter.",
-  restartingRefused: "⏳ Gateway is restarting and is not accepting new work right now.",
-  shuttingDownRefused: "⏳ Gateway is shutting down and is not accepting new work right now.",
-  queuedDuringRestart: "⏳ Gateway restarting — queued for the next turn after it comes back.",
-  queuedDuringStop: "⏳ Gateway shutting down — queued for the next turn after it comes back.",
-  drainingRefused:
-    "⏳ Keel is draining for maintenance and not starting new work. Please resend shortly.",
   queued: "⏳ Queued — I'll get to this as soon as the current task finishes.",
   stopped: "⏹ Stopped.",
   nothingToStop: "Nothing is running.",
   newSession: "✨ New session started.",
   nothingToRetry: "There is no earlier message to retry.",
-  suspended:
-    "⚠️ This session was interrupted by several restarts in a row, so it starts fresh. " +
-    "Your earlier conversation is kept in the transcript.",
   stale:
     "ℹ️ Your previous task was interrupted too long ago to continue by itself; starting from your new message.",
   help: [

@@ -37,6 +37,8 @@ export interface FailSpec {
   error_code: number;
   description?: string;
   retry_after?: number;
+  /** Let this many calls of the method succeed first (default 0). */
+  afterCalls?: number;
 }
 
 export interface UserMessageInput {
@@ -66,13 +68,18 @@ export interface FakeTelegram {
   pushUpdate(update: Record<string, unknown>): number;
   /** Resolves with the first (past or future) call matching `predicate`; rejects after timeoutMs. */
   waitForSent(predicate: (call: SentCall) => boolean, timeoutMs?: number): Promise<SentCall>;
-  /** The next call of `method` gets this error (queued: call twice for two failures). */
+  /**
+   * The next call of `method` gets this error (queued: call twice for two failures; `afterCalls`
+   * lets that many calls through first).
+   */
   failNext(method: string, spec: FailSpec): void;
   /**
    * Destroys the socket of the next call of `method`: the client sees a network error. By default
    * the call is not processed; with `afterProcessing` it is (a lost response).
    */
   dropNextConnection(method: string, options?: { afterProcessing?: boolean }): void;
+  /** The next call of `method` is never answered (until close), like a wedged server. */
+  hangNext(method: string): void;
   /** The highest offset a getUpdates call has confirmed (0 before any). */
   confirmedOffset(): number;
   /** Updates queued and not confirmed yet, oldest first. */
@@ -176,6 +183,7 @@ export async function startFakeTelegram(options: { token: string }): Promise<Fak
     failNext: (method, spec) => state.queueFailure(method, spec),
     dropNextConnection: (method, dropOptions) =>
       state.queueDrop(method, dropOptions?.afterProcessing ?? false),
+    hangNext: (method) => state.queueHang(method),
     confirmedOffset: () => state.confirmed,
     pendingUpdates: () => [...state.updates],
     chatLog: (chatId, threadId) => state.chatLog(String(chatId), threadId),
@@ -201,6 +209,7 @@ class FakeState {
   private readonly log = new Map<string, ChatLogEntry[]>();
   private readonly failures = new Map<string, FailSpec[]>();
   private readonly drops = new Map<string, boolean[]>();
+  private readonly hangs = new Map<string, number>();
   private readonly waiters = new Set<{
     predicate: (c: SentCall) => boolean;
     done: (c: SentCall) => void;
@@ -234,13 +243,19 @@ class FakeState {
       this.finish(res, method, payload, fail(401, "Unauthorized"));
       return;
     }
+    const hang = this.hangs.get(method) ?? 0;
+    if (hang > 0) {
+      this.hangs.set(method, hang - 1);
+      this.record({ method, payload, ok: false });
+      return;
+    }
     const drop = this.drops.get(method)?.shift();
     if (drop === false) {
       this.record({ method, payload, ok: false });
       res.socket?.destroy();
       return;
     }
-    const failure = this.failures.get(method)?.shift();
+    const failure = this.takeFailure(method);
     if (failure) {
       const description = failure.description ?? defaultDescription(failure);
       this.finish(res, method, payload, fail(failure.error_code, description, failure.retry_after));
@@ -312,8 +327,23 @@ class FakeState {
 
   queueFailure(method: string, spec: FailSpec): void {
     const queue = this.failures.get(method) ?? [];
-    queue.push(spec);
+    queue.push({ ...spec });
     this.failures.set(method, queue);
+  }
+
+  private takeFailure(method: string): FailSpec | undefined {
+    const queue = this.failures.get(method);
+    const head = queue?.[0];
+    if (!head) return undefined;
+    if ((head.afterCalls ?? 0) > 0) {
+      head.afterCalls = (head.afterCalls ?? 0) - 1;
+      return undefined;
+    }
+    return queue.shift();
+  }
+
+  queueHang(method: string): void {
+    this.hangs.set(method, (this.hangs.get(method) ?? 0) + 1);
   }
 
   queueDrop(method: string, afterProcessing: boolean): void {

@@ -12,10 +12,13 @@ import { createCrashPoint } from "../lib/crash-point.js";
 import { errorMessage } from "../lib/errors.js";
 import { createLogger } from "../lib/logger.js";
 import { KEEL_VERSION } from "../version.js";
-import { EXIT, type CliIo } from "./io.js";
+import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 
-export async function chat(options: GlobalOptions & { session?: string }, io: CliIo): Promise<number> {
+export async function chat(
+  options: GlobalOptions & { session?: string },
+  io: CliIo,
+): Promise<number> {
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
   const { config } = loaded.loaded;
@@ -27,9 +30,20 @@ export async function chat(options: GlobalOptions & { session?: string }, io: Cl
     io.err("(no gateway running: talking to an in-process one; its sessions are stored as usual)");
   }
   try {
-    return await converse(new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: config.platforms.api.key ?? "keel-local", maxRetries: 0 }), options.session, io);
+    return await converse(
+      new OpenAI({
+        baseURL: `${baseUrl}/v1`,
+        apiKey: config.platforms.api.key ?? "keel-local",
+        maxRetries: 0,
+      }),
+      options.session,
+      io,
+    );
   } finally {
-    await local?.stopGateway();
+    if (local) {
+      local.requestStop({ restart: false, signalInitiated: false });
+      await local.exited;
+    }
   }
 }
 
@@ -42,7 +56,10 @@ async function converse(client: OpenAI, resumeId: string | undefined, io: CliIo)
     if (!text) continue;
     try {
       const { data: stream, response } = await client.chat.completions
-        .create({ model: "keel", stream: true, messages: [{ role: "user", content: text }] }, sessionId ? { headers: { "X-Session-Id": sessionId } } : {})
+        .create(
+          { model: "keel", stream: true, messages: [{ role: "user", content: text }] },
+          sessionId ? { headers: { "X-Session-Id": sessionId } } : {},
+        )
         .withResponse();
       sessionId = response.headers.get("x-session-id") ?? sessionId;
       for await (const chunk of stream) io.write(chunk.choices[0]?.delta?.content ?? "");
@@ -51,7 +68,8 @@ async function converse(client: OpenAI, resumeId: string | undefined, io: CliIo)
       io.err(`error: ${errorMessage(err)}`);
     }
   }
-  if (sessionId) io.err(`(session ${sessionId}: continue with \`keel chat --session ${sessionId}\`)`);
+  if (sessionId)
+    io.err(`(session ${sessionId}: continue with \`keel chat --session ${sessionId}\`)`);
   return EXIT.ok;
 }
 
@@ -77,6 +95,10 @@ async function startLocalGateway(config: Config): Promise<Gateway> {
     agent: createAgentParts(local, logger),
     crashPoint: createCrashPoint(undefined),
     version: KEEL_VERSION,
+    supervisor: null,
+    relaunch: () => {
+      throw new Error("an in-process chat gateway is never restarted");
+    },
   });
   await gateway.start();
   return gateway;

@@ -1,21 +1,32 @@
 /** The `keel` command line (commander). Each command body is `(args, io) => exit code`. */
 import { Command, CommanderError } from "commander";
-import { EXIT, type CliIo } from "./io.js";
+import { KEEL_VERSION } from "../version.js";
 import { chat } from "./chat.js";
 import { doctor } from "./doctor.js";
 import { gatewayRun } from "./gateway-run.js";
-import { backup, pairingApprove, pairingList, sessionsList, sessionsShow } from "./store-commands.js";
+import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
-import { KEEL_VERSION } from "../version.js";
+import {
+  backup,
+  pairingApprove,
+  pairingList,
+  sessionsList,
+  sessionsShow,
+} from "./store-commands.js";
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   let result: Promise<number> = Promise.resolve(EXIT.ok);
   const program = new Command("keel")
-    .description("Keel: a gateway between chat platforms and a tool-using LLM agent that never loses work.")
+    .description(
+      "Keel: a gateway between chat platforms and a tool-using LLM agent that never loses work.",
+    )
     .version(KEEL_VERSION)
     .option("--home <dir>", "Keel home folder (default $KEEL_HOME or ~/.keel)")
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
+    .configureOutput({
+      writeOut: (s) => io.out(s.trimEnd()),
+      writeErr: (s) => io.err(s.trimEnd()),
+    });
   const global = (): GlobalOptions => program.opts<GlobalOptions>();
   const run = (fn: () => Promise<number>) => {
     result = fn();
@@ -32,15 +43,21 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .command("list")
     .option("--limit <n>", "how many", "50")
     .option("--json", "machine-readable output")
-    .action((opts: { limit: string; json?: boolean }) => run(() => sessionsList({ ...global(), ...opts }, io)));
+    .action((opts: { limit: string; json?: boolean }) =>
+      run(() => sessionsList({ ...global(), ...opts }, io)),
+    );
   sessions
     .command("show <id>")
     .option("--json", "machine-readable output")
-    .action((id: string, opts: { json?: boolean }) => run(() => sessionsShow(id, { ...global(), ...opts }, io)));
+    .action((id: string, opts: { json?: boolean }) =>
+      run(() => sessionsShow(id, { ...global(), ...opts }, io)),
+    );
 
   const pairing = program.command("pairing").description("chat users waiting for access");
   pairing.command("list").action(() => run(() => pairingList(global(), io)));
-  pairing.command("approve <code>").action((code: string) => run(() => pairingApprove(code, global(), io)));
+  pairing
+    .command("approve <code>")
+    .action((code: string) => run(() => pairingApprove(code, global(), io)));
 
   program
     .command("chat")

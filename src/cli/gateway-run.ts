@@ -1,41 +1,108 @@
-/** `keel gateway run`: the gateway in the foreground until a signal or a stop request ends it. */
+/**
+ * `keel gateway run`: the gateway in the foreground until a stop or restart ends it. Maps
+ * signals to stops (SIGTERM: planned when `.planned_stop.json` names this process, unexpected
+ * otherwise; SIGINT: planned; SIGUSR1: restart) and enforces the one stop budget.
+ */
+import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "pino";
+import type { Config } from "../config/schema.js";
 import { createAgentParts } from "../gateway/agent-wiring.js";
-import { Gateway } from "../gateway/gateway.js";
+import { detectSupervisor } from "../gateway/exit-code.js";
+import { AlreadyRunningError, Gateway } from "../gateway/gateway.js";
+import { consumePlannedStopForSelf } from "../gateway/markers.js";
 import { createCrashPoint } from "../lib/crash-point.js";
 import { errorMessage } from "../lib/errors.js";
 import { createLogger } from "../lib/logger.js";
+import { checkInstalledServiceTimeout } from "../service/install.js";
 import { KEEL_VERSION } from "../version.js";
-import { EXIT, type CliIo } from "./io.js";
+import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
+
+/** Beyond the drain timeout, the most a stop may take before the process exits anyway. */
+const STOP_MARGIN_MS = 12_000;
 
 export async function gatewayRun(options: GlobalOptions, io: CliIo): Promise<number> {
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
   const { config, warnings } = loaded.loaded;
-  const logger = createLogger({ level: config.logging.level, file: join(config.home, "logs", "gateway.log"), stderr: true });
+  const logger = createLogger({
+    level: config.logging.level,
+    file: join(config.home, "logs", "gateway.log"),
+    stderr: true,
+  });
   for (const warning of warnings) logger.warn(warning);
-  const agent = createAgentParts(config, logger.child({ component: "agent" }));
-  const gateway = new Gateway({ config, logger, agent, crashPoint: createCrashPoint(config.crashPoint), version: KEEL_VERSION });
+  const gateway = createGateway(config, logger, io);
   try {
     await gateway.start();
   } catch (err) {
-    logger.fatal({ err }, "gateway failed to start");
-    io.err(`keel: the gateway could not start: ${errorMessage(err)}`);
-    await gateway.stopGateway().catch(() => {});
+    if (err instanceof AlreadyRunningError) {
+      io.err(`keel: ${err.message}`);
+    } else {
+      logger.fatal({ err }, "gateway failed to start");
+      io.err(`keel: the gateway could not start: ${errorMessage(err)}`);
+    }
     return EXIT.failure;
   }
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = (code: number) => {
-      if (stopping) return;
-      stopping = true;
-      gateway
-        .stopGateway()
-        .catch((err: unknown) => logger.error({ err }, "stop failed"))
-        .finally(() => resolve(code));
+  void warnAboutServiceTimeout(config, logger);
+  const budgetMs = config.agent.restart_drain_timeout * 1000 + STOP_MARGIN_MS;
+  let armBudget: ((restart: boolean) => void) | null = null;
+  const overBudget = new Promise<number>((resolve) => {
+    armBudget = (restart) => {
+      armBudget = null;
+      setTimeout(() => {
+        logger.error({ budgetMs }, "stop exceeded its budget; exiting anyway");
+        resolve(restart ? EXIT.restart : EXIT.failure);
+      }, budgetMs);
     };
-    io.onSignal("SIGTERM", () => stop(EXIT.failure));
-    io.onSignal("SIGINT", () => stop(EXIT.ok));
   });
+  const stop = (input: Parameters<Gateway["requestStop"]>[0]) => {
+    gateway.requestStop(input);
+    armBudget?.(input.restart);
+  };
+  const self = { pid: process.pid, startTime: null };
+  io.onSignal("SIGTERM", () => {
+    void consumePlannedStopForSelf(config.home, self, Date.now()).then((planned) =>
+      stop({ restart: false, signalInitiated: !planned }),
+    );
+  });
+  io.onSignal("SIGINT", () => stop({ restart: false, signalInitiated: false }));
+  io.onSignal("SIGUSR1", () => stop({ restart: true, signalInitiated: false }));
+  // Stops asked over HTTP, from chat or by the planned-stop watcher get the same budget.
+  gateway.onStopRequested((restart) => armBudget?.(restart));
+  const code = await Promise.race([gateway.exited, overBudget]);
+  logger.flush();
+  return code;
+}
+
+function createGateway(config: Config, logger: Logger, io: CliIo): Gateway {
+  const entry = fileURLToPath(new URL("../../bin/keel.js", import.meta.url));
+  return new Gateway({
+    config,
+    logger,
+    agent: createAgentParts(config, logger.child({ component: "agent" })),
+    crashPoint: createCrashPoint(config.crashPoint),
+    version: KEEL_VERSION,
+    supervisor: detectSupervisor(io.env, existsSync),
+    relaunch: () => ({
+      nodePath: process.execPath,
+      entry,
+      args: ["gateway", "run", "--home", config.home],
+      logFile: join(config.home, "logs", "gateway.out.log"),
+    }),
+  });
+}
+
+async function warnAboutServiceTimeout(config: Config, logger: Logger): Promise<void> {
+  try {
+    const { homedir } = await import("node:os");
+    const warning = await checkInstalledServiceTimeout(
+      { drainTimeoutSeconds: config.agent.restart_drain_timeout },
+      { platform: process.platform, homeDir: homedir() },
+    );
+    if (warning) logger.warn(warning);
+  } catch (err) {
+    logger.debug({ err }, "could not check the installed service unit");
+  }
 }

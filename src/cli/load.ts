@@ -1,7 +1,7 @@
 /** Config loading for commands: a bad config is reported once, with exit code 78. */
 import { type LoadedConfig, loadConfig } from "../config/load-config.js";
 import { ConfigError } from "../lib/errors.js";
-import { EXIT, type CliIo } from "./io.js";
+import { type CliIo, EXIT } from "./io.js";
 
 export interface GlobalOptions {
   home?: string;
@@ -11,7 +11,10 @@ export type ConfigResult = { ok: true; loaded: LoadedConfig } | { ok: false; cod
 
 export function loadForCommand(options: GlobalOptions, io: CliIo): ConfigResult {
   try {
-    const loaded = loadConfig({ ...(options.home !== undefined && { home: options.home }), env: io.env });
+    const loaded = loadConfig({
+      ...(options.home !== undefined && { home: options.home }),
+      env: io.env,
+    });
     for (const warning of loaded.warnings) io.err(`warning: ${warning}`);
     return { ok: true, loaded };
   } catch (err) {

@@ -56,6 +56,17 @@ const agent = z
       .default(300)
       .describe("Default seconds before a terminal command is killed"),
     system_prompt: z.string().optional().describe("Extra system prompt text"),
+    resume_breaker_boots: z
+      .number()
+      .int()
+      .min(2)
+      .default(3)
+      .describe("Boots with resumable sessions that trip the restart-loop breaker"),
+    resume_breaker_window: z
+      .number()
+      .min(0)
+      .default(60)
+      .describe("Seconds in which those boots trip the breaker (0 disables it)"),
   })
   .prefault({});
 

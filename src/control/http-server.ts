@@ -30,6 +30,19 @@ export class HttpServer {
 
   constructor(private readonly options: HttpServerOptions) {}
 
+  /** Adds a route group (before start). */
+  addRoutes(routes: Hono<AppEnv>): void {
+    this.options.routes.push(routes);
+  }
+
+  /** Adds a WebSocket upgrade handler for `path` (before start). */
+  addUpgrade(
+    path: string,
+    handler: (req: IncomingMessage, socket: Duplex, head: Buffer) => void,
+  ): void {
+    this.options.upgrades = { ...this.options.upgrades, [path]: handler };
+  }
+
   /** Builds the Hono app (exposed for in-process tests with `app.request()`). */
   buildApp(): Hono<AppEnv> {
     const { host, maxBodyBytes, logger } = this.options;

@@ -1,4 +1,6 @@
 /** Builds the agent from the config: model client, tools, and the turn function the runner calls. */
+
+import { mkdirSync } from "node:fs";
 import type { Logger } from "pino";
 import { runTurn } from "../agent/agent-loop.js";
 import { createLlmClient } from "../agent/llm-client.js";
@@ -7,7 +9,6 @@ import { createProcessRegistry } from "../agent/tools/process-registry.js";
 import { createReadFileTool } from "../agent/tools/read-file.js";
 import { createTerminalTool } from "../agent/tools/terminal.js";
 import { createWriteFileTool } from "../agent/tools/write-file.js";
-import { mkdirSync } from "node:fs";
 import type { Config } from "../config/schema.js";
 import type { AgentParts } from "./gateway.js";
 
@@ -31,8 +32,15 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
     return { agent: null, isReadOnlyTool, killToolProcesses };
   }
   mkdirSync(config.cwd, { recursive: true });
-  const llm = createLlmClient({ baseUrl: base_url, apiKey: api_key ?? "none", model: name, timeoutMs: timeout_seconds * 1000 });
-  const systemPrompt = [BASE_PROMPT, `Working folder: ${config.cwd}.`, config.agent.system_prompt].filter(Boolean).join("\n\n");
+  const llm = createLlmClient({
+    baseUrl: base_url,
+    apiKey: api_key ?? "none",
+    model: name,
+    timeoutMs: timeout_seconds * 1000,
+  });
+  const systemPrompt = [BASE_PROMPT, `Working folder: ${config.cwd}.`, config.agent.system_prompt]
+    .filter(Boolean)
+    .join("\n\n");
   return {
     isReadOnlyTool,
     killToolProcesses,

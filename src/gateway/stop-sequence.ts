@@ -7,9 +7,13 @@
  */
 import type { Logger } from "pino";
 import type { ChatAddress } from "../platforms/platform.js";
+import {
+  RESTART_NOTICE,
+  RESTART_NOTICE_AUTO_RESUME,
+  STOP_NOTICE,
+} from "../runner/lifecycle-texts.js";
 import type { ResumeReason } from "../sessions/store.js";
 import { exitCodeFor, type Supervisor } from "./exit-code.js";
-import { RESTART_NOTICE, RESTART_NOTICE_AUTO_RESUME, STOP_NOTICE } from "../runner/lifecycle-texts.js";
 import type { RestartPending } from "./markers.js";
 
 export interface RunningTurn {

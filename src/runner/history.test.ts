@@ -2,7 +2,11 @@ import { describe, expect, it } from "vitest";
 import type { ChatMessage, ToolCall } from "../agent/types.js";
 import { endsWithUnansweredToolResults, NOT_RUN_RESULT, normalizeHistory } from "./history.js";
 
-const call = (id: string): ToolCall => ({ id, type: "function", function: { name: "terminal", arguments: "{}" } });
+const call = (id: string): ToolCall => ({
+  id,
+  type: "function",
+  function: { name: "terminal", arguments: "{}" },
+});
 
 describe("normalizeHistory", () => {
   it("leaves the trailing assistant's missing tool results for the loop to run", () => {
@@ -39,7 +43,9 @@ describe("normalizeHistory", () => {
 
 describe("endsWithUnansweredToolResults", () => {
   it("is true only for histories ending in tool results", () => {
-    expect(endsWithUnansweredToolResults([{ role: "tool", tool_call_id: "a", content: "x" }])).toBe(true);
+    expect(endsWithUnansweredToolResults([{ role: "tool", tool_call_id: "a", content: "x" }])).toBe(
+      true,
+    );
     expect(endsWithUnansweredToolResults([{ role: "assistant", content: "done" }])).toBe(false);
     expect(endsWithUnansweredToolResults([{ role: "user", content: "hi" }])).toBe(false);
     expect(endsWithUnansweredToolResults([])).toBe(false);

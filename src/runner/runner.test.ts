@@ -1,16 +1,16 @@
 import { join } from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createTempDir } from "../../test/helpers/temp-home.js";
 import { RecordingAdapter } from "../../test/helpers/recording-adapter.js";
+import { createTempDir } from "../../test/helpers/temp-home.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import type { ChatMessage, TurnResult } from "../agent/types.js";
 import type { InboundMessage } from "../platforms/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { AgentRun, AgentRunInput } from "./agent-run.js";
+import { DRAIN_REFUSAL, notAcceptingText, queuedForAfterRestartText } from "./lifecycle-texts.js";
 import { OutboxDispatcher } from "./outbox-dispatcher.js";
 import { type BusyInputMode, Runner } from "./runner.js";
-import { DRAIN_REFUSAL, notAcceptingText, queuedForAfterRestartText } from "./lifecycle-texts.js";
 import { TEXT } from "./texts.js";
 
 /** A scripted agent: replies "echo: <last user text>", or waits for abort when the text says "block". */
@@ -26,7 +26,9 @@ function scriptedAgent(seen: ChatMessage[][]): AgentRun {
           const steered = input.takeSteeredInput();
           if (steered.length > 0) {
             clearInterval(check);
-            input.journal.recordMessages(steered.map((s) => ({ role: "user", content: s }))).then(() => resolve());
+            input.journal
+              .recordMessages(steered.map((s) => ({ role: "user", content: s })))
+              .then(() => resolve());
           }
         }, 10);
         input.signal.addEventListener("abort", () => {
@@ -34,11 +36,22 @@ function scriptedAgent(seen: ChatMessage[][]): AgentRun {
           resolve();
         });
       });
-      if (input.signal.aborted) return { stopReason: "aborted", reply: "", finalMessage: null, iterations: 1 };
-      return { stopReason: "stop", reply: "steered", finalMessage: { role: "assistant", content: "steered" }, iterations: 1 };
+      if (input.signal.aborted)
+        return { stopReason: "aborted", reply: "", finalMessage: null, iterations: 1 };
+      return {
+        stopReason: "stop",
+        reply: "steered",
+        finalMessage: { role: "assistant", content: "steered" },
+        iterations: 1,
+      };
     }
     input.onEvent({ type: "text_delta", text: `echo: ${text}` });
-    return { stopReason: "stop", reply: `echo: ${text}`, finalMessage: { role: "assistant", content: `echo: ${text}` }, iterations: 1 };
+    return {
+      stopReason: "stop",
+      reply: `echo: ${text}`,
+      finalMessage: { role: "assistant", content: `echo: ${text}` },
+      iterations: 1,
+    };
   };
 }
 
@@ -49,9 +62,17 @@ describe("Runner", () => {
   let seen: ChatMessage[][];
   let nextId: number;
 
-  function makeRunner(mode: BusyInputMode = "interrupt", agent: AgentRun | null = scriptedAgent(seen)) {
+  function makeRunner(
+    mode: BusyInputMode = "interrupt",
+    agent: AgentRun | null = scriptedAgent(seen),
+  ) {
     const logger = pino({ level: "silent" });
-    const dispatcher = new OutboxDispatcher({ store, logger, crashPoint: () => {}, retryDelayMs: 20 });
+    const dispatcher = new OutboxDispatcher({
+      store,
+      logger,
+      crashPoint: () => {},
+      retryDelayMs: 20,
+    });
     dispatcher.register(adapter);
     const runner = new Runner({
       store,

@@ -17,7 +17,12 @@ import type { AgentRun, IsReadOnlyTool } from "./agent-run.js";
 import { type ChatCommandHost, handleChatCommand, parseChatCommand } from "./chat-commands.js";
 import { EventFanout, type RunnerEventListener } from "./events.js";
 import type { AbortCause, ActiveTurn, Lane, Work } from "./lane.js";
-import { DRAIN_REFUSAL, notAcceptingText, queuedForAfterRestartText, SUSPENDED_NOTICE } from "./lifecycle-texts.js";
+import {
+  DRAIN_REFUSAL,
+  notAcceptingText,
+  queuedForAfterRestartText,
+  SUSPENDED_NOTICE,
+} from "./lifecycle-texts.js";
 import { TEXT } from "./texts.js";
 import { executeTurn, replyAddress } from "./turn.js";
 
@@ -45,6 +50,8 @@ export interface RunnerOptions {
   /** Wakes the outbox dispatcher. */
   onReplyQueued(): void;
   showTyping?(address: ChatAddress): () => void;
+  /** Told the number of running turns whenever it changes. */
+  onActiveTurnsChange?(count: number): void;
   crashPoint: CrashPoint;
   now?: () => number;
 }
@@ -209,18 +216,10 @@ export class Runner implements InboundSink {
     const restarting = this.admission === "restarting";
     if (busy && this.options.busyInputMode === "queue") {
       // Stays `pending` in the inbox: the next process runs it after the resume.
-      await this.notice(
-        item.sessionKey,
-        item.address,
-        queuedForAfterRestartText(restarting),
-      );
+      await this.notice(item.sessionKey, item.address, queuedForAfterRestartText(restarting));
       return;
     }
-    await this.answer(
-      item,
-      notAcceptingText(restarting),
-      "cancelled",
-    );
+    await this.answer(item, notAcceptingText(restarting), "cancelled");
   }
 
   private enqueue(sessionKey: string, work: Work, front: boolean): void {
@@ -245,6 +244,7 @@ export class Runner implements InboundSink {
 
   private start(sessionKey: string, lane: Lane, work: Work): void {
     this.running += 1;
+    this.options.onActiveTurnsChange?.(this.running);
     const active: ActiveTurn = {
       sessionKey,
       sessionId: work.kind === "message" ? work.item.sessionId : "",
@@ -283,6 +283,7 @@ export class Runner implements InboundSink {
 
   private finish(sessionKey: string, lane: Lane, active: ActiveTurn): void {
     this.running -= 1;
+    this.options.onActiveTurnsChange?.(this.running);
     if (lane.active === active) lane.active = null;
     // Steered messages the turn never took get their own turn next.
     for (const item of active.steer) lane.queue.unshift({ kind: "message", item });

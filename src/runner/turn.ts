@@ -51,6 +51,8 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
   });
 
   const history = await buildHistory(ctx, turn.sessionId, work.kind === "resume");
+  // From here the model is working on it: a stop notifies this chat and marks it for resume.
+  active.agentStarted = true;
   const result = await ctx.agent({
     history,
     signal: active.controller.signal,

@@ -1,4 +1,9 @@
-import type { InboundSink, OutboundReply, PlatformAdapter, PlatformStatus } from "../../src/platforms/platform.js";
+import type {
+  InboundSink,
+  OutboundReply,
+  PlatformAdapter,
+  PlatformStatus,
+} from "../../src/platforms/platform.js";
 
 /** A platform that records what it was asked to deliver: what the user "saw". */
 export class RecordingAdapter implements PlatformAdapter {
@@ -25,6 +30,8 @@ export class RecordingAdapter implements PlatformAdapter {
     return { state: this.sink ? "connected" : "stopped", error: null };
   }
   texts(chatId?: string): string[] {
-    return this.delivered.filter((d) => chatId === undefined || d.address.chatId === chatId).map((d) => d.text);
+    return this.delivered
+      .filter((d) => chatId === undefined || d.address.chatId === chatId)
+      .map((d) => d.text);
   }
 }

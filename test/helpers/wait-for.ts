@@ -15,7 +15,10 @@ export interface WaitForOptions {
  * resolves with that value. Rejects naming `message` and the last error once `timeoutMs` has
  * passed, so a test waits for an effect with a bound instead of sleeping a fixed time.
  */
-export async function waitFor<T>(predicate: () => T | Promise<T>, options: WaitForOptions = {}): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  predicate: () => T | Promise<T>,
+  options: WaitForOptions = {},
+): Promise<NonNullable<T>> {
   const { timeoutMs = 5000, intervalMs = 20, message = "condition" } = options;
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;

@@ -4,17 +4,13 @@
  * running turn and are replaced by the durable reply. Unacked messages are kept in
  * localStorage and resent with the same client_id after a reconnect or a reload.
  */
+import { createChatSocket } from "./chat-socket.js";
+import { clip, createLiveTurns } from "./live-turn.js";
 import { renderMarkdown } from "./markdown.js";
 
-const SUBPROTOCOL = "keel.v1";
-const TOKEN_KEY = "keel.controlToken";
 const PENDING_KEY = "keel.chat.pending";
 const CURRENT_KEY = "keel.chat.current";
-const PING_EVERY_MS = 25_000;
-const PONG_TIMEOUT_MS = 10_000;
 const RETRY_MS = 3_000;
-const MAX_BACKOFF_MS = 15_000;
-const SUBPROTOCOL_TOKEN = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 
 function randomId() {
   if (crypto.randomUUID) return crypto.randomUUID();
@@ -31,13 +27,6 @@ function readJson(storage, key, fallback) {
   }
 }
 
-function clip(text, max) {
-  const line = String(text ?? "")
-    .replace(/\s+/g, " ")
-    .trim();
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
-}
-
 function createChat() {
   const el = {
     sidebar: document.getElementById("sidebar"),
@@ -52,18 +41,18 @@ function createChat() {
     input: document.getElementById("message-input"),
   };
   const state = {
-    ws: null,
-    connected: false,
-    attempt: 0,
-    reconnectTimer: null,
-    pingTimer: null,
-    pongTimer: null,
     conversations: new Map(),
     current: localStorage.getItem(CURRENT_KEY),
     pending: readJson(localStorage, PENDING_KEY, []),
-    /** Streamed turns of the current conversation still waiting for their durable reply. */
-    lives: [],
   };
+  const live = createLiveTurns({ messages: el.messages, nearBottom, scrollToBottom });
+  const socket = createChatSocket({
+    onFrame: handleFrame,
+    onOnline,
+    onOffline: () => {
+      el.banner.hidden = false;
+    },
+  });
 
   function conversation(id) {
     let conv = state.conversations.get(id);
@@ -87,68 +76,11 @@ function createChat() {
   }
 
   function send(frame) {
-    if (state.connected && state.ws) state.ws.send(JSON.stringify(frame));
+    socket.send(frame);
   }
 
-  // Connection
-
-  function connect() {
-    clearTimeout(state.reconnectTimer);
-    const previous = state.ws;
-    state.ws = null;
-    previous?.close();
-    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
-    const token = sessionStorage.getItem(TOKEN_KEY);
-    const protocols = [SUBPROTOCOL];
-    if (token && SUBPROTOCOL_TOKEN.test(token)) protocols.push(`keel.token.${token}`);
-    let ws;
-    try {
-      ws = new WebSocket(url, protocols);
-    } catch {
-      disconnected();
-      return;
-    }
-    state.ws = ws;
-    ws.onmessage = (message) => {
-      if (ws !== state.ws) return;
-      clearTimeout(state.pongTimer);
-      handleFrame(JSON.parse(message.data));
-    };
-    ws.onclose = () => {
-      if (ws === state.ws) disconnected();
-    };
-  }
-
-  function disconnected() {
-    state.ws = null;
-    state.connected = false;
-    clearInterval(state.pingTimer);
-    clearTimeout(state.pongTimer);
-    el.banner.hidden = false;
-    const delay = Math.min(MAX_BACKOFF_MS, 500 * 2 ** state.attempt) * (0.5 + Math.random() / 2);
-    state.attempt += 1;
-    clearTimeout(state.reconnectTimer);
-    state.reconnectTimer = setTimeout(connect, delay);
-  }
-
-  /** Drops a connection that stopped answering (a half-open socket never fires close soon). */
-  function dropConnection() {
-    const ws = state.ws;
-    state.ws = null;
-    if (ws) ws.close();
-    disconnected();
-  }
-
-  function onHello() {
-    state.connected = true;
-    state.attempt = 0;
+  function onOnline() {
     el.banner.hidden = true;
-    clearInterval(state.pingTimer);
-    state.pingTimer = setInterval(() => {
-      send({ type: "ping" });
-      clearTimeout(state.pongTimer);
-      state.pongTimer = setTimeout(dropConnection, PONG_TIMEOUT_MS);
-    }, PING_EVERY_MS);
     send({ type: "list" });
     if (state.current) openCurrent();
     for (const item of state.pending) resend(item);
@@ -177,8 +109,6 @@ function createChat() {
 
   function handleFrame(frame) {
     switch (frame.type) {
-      case "hello":
-        return onHello();
       case "event":
         return onEvent(frame);
       case "synced":
@@ -194,7 +124,7 @@ function createChat() {
       case "tool_start":
       case "tool_end":
       case "turn_end":
-        if (frame.conversation_id === state.current) onLive(frame);
+        if (frame.conversation_id === state.current) live.onLive(frame);
         return;
       default:
         return;
@@ -221,7 +151,7 @@ function createChat() {
 
   function onSynced(frame) {
     // The durable history is authoritative; a running turn comes back as a snapshot.
-    if (frame.conversation_id === state.current) dropUnfinishedLives();
+    if (frame.conversation_id === state.current) live.dropUnfinished();
   }
 
   function onAck(frame) {
@@ -297,11 +227,9 @@ function createChat() {
     }
     const node = messageElement(event.kind, event.text);
     node.dataset.seq = String(event.seq);
-    const index = state.lives.findIndex((l) => l.sessionId === event.session_id);
-    if (event.kind === "reply" && index >= 0) {
-      const [live] = state.lives.splice(index, 1);
-      finishLive(live);
-      live.container.after(node);
+    const container = event.kind === "reply" ? live.takeForReply(event.session_id) : null;
+    if (container) {
+      container.after(node);
     } else {
       el.messages.insertBefore(node, firstPendingBubble());
     }
@@ -359,134 +287,11 @@ function createChat() {
     scrollToBottom();
   }
 
-  // Live turn
-
-  function onLive(frame) {
-    if (frame.type === "turn_start") {
-      startLive(frame);
-      return;
-    }
-    const last = state.lives.at(-1);
-    const live = last && !last.ended ? last : startLive(frame);
-    if (frame.type === "delta") appendDelta(live, frame.text);
-    else if (frame.type === "tool_start") startTool(live, frame);
-    else if (frame.type === "tool_end") endTool(live, frame);
-    else if (frame.type === "turn_end") endLive(live, frame.stop_reason);
-  }
-
-  function startLive(frame) {
-    dropUnfinishedLives();
-    const container = document.createElement("div");
-    container.className = "turn";
-    container.dataset.testid = "live-turn";
-    el.messages.querySelector(".empty")?.remove();
-    el.messages.append(container);
-    const live = {
-      sessionId: frame.session_id,
-      container,
-      segment: null,
-      text: "",
-      ended: false,
-      frame: 0,
-    };
-    state.lives.push(live);
-    return live;
-  }
-
-  function dropUnfinishedLives() {
-    for (const live of state.lives.filter((l) => !l.ended)) live.container.remove();
-    state.lives = state.lives.filter((l) => l.ended);
-  }
-
-  /** A turn that stopped normally has a reply coming; an aborted or failed one keeps its text. */
-  function endLive(live, stopReason) {
-    live.ended = true;
-    live.container.dataset.stopReason = stopReason;
-    live.segment?.classList.remove("cursor");
-    if (stopReason === "stop" || stopReason === "max_iterations") return;
-    live.segment?.classList.add("intermediate");
-    state.lives = state.lives.filter((l) => l !== live);
-  }
-
-  function appendDelta(live, text) {
-    if (!live.segment) {
-      live.segment = document.createElement("div");
-      live.segment.className = "msg live cursor";
-      live.segment.dataset.testid = "live-reply";
-      live.text = "";
-      live.container.append(live.segment);
-    }
-    live.text += text;
-    // Re-render at most once per frame: deltas can arrive far faster than paints.
-    if (live.frame) return;
-    live.frame = requestAnimationFrame(() => {
-      live.frame = 0;
-      const stick = nearBottom();
-      if (live.segment) live.segment.innerHTML = renderMarkdown(live.text);
-      if (stick) scrollToBottom();
-    });
-  }
-
-  function startTool(live, frame) {
-    if (live.segment) {
-      live.segment.classList.remove("cursor");
-      live.segment.classList.add("intermediate");
-      live.segment = null;
-    }
-    const details = document.createElement("details");
-    details.className = "tool";
-    details.dataset.testid = "tool-call";
-    details.dataset.toolCallId = frame.tool_call_id;
-    details.dataset.state = "running";
-    const summary = document.createElement("summary");
-    const command = document.createElement("code");
-    command.textContent = `${frame.name} ${toolLabel(frame.arguments)}`;
-    const status = document.createElement("span");
-    status.className = "tool-state";
-    status.textContent = "running…";
-    summary.append(command, status);
-    details.append(summary);
-    live.container.append(details);
-    if (nearBottom()) scrollToBottom();
-  }
-
-  function endTool(live, frame) {
-    const selector = `[data-tool-call-id="${CSS.escape(frame.tool_call_id)}"]`;
-    const details = live.container.querySelector(selector);
-    if (!details) return;
-    details.dataset.state = frame.is_error ? "error" : "done";
-    details.querySelector(".tool-state").textContent = frame.is_error ? "failed" : "done";
-    const output = document.createElement("pre");
-    output.dataset.testid = "tool-output";
-    output.textContent = frame.output || "(no output)";
-    details.append(output);
-  }
-
-  /** The command of a terminal call, or the first argument of another tool. */
-  function toolLabel(args) {
-    try {
-      const parsed = JSON.parse(args);
-      const value = parsed.command ?? parsed.path ?? Object.values(parsed)[0] ?? "";
-      return clip(typeof value === "string" ? value : JSON.stringify(value), 120);
-    } catch {
-      return clip(args, 120);
-    }
-  }
-
-  /** The durable reply takes the place of the streamed text after the last tool call. */
-  function finishLive(live) {
-    if (live.frame) cancelAnimationFrame(live.frame);
-    live.segment?.remove();
-    live.segment = null;
-    live.container.dataset.testid = "turn";
-    if (!live.container.hasChildNodes()) live.container.remove();
-  }
-
   // Page structure
 
   function render() {
     el.messages.replaceChildren();
-    state.lives = [];
+    live.reset();
     const conv = state.current ? conversation(state.current) : null;
     el.title.textContent = conv?.title || "New chat";
     document.title = conv?.title ? `${conv.title} — Keel` : "Keel";
@@ -560,6 +365,7 @@ function createChat() {
     conv.preview = clip(text, 80);
     conv.updatedAt = Date.now();
     el.title.textContent = conv.title;
+    document.title = `${conv.title} — Keel`;
     const item = { client_id: randomId(), conversation_id: conv.id, text, state: "sending" };
     state.pending.push(item);
     savePending();
@@ -607,9 +413,6 @@ function createChat() {
     document.addEventListener("keydown", (e) => {
       if (e.key === "Escape") setSidebar(false);
     });
-    window.addEventListener("online", () => {
-      if (!state.connected) connect();
-    });
   }
 
   return {
@@ -617,7 +420,7 @@ function createChat() {
       bindUi();
       if (state.current) conversation(state.current);
       render();
-      connect();
+      socket.connect();
       el.input.focus();
     },
   };

@@ -1,0 +1,429 @@
+/**
+ * The web chat page: speaks docs/webchat-protocol.md over /ws. Durable events (user
+ * messages, replies, notices) carry a seq and are shown once each; live frames stream the
+ * running turn and are replaced by the durable reply. Unacked messages are kept in
+ * localStorage and resent with the same client_id after a reconnect or a reload.
+ */
+import { createChatSocket } from "./chat-socket.js";
+import { clip, createLiveTurns } from "./live-turn.js";
+import { renderMarkdown } from "./markdown.js";
+
+const PENDING_KEY = "keel.chat.pending";
+const CURRENT_KEY = "keel.chat.current";
+const RETRY_MS = 3_000;
+
+function randomId() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function readJson(storage, key, fallback) {
+  try {
+    const value = JSON.parse(storage.getItem(key) ?? "null");
+    return value ?? fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+function createChat() {
+  const el = {
+    sidebar: document.getElementById("sidebar"),
+    scrim: document.getElementById("sidebar-scrim"),
+    toggle: document.getElementById("toggle-sidebar"),
+    list: document.getElementById("conversation-list"),
+    newButton: document.getElementById("new-conversation"),
+    title: document.getElementById("conversation-title"),
+    banner: document.getElementById("offline-banner"),
+    messages: document.getElementById("messages"),
+    composer: document.getElementById("composer"),
+    input: document.getElementById("message-input"),
+  };
+  const state = {
+    conversations: new Map(),
+    current: localStorage.getItem(CURRENT_KEY),
+    pending: readJson(localStorage, PENDING_KEY, []),
+  };
+  const live = createLiveTurns({ messages: el.messages, nearBottom, scrollToBottom });
+  const socket = createChatSocket({
+    onFrame: handleFrame,
+    onOnline,
+    onOffline: () => {
+      el.banner.hidden = false;
+    },
+  });
+
+  function conversation(id) {
+    let conv = state.conversations.get(id);
+    if (!conv) {
+      conv = {
+        id,
+        title: "",
+        preview: "",
+        updatedAt: Date.now(),
+        events: [],
+        lastSeq: 0,
+        outboxIds: new Set(),
+      };
+      state.conversations.set(id, conv);
+    }
+    return conv;
+  }
+
+  function savePending() {
+    localStorage.setItem(PENDING_KEY, JSON.stringify(state.pending));
+  }
+
+  function send(frame) {
+    socket.send(frame);
+  }
+
+  function onOnline() {
+    el.banner.hidden = true;
+    send({ type: "list" });
+    if (state.current) openCurrent();
+    for (const item of state.pending) resend(item);
+  }
+
+  function openCurrent() {
+    send({
+      type: "open",
+      conversation_id: state.current,
+      after_seq: conversation(state.current).lastSeq,
+    });
+  }
+
+  function resend(item) {
+    item.state = "sending";
+    updateBubble(item);
+    send({
+      type: "send",
+      conversation_id: item.conversation_id,
+      client_id: item.client_id,
+      text: item.text,
+    });
+  }
+
+  // Frames from the server
+
+  function handleFrame(frame) {
+    switch (frame.type) {
+      case "event":
+        return onEvent(frame);
+      case "synced":
+        return onSynced(frame);
+      case "ack":
+        return onAck(frame);
+      case "error":
+        return onError(frame);
+      case "conversations":
+        return onConversations(frame);
+      case "turn_start":
+      case "delta":
+      case "tool_start":
+      case "tool_end":
+      case "turn_end":
+        if (frame.conversation_id === state.current) live.onLive(frame);
+        return;
+      default:
+        return;
+    }
+  }
+
+  function onEvent(event) {
+    const conv = conversation(event.conversation_id);
+    if (event.seq <= conv.lastSeq) return;
+    conv.lastSeq = event.seq;
+    // A reply redelivered after a gateway restart carries the same outbox id: show it once.
+    if (event.outbox_id != null) {
+      if (conv.outboxIds.has(event.outbox_id)) return;
+      conv.outboxIds.add(event.outbox_id);
+    }
+    conv.events.push(event);
+    if (event.kind === "user" && !conv.title) conv.title = clip(event.text, 60);
+    conv.preview = clip(event.text, 80);
+    conv.updatedAt = event.created_at || Date.now();
+    if (event.kind === "user" && event.client_id) forgetPending(event.client_id);
+    if (event.conversation_id === state.current) showEvent(event);
+    renderList();
+  }
+
+  function onSynced(frame) {
+    // The durable history is authoritative; a running turn comes back as a snapshot.
+    if (frame.conversation_id === state.current) live.dropUnfinished();
+  }
+
+  function onAck(frame) {
+    const item = forgetPending(frame.client_id);
+    if (item) {
+      item.state = "sent";
+      updateBubble(item);
+    }
+    if (frame.duplicate) send({ type: "list" });
+  }
+
+  function onError(frame) {
+    const item = state.pending.find((p) => p.client_id === frame.client_id);
+    if (!item) {
+      showLocalNotice(`Error: ${frame.message}`);
+      return;
+    }
+    if (frame.retryable) {
+      item.state = "error";
+      updateBubble(item);
+      setTimeout(() => {
+        if (state.pending.includes(item)) resend(item);
+      }, RETRY_MS);
+      return;
+    }
+    forgetPending(item.client_id);
+    item.state = "failed";
+    item.error = frame.message;
+    updateBubble(item);
+  }
+
+  function onConversations(frame) {
+    for (const summary of frame.conversations) {
+      const conv = conversation(summary.conversation_id);
+      if (summary.last_message) conv.preview = clip(summary.last_message, 80);
+      if (!conv.title && summary.last_message) conv.title = clip(summary.last_message, 60);
+      conv.updatedAt = summary.updated_at;
+    }
+    renderList();
+  }
+
+  function forgetPending(clientId) {
+    const index = state.pending.findIndex((p) => p.client_id === clientId);
+    if (index < 0) return null;
+    const [item] = state.pending.splice(index, 1);
+    savePending();
+    return item;
+  }
+
+  // Rendering durable messages
+
+  function messageElement(kind, text) {
+    const div = document.createElement("div");
+    div.className = `msg ${kind}`;
+    div.dataset.testid = "message";
+    div.dataset.kind = kind;
+    if (kind === "user") div.textContent = text;
+    else div.innerHTML = renderMarkdown(text);
+    return div;
+  }
+
+  function firstPendingBubble() {
+    return el.messages.querySelector(
+      '.msg.user[data-state="sending"], .msg.user[data-state="error"]',
+    );
+  }
+
+  function showEvent(event) {
+    const stick = nearBottom();
+    el.messages.querySelector(".empty")?.remove();
+    if (event.client_id) {
+      el.messages.querySelector(`[data-client-id="${CSS.escape(event.client_id)}"]`)?.remove();
+    }
+    const node = messageElement(event.kind, event.text);
+    node.dataset.seq = String(event.seq);
+    const container = event.kind === "reply" ? live.takeForReply(event.session_id) : null;
+    if (container) {
+      container.after(node);
+    } else {
+      el.messages.insertBefore(node, firstPendingBubble());
+    }
+    if (stick) scrollToBottom();
+  }
+
+  function bubbleFor(item) {
+    return el.messages.querySelector(`[data-client-id="${CSS.escape(item.client_id)}"]`);
+  }
+
+  function updateBubble(item) {
+    if (item.conversation_id !== state.current) return;
+    let node = bubbleFor(item);
+    if (!node) {
+      if (item.state === "sent") return;
+      node = messageElement("user", item.text);
+      node.dataset.clientId = item.client_id;
+      el.messages.querySelector(".empty")?.remove();
+      el.messages.append(node);
+      scrollToBottom();
+    }
+    node.dataset.state = item.state;
+    node.querySelector(".msg-status")?.remove();
+    const label = {
+      sending: "Sending…",
+      error: "Not sent — retrying…",
+      failed: `Not sent: ${item.error}`,
+    };
+    if (!label[item.state]) return;
+    const status = document.createElement("span");
+    status.className = "msg-status";
+    status.dataset.testid = "message-status";
+    status.textContent = label[item.state];
+    if (item.state === "failed") status.append(retryButton(item));
+    node.append(status);
+  }
+
+  function retryButton(item) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "button";
+    button.textContent = "Retry";
+    button.addEventListener("click", () => {
+      state.pending.push({ ...item, state: "sending", error: undefined });
+      savePending();
+      resend(state.pending.at(-1));
+    });
+    return button;
+  }
+
+  function showLocalNotice(text) {
+    const node = messageElement("notice", text);
+    node.dataset.testid = "client-error";
+    el.messages.append(node);
+    scrollToBottom();
+  }
+
+  // Page structure
+
+  function render() {
+    el.messages.replaceChildren();
+    live.reset();
+    const conv = state.current ? conversation(state.current) : null;
+    el.title.textContent = conv?.title || "New chat";
+    document.title = conv?.title ? `${conv.title} — Keel` : "Keel";
+    if (
+      !conv ||
+      (conv.events.length === 0 && !state.pending.some((p) => p.conversation_id === conv.id))
+    ) {
+      const empty = document.createElement("p");
+      empty.className = "empty";
+      empty.textContent = "Send a message to start.";
+      el.messages.append(empty);
+    }
+    for (const event of conv?.events ?? []) {
+      const node = messageElement(event.kind, event.text);
+      node.dataset.seq = String(event.seq);
+      el.messages.append(node);
+    }
+    for (const item of state.pending)
+      if (item.conversation_id === state.current) updateBubble(item);
+    scrollToBottom();
+    renderList();
+  }
+
+  function renderList() {
+    const items = [...state.conversations.values()]
+      .filter((c) => c.events.length > 0 || c.preview || c.id === state.current)
+      .sort((a, b) => b.updatedAt - a.updatedAt);
+    el.list.replaceChildren(
+      ...items.map((conv) => {
+        const li = document.createElement("li");
+        const button = document.createElement("button");
+        button.type = "button";
+        button.dataset.testid = "conversation-item";
+        button.dataset.conversationId = conv.id;
+        button.setAttribute("aria-current", String(conv.id === state.current));
+        const title = document.createElement("span");
+        title.textContent = conv.title || "New chat";
+        const preview = document.createElement("span");
+        preview.className = "preview";
+        preview.textContent = conv.preview;
+        button.append(title, preview);
+        button.addEventListener("click", () => switchTo(conv.id));
+        li.append(button);
+        return li;
+      }),
+    );
+  }
+
+  function switchTo(id) {
+    if (state.current && state.current !== id)
+      send({ type: "close", conversation_id: state.current });
+    state.current = id;
+    localStorage.setItem(CURRENT_KEY, id);
+    conversation(id);
+    render();
+    openCurrent();
+    setSidebar(false);
+    el.input.focus();
+  }
+
+  function newConversation() {
+    switchTo(randomId());
+  }
+
+  function submit() {
+    const text = el.input.value;
+    if (text.trim() === "") return;
+    if (!state.current) newConversation();
+    const conv = conversation(state.current);
+    if (!conv.title) conv.title = clip(text, 60);
+    conv.preview = clip(text, 80);
+    conv.updatedAt = Date.now();
+    el.title.textContent = conv.title;
+    document.title = `${conv.title} — Keel`;
+    const item = { client_id: randomId(), conversation_id: conv.id, text, state: "sending" };
+    state.pending.push(item);
+    savePending();
+    el.input.value = "";
+    autosize();
+    resend(item);
+    renderList();
+  }
+
+  function nearBottom() {
+    const m = el.messages;
+    return m.scrollHeight - m.scrollTop - m.clientHeight < 80;
+  }
+
+  function scrollToBottom() {
+    el.messages.scrollTop = el.messages.scrollHeight;
+  }
+
+  function autosize() {
+    el.input.style.height = "auto";
+    el.input.style.height = `${el.input.scrollHeight + 2}px`;
+  }
+
+  function setSidebar(open) {
+    el.sidebar.classList.toggle("open", open);
+    el.scrim.hidden = !open;
+    el.toggle.setAttribute("aria-expanded", String(open));
+  }
+
+  function bindUi() {
+    el.composer.addEventListener("submit", (e) => {
+      e.preventDefault();
+      submit();
+    });
+    el.input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        submit();
+      }
+    });
+    el.input.addEventListener("input", autosize);
+    el.newButton.addEventListener("click", newConversation);
+    el.toggle.addEventListener("click", () => setSidebar(!el.sidebar.classList.contains("open")));
+    el.scrim.addEventListener("click", () => setSidebar(false));
+    document.addEventListener("keydown", (e) => {
+      if (e.key === "Escape") setSidebar(false);
+    });
+  }
+
+  return {
+    start() {
+      bindUi();
+      if (state.current) conversation(state.current);
+      render();
+      socket.connect();
+      el.input.focus();
+    },
+  };
+}
+
+createChat().start();

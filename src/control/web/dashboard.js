@@ -1,0 +1,360 @@
+/**
+ * The dashboard: gateway status (live from the SSE stream, polling as a fallback), running
+ * turns, recent sessions with their transcripts, and the drain/restart controls. The control
+ * token, when the server asks for one, is kept in sessionStorage and sent as a Bearer token.
+ */
+
+const TOKEN_KEY = "keel.controlToken";
+const POLL_MS = 2_000;
+const STREAM_RETRY_MS = 15_000;
+const SESSIONS_REFRESH_MS = 10_000;
+
+class AuthError extends Error {}
+
+function $(id) {
+  return document.getElementById(id);
+}
+
+function cell(text, className) {
+  const td = document.createElement("td");
+  td.textContent = text ?? "";
+  if (className) td.className = className;
+  return td;
+}
+
+function row(...cells) {
+  const tr = document.createElement("tr");
+  tr.append(...cells);
+  return tr;
+}
+
+function emptyRow(columns, text) {
+  const td = cell(text, "muted");
+  td.colSpan = columns;
+  return row(td);
+}
+
+function stateBadge(value) {
+  const span = document.createElement("span");
+  span.className = "state";
+  span.dataset.state = value;
+  span.textContent = value;
+  return span;
+}
+
+function duration(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  const parts = [];
+  if (s >= 86_400) parts.push(`${Math.floor(s / 86_400)}d`);
+  if (s >= 3_600) parts.push(`${Math.floor((s % 86_400) / 3_600)}h`);
+  if (s >= 60) parts.push(`${Math.floor((s % 3_600) / 60)}m`);
+  parts.push(`${s % 60}s`);
+  return parts.join(" ");
+}
+
+function time(value) {
+  if (value == null) return "";
+  const date = new Date(typeof value === "number" ? value : String(value));
+  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
+}
+
+function epochMs(value) {
+  if (typeof value === "number") return value < 1e12 ? value * 1000 : value;
+  return Date.parse(String(value));
+}
+
+function createDashboard() {
+  const state = {
+    token: sessionStorage.getItem(TOKEN_KEY),
+    status: null,
+    statusAt: 0,
+    abort: new AbortController(),
+  };
+
+  async function api(path, init = {}) {
+    const headers = { ...(init.headers ?? {}) };
+    if (state.token) headers.Authorization = `Bearer ${state.token}`;
+    const response = await fetch(path, {
+      ...init,
+      headers,
+      signal: init.signal ?? state.abort.signal,
+    });
+    if (response.status === 401) {
+      showTokenForm();
+      throw new AuthError("unauthorized");
+    }
+    return response;
+  }
+
+  async function getJson(path) {
+    const response = await api(path);
+    if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+    return response.json();
+  }
+
+  function showTokenForm() {
+    state.abort.abort();
+    $("token-form").hidden = false;
+    $("overview").hidden = true;
+    $("transcript-view").hidden = true;
+    $("token-input").focus();
+  }
+
+  function banner(text) {
+    $("dash-banner").hidden = !text;
+    $("dash-banner").textContent = text ?? "";
+  }
+
+  // Status
+
+  function renderStatus(status) {
+    state.status = status;
+    state.statusAt = Date.now();
+    banner(null);
+    const gatewayState =
+      status.draining && status.gateway_state === "running" ? "draining" : status.gateway_state;
+    const badge = $("gateway-state");
+    badge.textContent = gatewayState;
+    badge.dataset.state = gatewayState;
+    $("version").textContent = status.version ?? "–";
+    $("pid").textContent = String(status.pid ?? "–");
+    $("active-turns").textContent = String(status.active_turns ?? 0);
+    const sessions = status.sessions ?? {};
+    $("session-count").textContent = `${sessions.total ?? 0} (${sessions.resume_pending ?? 0})`;
+    $("drain-button").disabled = Boolean(status.draining);
+    $("cancel-drain-button").disabled = !status.draining;
+    renderUptime();
+    renderPlatforms(status.platforms ?? {});
+    renderTurns(status.turns ?? []);
+  }
+
+  function renderUptime() {
+    const status = state.status;
+    if (!status) return;
+    const elapsed = (Date.now() - state.statusAt) / 1000;
+    $("uptime").textContent = duration((status.uptime_seconds ?? 0) + elapsed);
+  }
+
+  function renderPlatforms(platforms) {
+    const rows = Object.entries(platforms).map(([name, p]) => {
+      const stateCell = document.createElement("td");
+      stateCell.append(stateBadge(p.state));
+      const tr = row(cell(name), stateCell, cell(p.error ?? "", p.error ? "error-text" : ""));
+      tr.dataset.platform = name;
+      return tr;
+    });
+    $("platforms-body").replaceChildren(...(rows.length ? rows : [emptyRow(3, "No platforms.")]));
+  }
+
+  function renderTurns(turns) {
+    const rows = turns.map((t) => {
+      const link = document.createElement("a");
+      link.href = `#session=${encodeURIComponent(t.session_id)}`;
+      link.textContent = t.session_key;
+      const sessionCell = document.createElement("td");
+      sessionCell.append(link);
+      const runningFor = duration((Date.now() - epochMs(t.started_at)) / 1000);
+      return row(sessionCell, cell(runningFor), cell(t.current_tool ?? "—"));
+    });
+    $("turns-body").replaceChildren(...(rows.length ? rows : [emptyRow(3, "No turn is running.")]));
+  }
+
+  /** Reads the SSE stream until it ends; each `data:` line is one status JSON. */
+  async function readStream() {
+    const response = await api("/api/status/stream", { headers: { Accept: "text/event-stream" } });
+    if (!response.ok || !response.body) throw new Error(`stream: HTTP ${response.status}`);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      const lines = buffer.split(/\r?\n/);
+      buffer = lines.pop() ?? "";
+      for (const line of lines) {
+        if (line.startsWith("data:")) renderStatus(JSON.parse(line.slice(5)));
+      }
+    }
+  }
+
+  async function pollOnce() {
+    try {
+      renderStatus(await getJson("/api/status"));
+    } catch (err) {
+      if (!(err instanceof AuthError) && err.name !== "AbortError")
+        banner("Gateway unreachable — retrying…");
+    }
+  }
+
+  /** Streams while the stream works; polls every 2 s in between attempts to reopen it. */
+  async function liveStatus(signal) {
+    while (!signal.aborted) {
+      try {
+        await readStream();
+      } catch (err) {
+        if (err instanceof AuthError || signal.aborted) return;
+      }
+      const until = Date.now() + STREAM_RETRY_MS;
+      while (!signal.aborted && Date.now() < until) {
+        await pollOnce();
+        await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      }
+    }
+  }
+
+  // Sessions and transcripts
+
+  async function loadSessions() {
+    try {
+      const { sessions } = await getJson("/api/sessions");
+      const recent = [...sessions]
+        .sort((a, b) => epochMs(b.updated_at) - epochMs(a.updated_at))
+        .slice(0, 50);
+      $("sessions-body").replaceChildren(
+        ...(recent.length ? recent.map(sessionRow) : [emptyRow(6, "No sessions yet.")]),
+      );
+    } catch (err) {
+      if (!(err instanceof AuthError) && err.name !== "AbortError")
+        banner("Could not load sessions.");
+    }
+  }
+
+  function sessionRow(s) {
+    const link = document.createElement("a");
+    link.href = `#session=${encodeURIComponent(s.session_id)}`;
+    link.textContent = s.key;
+    link.dataset.testid = "session-link";
+    const keyCell = document.createElement("td");
+    keyCell.append(link);
+    const flags = [s.resume_pending ? "resume pending" : "", s.suspended ? "suspended" : ""].filter(
+      Boolean,
+    );
+    return row(
+      keyCell,
+      cell(s.platform ?? ""),
+      cell(String(s.message_count ?? 0)),
+      cell(s.last_message ?? "", "truncate"),
+      cell(time(s.updated_at)),
+      cell(flags.join(", ")),
+    );
+  }
+
+  async function showTranscript(sessionId) {
+    $("overview").hidden = true;
+    $("transcript-view").hidden = false;
+    $("transcript-title").textContent = `Session ${sessionId}`;
+    $("transcript").replaceChildren();
+    try {
+      const { session, messages } = await getJson(`/api/sessions/${encodeURIComponent(sessionId)}`);
+      if (session?.key) $("transcript-title").textContent = `${session.key} · ${sessionId}`;
+      $("transcript").replaceChildren(...messages.map(transcriptEntry));
+      if (messages.length === 0) $("transcript").textContent = "No messages.";
+    } catch (err) {
+      if (!(err instanceof AuthError))
+        $("transcript").textContent = `Could not load: ${err.message}`;
+    }
+  }
+
+  function transcriptEntry(m) {
+    const entry = document.createElement("div");
+    entry.className = "entry";
+    entry.dataset.testid = "transcript-message";
+    entry.dataset.role = m.role;
+    const meta = document.createElement("div");
+    meta.className = "meta";
+    const callId = m.tool_call_id ? ` · result of ${m.tool_call_id}` : "";
+    meta.textContent = `#${m.seq} ${m.role}${callId} · ${time(m.created_at)}`;
+    entry.append(meta);
+    if (m.content) {
+      const pre = document.createElement("pre");
+      pre.textContent = m.content;
+      entry.append(pre);
+    }
+    for (const call of m.tool_calls ?? []) {
+      const pre = document.createElement("pre");
+      pre.className = "muted";
+      pre.textContent = `→ ${call.function?.name}(${call.function?.arguments}) [${call.id}]`;
+      entry.append(pre);
+    }
+    return entry;
+  }
+
+  function route() {
+    const match = /^#session=(.+)$/.exec(location.hash);
+    if (!$("token-form").hidden) return;
+    if (match) {
+      showTranscript(decodeURIComponent(match[1]));
+    } else {
+      $("transcript-view").hidden = true;
+      $("overview").hidden = false;
+    }
+  }
+
+  // Actions
+
+  async function action(label, path, body) {
+    $("action-result").textContent = `${label}…`;
+    try {
+      const response = await api(path, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+      const text = await response.text();
+      $("action-result").textContent = response.ok ? `${label}: done.` : `${label} failed: ${text}`;
+    } catch (err) {
+      if (!(err instanceof AuthError))
+        $("action-result").textContent = `${label} failed: ${err.message}`;
+    }
+  }
+
+  function bind() {
+    $("drain-button").addEventListener("click", () =>
+      action("Drain", "/api/gateway/drain", { action: "drain" }),
+    );
+    $("cancel-drain-button").addEventListener("click", () =>
+      action("Cancel drain", "/api/gateway/drain", { action: "cancel" }),
+    );
+    $("restart-button").addEventListener("click", () => {
+      if (window.confirm("Restart the gateway? Running turns are drained first.")) {
+        action("Restart", "/api/gateway/restart");
+      }
+    });
+    $("token-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      state.token = $("token-input").value.trim();
+      sessionStorage.setItem(TOKEN_KEY, state.token);
+      $("token-input").value = "";
+      $("token-form").hidden = true;
+      run();
+    });
+    window.addEventListener("hashchange", route);
+  }
+
+  function run() {
+    state.abort.abort();
+    state.abort = new AbortController();
+    const signal = state.abort.signal;
+    route();
+    liveStatus(signal);
+    loadSessions();
+    const sessionsTimer = setInterval(loadSessions, SESSIONS_REFRESH_MS);
+    const uptimeTimer = setInterval(() => {
+      renderUptime();
+      if (state.status) renderTurns(state.status.turns ?? []);
+    }, 1000);
+    signal.addEventListener("abort", () => {
+      clearInterval(sessionsTimer);
+      clearInterval(uptimeTimer);
+    });
+  }
+
+  return {
+    start() {
+      bind();
+      run();
+    },
+  };
+}
+
+createDashboard().start();

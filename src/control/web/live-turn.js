@@ -1,0 +1,168 @@
+/**
+ * The running turn of the shown conversation, rendered from live frames: streamed text
+ * segments and tool calls. A durable reply later takes the place of the last text segment
+ * (see `takeForReply`), so the reply is shown exactly once.
+ */
+import { renderMarkdown } from "./markdown.js";
+
+/** One line of `text`, shortened to `max` characters. */
+export function clip(text, max) {
+  const line = String(text ?? "")
+    .replace(/\s+/g, " ")
+    .trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+/** `view` gives the messages element and the scroll helpers of the page. */
+export function createLiveTurns(view) {
+  const { messages, nearBottom, scrollToBottom } = view;
+  /** Streamed turns still waiting for their durable reply, oldest first. */
+  let lives = [];
+
+  function onLive(frame) {
+    if (frame.type === "turn_start") {
+      startLive(frame);
+      return;
+    }
+    const last = lives.at(-1);
+    const live = last && !last.ended ? last : startLive(frame);
+    if (frame.type === "delta") appendDelta(live, frame.text);
+    else if (frame.type === "tool_start") startTool(live, frame);
+    else if (frame.type === "tool_end") endTool(live, frame);
+    else if (frame.type === "turn_end") endLive(live, frame.stop_reason);
+  }
+
+  function startLive(frame) {
+    dropUnfinishedLives();
+    const container = document.createElement("div");
+    container.className = "turn";
+    container.dataset.testid = "live-turn";
+    messages.querySelector(".empty")?.remove();
+    messages.append(container);
+    const live = {
+      sessionId: frame.session_id,
+      container,
+      segment: null,
+      text: "",
+      ended: false,
+      frame: 0,
+    };
+    lives.push(live);
+    return live;
+  }
+
+  function dropUnfinishedLives() {
+    for (const live of lives.filter((l) => !l.ended)) live.container.remove();
+    lives = lives.filter((l) => l.ended);
+  }
+
+  /** A turn that stopped normally has a reply coming; an aborted or failed one keeps its text. */
+  function endLive(live, stopReason) {
+    live.ended = true;
+    live.container.dataset.stopReason = stopReason;
+    flushSegment(live);
+    live.segment?.classList.remove("cursor");
+    if (stopReason === "stop" || stopReason === "max_iterations") return;
+    live.segment?.classList.add("intermediate");
+    lives = lives.filter((l) => l !== live);
+  }
+
+  function appendDelta(live, text) {
+    if (!live.segment) {
+      live.segment = document.createElement("div");
+      live.segment.className = "msg live cursor";
+      live.segment.dataset.testid = "live-reply";
+      live.text = "";
+      live.container.append(live.segment);
+    }
+    live.text += text;
+    // Re-render at most once per frame: deltas can arrive far faster than paints.
+    if (live.frame) return;
+    live.frame = requestAnimationFrame(() => {
+      live.frame = 0;
+      const stick = nearBottom();
+      if (live.segment) live.segment.innerHTML = renderMarkdown(live.text);
+      if (stick) scrollToBottom();
+    });
+  }
+
+  /** Renders a segment's text now (a pending animation frame would find it detached). */
+  function flushSegment(live) {
+    if (live.frame) cancelAnimationFrame(live.frame);
+    live.frame = 0;
+    if (live.segment) live.segment.innerHTML = renderMarkdown(live.text);
+  }
+
+  function startTool(live, frame) {
+    if (live.segment) {
+      flushSegment(live);
+      live.segment.classList.remove("cursor");
+      live.segment.dataset.testid = "live-intermediate";
+      live.segment.classList.add("intermediate");
+      live.segment = null;
+    }
+    const details = document.createElement("details");
+    details.className = "tool";
+    details.dataset.testid = "tool-call";
+    details.dataset.toolCallId = frame.tool_call_id;
+    details.dataset.state = "running";
+    const summary = document.createElement("summary");
+    const command = document.createElement("code");
+    command.textContent = `${frame.name} ${toolLabel(frame.arguments)}`;
+    const status = document.createElement("span");
+    status.className = "tool-state";
+    status.textContent = "running…";
+    summary.append(command, status);
+    details.append(summary);
+    live.container.append(details);
+    if (nearBottom()) scrollToBottom();
+  }
+
+  function endTool(live, frame) {
+    const selector = `[data-tool-call-id="${CSS.escape(frame.tool_call_id)}"]`;
+    const details = live.container.querySelector(selector);
+    if (!details) return;
+    details.dataset.state = frame.is_error ? "error" : "done";
+    details.querySelector(".tool-state").textContent = frame.is_error ? "failed" : "done";
+    const output = document.createElement("pre");
+    output.dataset.testid = "tool-output";
+    output.textContent = frame.output || "(no output)";
+    details.append(output);
+  }
+
+  /** The command of a terminal call, or the first argument of another tool. */
+  function toolLabel(args) {
+    try {
+      const parsed = JSON.parse(args);
+      const value = parsed.command ?? parsed.path ?? Object.values(parsed)[0] ?? "";
+      return clip(typeof value === "string" ? value : JSON.stringify(value), 120);
+    } catch {
+      return clip(args, 120);
+    }
+  }
+
+  /** The durable reply takes the place of the streamed text after the last tool call. */
+  function finishLive(live) {
+    if (live.frame) cancelAnimationFrame(live.frame);
+    live.segment?.remove();
+    live.segment = null;
+    live.container.dataset.testid = "turn";
+    if (!live.container.hasChildNodes()) live.container.remove();
+  }
+
+  /** The streamed turn a durable reply of `sessionId` replaces, finished; null when none. */
+  function takeForReply(sessionId) {
+    const index = lives.findIndex((l) => l.sessionId === sessionId);
+    if (index < 0) return null;
+    const [live] = lives.splice(index, 1);
+    finishLive(live);
+    return live.container;
+  }
+
+  /** Forgets every streamed turn (the page shows another conversation). */
+  function reset() {
+    lives = [];
+  }
+
+  return { onLive, takeForReply, dropUnfinished: dropUnfinishedLives, reset };
+}

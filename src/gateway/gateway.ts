@@ -12,6 +12,10 @@ import type { CrashPoint } from "../lib/crash-point.js";
 import { OpenAiApiAdapter } from "../platforms/openai-api/adapter.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { TelegramAdapter } from "../platforms/telegram/adapter.js";
+import { WebchatAdapter } from "../platforms/webchat/adapter.js";
+import { webSocketToken } from "../platforms/webchat/upgrade-auth.js";
+import { createWebRoutes } from "../control/web-routes.js";
+import { isLoopbackPeer, secretsEqual } from "../control/http-auth.js";
 import type { AgentRun, IsReadOnlyTool } from "../runner/agent-run.js";
 import { ONLINE_NOTICE, RESTARTED_NOTICE, restartCommandReply } from "../runner/lifecycle-texts.js";
 import { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
@@ -151,6 +155,27 @@ export class Gateway implements ControlSurface {
       });
       this.adapters.push(api);
       this.http.addRoutes(api.routes());
+    }
+    if (config.platforms.webchat.enabled) {
+      const webchat = new WebchatAdapter({
+        store: this.store,
+        logger: logger.child({ component: "webchat" }),
+        // Loopback clients need no token; others must present the control token.
+        isAllowed: (req) => {
+          if (isLoopbackPeer(req)) return true;
+          const token = webSocketToken(req);
+          return token !== null && secretsEqual(token, config.controlToken);
+        },
+      });
+      this.runner.onEvent((event) => {
+        const { sessionKey, sessionId } = event;
+        if (event.type === "turn_end") webchat.publishTurnEvent({ sessionKey, sessionId, event: { type: "turn_end", stopReason: event.stopReason } });
+        else if (event.type === "turn_start") webchat.publishTurnEvent({ sessionKey, sessionId, event: { type: "turn_start" } });
+        else webchat.publishTurnEvent({ sessionKey, sessionId, event });
+      });
+      this.adapters.push(webchat);
+      this.http.addUpgrade("/ws", (req, socket, head) => webchat.handleUpgrade(req, socket, head));
+      this.http.addRoutes(createWebRoutes());
     }
     const telegram = config.platforms.telegram;
     if (config.telegramEnabled && telegram.token) {

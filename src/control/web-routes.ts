@@ -30,7 +30,8 @@ export function createWebRoutes(): Hono<AppEnv> {
         "content-type": CONTENT_TYPES[ext]!,
         "cache-control": "no-cache",
         "x-content-type-options": "nosniff",
-        "content-security-policy": "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+        "content-security-policy":
+          "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
       },
     });
   };

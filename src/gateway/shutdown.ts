@@ -98,13 +98,11 @@ function createParticipants(
   return {
     closeAdmission: () => runner.setAdmission(request.restart ? "restarting" : "stopping"),
     runningTurns: () =>
-      runner
-        .activeTurns()
-        .map((t) => ({
-          sessionKey: t.sessionKey,
-          address: t.address,
-          agentStarted: t.agentStarted,
-        })),
+      runner.activeTurns().map((t) => ({
+        sessionKey: t.sessionKey,
+        address: t.address,
+        agentStarted: t.agentStarted,
+      })),
     notify: (address, text) => deliverNotice(ctx, address, text),
     markResumePending: (keys, reason) => store.markResumePending(keys, reason),
     clearResumePending: async (keys) => {

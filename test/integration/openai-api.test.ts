@@ -636,4 +636,29 @@ describe("concurrency", () => {
     );
     expect(roles(await transcript(h, sessionId)).slice(-1)).toEqual(["assistant:now"]);
   });
+
+  for (const mode of ["queue", "steer"]) {
+    it(`in busy_input_mode ${mode}, a second request gets its own answer, not a notice`, async () => {
+      const h = await start({ env: { KEEL_GATEWAY_BUSY_INPUT_MODE: mode } });
+      const sessionId = await seedSession(h);
+      const slow = chat(
+        h,
+        { messages: [{ role: "user", content: "slow: 300 first" }] },
+        { "X-Session-Id": sessionId },
+      );
+      await waitFor(() => fake.requests.length === 2, { message: "the slow model call started" });
+      const second = await chat(
+        h,
+        { messages: [{ role: "user", content: "echo: second" }] },
+        { "X-Session-Id": sessionId },
+      );
+      expect(second.status).toBe(200);
+      expect(((await second.json()) as OpenAI.ChatCompletion).choices[0]!.message.content).toBe(
+        "second",
+      );
+      expect(
+        ((await (await slow).json()) as OpenAI.ChatCompletion).choices[0]!.message.content,
+      ).toBe("first");
+    });
+  }
 });

@@ -52,7 +52,11 @@ export interface GatewayProcessOptions {
   env?: Record<string, string>;
   /** Command line after `--home <home>`; default `["gateway", "run"]`. */
   args?: string[];
-  /** The HTTP port (default: a free loopback port picked before spawning). */
+  /**
+   * The HTTP port (default: a free loopback port picked before spawning). It always reaches the
+   * child as `KEEL_HTTP_PORT`, so an `http.port` in config.yaml is overridden; pass the previous
+   * process's `port` to restart on the same address.
+   */
   port?: number;
 }
 

@@ -27,7 +27,7 @@ export interface OpenAiApiAdapterOptions {
   /** Bearer key clients must send; when unset only loopback clients are served. */
   apiKey: string | undefined;
   modelName: string | undefined;
-  store: Pick<Store, "getSessionById">;
+  store: Pick<Store, "getSessionById" | "listOpenInbox">;
   subscribe(listener: RunnerEventListener): () => void;
   logger: Logger;
 }
@@ -36,7 +36,9 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   readonly name = "api";
   private sink: InboundSink | null = null;
   private unsubscribe: (() => void) | null = null;
-  private readonly waiters = new TurnWaiters();
+  private readonly waiters = new TurnWaiters(async (inboxId) =>
+    (await this.options.store.listOpenInbox()).some((item) => item.id === inboxId),
+  );
 
   constructor(private readonly options: OpenAiApiAdapterOptions) {}
 

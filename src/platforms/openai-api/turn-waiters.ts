@@ -12,6 +12,8 @@ export interface Waiter {
   turnId: number | null;
   /** Events that arrived before the inbox id was known. */
   early: RunnerEvent[];
+  /** Notices that arrived before the inbox id was known. */
+  earlyNotices: string[];
   onDelta: ((text: string) => void) | null;
   /** Text deltas that arrived before a stream was attached. */
   pendingText: string;
@@ -22,6 +24,12 @@ export interface Waiter {
 export class TurnWaiters {
   private readonly waiters = new Set<Waiter>();
 
+  /**
+   * @param isInboxOpen whether an inbox item is still pending or running: a notice answers a
+   *   request only once its message is closed ("Queued" precedes the real reply).
+   */
+  constructor(private readonly isInboxOpen: (inboxId: number) => Promise<boolean>) {}
+
   add(sessionKey: string): Waiter {
     let resolve!: (done: Completion) => void;
     const completion = new Promise<Completion>((r) => (resolve = r));
@@ -30,6 +38,7 @@ export class TurnWaiters {
       inboxId: null,
       turnId: null,
       early: [],
+      earlyNotices: [],
       onDelta: null,
       pendingText: "",
       completion,
@@ -42,6 +51,7 @@ export class TurnWaiters {
   bind(waiter: Waiter, inboxId: number): void {
     waiter.inboxId = inboxId;
     for (const event of waiter.early.splice(0)) this.apply(waiter, event);
+    for (const text of waiter.earlyNotices.splice(0)) void this.settleNotice(waiter, text);
   }
 
   /** Attaches a stream; text that arrived before it is passed on first. */
@@ -66,9 +76,16 @@ export class TurnWaiters {
   /** A notice answers a request whose message got no turn (a command, a refusal, no model). */
   onNotice(sessionKey: string, text: string): void {
     for (const waiter of this.waiters) {
-      if (waiter.sessionKey === sessionKey && waiter.turnId === null)
-        waiter.resolve({ kind: "reply", text });
+      if (waiter.sessionKey !== sessionKey || waiter.turnId !== null) continue;
+      if (waiter.inboxId === null) waiter.earlyNotices.push(text);
+      else void this.settleNotice(waiter, text);
     }
+  }
+
+  /** Resolves with the notice unless the waiter's message is still open (queued for a turn). */
+  private async settleNotice(waiter: Waiter, text: string): Promise<void> {
+    const open = await this.isInboxOpen(waiter.inboxId!).catch(() => false);
+    if (!open && waiter.turnId === null) waiter.resolve({ kind: "reply", text });
   }
 
   failAll(text: string): void {

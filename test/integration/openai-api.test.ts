@@ -8,14 +8,12 @@ import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import OpenAI from "openai";
-import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
-import { createAgentParts } from "../../src/gateway/agent-wiring.js";
-import { Gateway } from "../../src/gateway/gateway.js";
-import { createCrashPoint } from "../../src/lib/crash-point.js";
+import type { Gateway } from "../../src/gateway/gateway.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
+import { createTestGateway, stopTestGateway } from "../helpers/in-process-gateway.js";
 import { createTempDir } from "../helpers/temp-home.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -41,7 +39,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  await harness?.gateway.stopGateway();
+  await stopTestGateway(harness?.gateway);
   harness = undefined;
   await fake.close();
   home.cleanup();
@@ -58,14 +56,7 @@ async function start(
     home: home.path,
     env: { KEEL_HTTP_PORT: "0", ...modelEnv, ...options.env },
   });
-  const logger = pino({ level: "silent" });
-  const gateway = new Gateway({
-    config,
-    logger,
-    agent: createAgentParts(config, logger),
-    crashPoint: createCrashPoint(undefined),
-    version: "test",
-  });
+  const gateway = createTestGateway(config);
   await gateway.start();
   const baseUrl = `http://127.0.0.1:${gateway.port}`;
   const client = new OpenAI({

@@ -8,7 +8,12 @@ import type { ChatMessage, TurnResult } from "../agent/types.js";
 import type { InboundMessage } from "../platforms/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { AgentRun, AgentRunInput } from "./agent-run.js";
-import { DRAIN_REFUSAL, notAcceptingText, queuedForAfterRestartText } from "./lifecycle-texts.js";
+import {
+  DRAIN_REFUSAL,
+  notAcceptingText,
+  queuedForAfterRestartText,
+  SUSPENDED_NOTICE,
+} from "./lifecycle-texts.js";
 import { OutboxDispatcher } from "./outbox-dispatcher.js";
 import { type BusyInputMode, Runner } from "./runner.js";
 import { TEXT } from "./texts.js";
@@ -61,6 +66,7 @@ describe("Runner", () => {
   let adapter: RecordingAdapter;
   let seen: ChatMessage[][];
   let nextId: number;
+  let runnerClock: number;
 
   function makeRunner(
     mode: BusyInputMode = "interrupt",
@@ -80,10 +86,12 @@ describe("Runner", () => {
       isReadOnlyTool: () => false,
       busyInputMode: mode,
       maxConcurrentTurns: 4,
+      autoResumeFreshnessMs: 3_600_000,
       logger,
       control: { requestRestart: async () => "restarting", setHomeChannel: async () => {} },
       onReplyQueued: () => dispatcher.kick(),
       crashPoint: () => {},
+      now: () => runnerClock,
     });
     return runner;
   }
@@ -106,6 +114,7 @@ describe("Runner", () => {
     adapter = new RecordingAdapter();
     seen = [];
     nextId = 0;
+    runnerClock = Date.now();
   });
   afterEach(async () => {
     await store.close();
@@ -242,5 +251,47 @@ describe("Runner", () => {
     await runner.receive(msg("persist"));
     await waitFor(() => adapter.texts().includes("echo: persist"), { timeoutMs: 5000 });
     expect(adapter.texts().filter((t) => t === "echo: persist")).toHaveLength(1);
+  });
+
+  it("starts a suspended session fresh on its next message, with a notice", async () => {
+    const runner = makeRunner();
+    const first = await runner.receive(msg("one"));
+    await waitFor(() => adapter.texts().includes("echo: one"));
+    await store.setSuspended("agent:main:test:dm:1", true);
+    const second = await runner.receive(msg("two"));
+    await waitFor(() => adapter.texts().includes("echo: two"));
+    expect(adapter.texts()).toContain(SUSPENDED_NOTICE);
+    const session = await store.getSession("agent:main:test:dm:1");
+    expect(session?.sessionId).not.toBe(first.sessionId);
+    expect(session?.suspended).toBe(false);
+    expect(seen.at(-1)?.map((m) => m.content)).toEqual(["two"]);
+    expect(second.accepted).toBe(true);
+  });
+
+  it("resets a session whose interruption is older than the freshness window", async () => {
+    const runner = makeRunner();
+    const first = await runner.receive(msg("one"));
+    await waitFor(() => adapter.texts().includes("echo: one"));
+    await store.markResumePending(["agent:main:test:dm:1"], "restart_interrupted");
+    runnerClock += 2 * 3_600_000;
+    await runner.receive(msg("two"));
+    await waitFor(() => adapter.texts().includes("echo: two"));
+    expect(adapter.texts(), JSON.stringify(adapter.texts())).toContain(TEXT.stale);
+    expect((await store.getSession("agent:main:test:dm:1"))?.sessionId).not.toBe(first.sessionId);
+  });
+
+  it("keeps a fresh resume-pending session and tells the model it is resuming", async () => {
+    const runner = makeRunner();
+    const first = await runner.receive(msg("one"));
+    await waitFor(() => adapter.texts().includes("echo: one"));
+    await store.markResumePending(["agent:main:test:dm:1"], "restart_interrupted");
+    await runner.receive(msg("two"));
+    await waitFor(() => adapter.texts().includes("echo: two"));
+    const session = await store.getSession("agent:main:test:dm:1");
+    expect(session?.sessionId).toBe(first.sessionId);
+    expect(session?.resumePending).toBe(false);
+    const history = seen.at(-1)!;
+    expect(history.map((m) => m.role)).toEqual(["user", "assistant", "system", "user"]);
+    expect(history.at(-1)?.content).toBe("two");
   });
 });

@@ -45,6 +45,8 @@ export interface RunnerOptions {
   isReadOnlyTool: IsReadOnlyTool;
   busyInputMode: BusyInputMode;
   maxConcurrentTurns: number;
+  /** How long an interrupted session may continue where it left off (auto_resume_freshness). */
+  autoResumeFreshnessMs: number;
   logger: Logger;
   control: GatewayControl;
   /** Wakes the outbox dispatcher. */
@@ -176,8 +178,8 @@ export class Runner implements InboundSink {
       await this.answer(item, TEXT.noModel, "done");
       return;
     }
-    if (await this.startsFresh(item))
-      await this.notice(item.sessionKey, item.address, SUSPENDED_NOTICE);
+    const freshStart = await this.freshStartNotice(item);
+    if (freshStart) await this.notice(item.sessionKey, item.address, freshStart);
     if (busy && lane?.active) {
       await this.applyBusyMode(lane.active, item);
       return;
@@ -185,16 +187,19 @@ export class Runner implements InboundSink {
     this.enqueue(item.sessionKey, { kind: "message", item }, false);
   }
 
-  /** A suspended session starts fresh on its next message; a stale resume mark is dropped. */
-  private async startsFresh(item: InboxItem): Promise<boolean> {
+  /**
+   * A suspended session, or one whose interruption is older than the freshness window, starts
+   * a fresh transcript on its next message; returns the notice to send, or null. A fresh
+   * resume-pending session keeps its transcript (its mark clears when the turn succeeds).
+   */
+  private async freshStartNotice(item: InboxItem): Promise<string | null> {
     const session = await this.options.store.getSession(item.sessionKey);
-    if (!session || this.lanes.get(item.sessionKey)?.active) return false;
-    if (session.suspended) {
-      await this.options.store.resetSession(item.sessionKey);
-      return true;
-    }
-    if (session.resumePending) await this.options.store.clearResumePending(item.sessionKey);
-    return false;
+    if (!session || this.lanes.get(item.sessionKey)?.active) return null;
+    const markedAt = session.resumeMarkedAt ?? session.updatedAt;
+    const stale = session.resumePending && this.now() - markedAt > this.options.autoResumeFreshnessMs;
+    if (!session.suspended && !stale) return null;
+    await this.options.store.resetSession(item.sessionKey);
+    return session.suspended ? SUSPENDED_NOTICE : TEXT.stale;
   }
 
   private async applyBusyMode(active: ActiveTurn, item: InboxItem): Promise<void> {

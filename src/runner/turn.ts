@@ -50,7 +50,10 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
     resume: work.kind === "resume",
   });
 
-  const history = await buildHistory(ctx, turn.sessionId, work.kind === "resume");
+  // A resumed turn, or a new message in a session an interruption left resume-pending, is told
+  // what happened so the model continues instead of starting over.
+  const resuming = work.kind === "resume" || (await ctx.store.getSession(active.sessionKey))?.resumePending === true;
+  const history = await buildHistory(ctx, turn.sessionId, resuming);
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
   const result = await ctx.agent({
@@ -126,9 +129,13 @@ async function buildHistory(
   }
   const stored = (await ctx.store.loadTranscript(sessionId)).map((m) => m.message);
   const history = normalizeHistory(stored);
-  if (resume) return [...history, { role: "system", content: RESUME_NOTE }];
   const last = history[history.length - 1];
   const before = history.slice(0, -1);
+  if (resume) {
+    const note: ChatMessage = { role: "system", content: RESUME_NOTE };
+    // The user's new message (if any) stays last, after the note.
+    return last?.role === "user" ? [...before, note, last] : [...history, note];
+  }
   if (last?.role === "user" && endsWithUnansweredToolResults(before)) {
     return [...before, { role: "system", content: AUTO_CONTINUE_NOTE }, last];
   }

@@ -46,6 +46,15 @@ export async function gatewayRun(options: GlobalOptions, io: CliIo): Promise<num
     return EXIT.failure;
   }
   void warnAboutServiceTimeout(config, logger);
+  const url = `http://${config.http.host}:${gateway.port}`;
+  io.out(`Keel ${KEEL_VERSION} is running (pid ${process.pid}).`);
+  io.out(`  web chat:  ${url}/`);
+  io.out(`  dashboard: ${url}/dashboard  (control token: ${join(config.home, "control_token")})`);
+  io.out(`  API:       ${url}/v1  (OpenAI-compatible)`);
+  if (!config.model.base_url || !config.model.name) {
+    io.out("  model:     not configured — set OPENAI_BASE_URL and KEEL_MODEL (or model.* in config.yaml)");
+  }
+  io.out(`  logs:      ${join(config.home, "logs", "gateway.log")}`);
   const budgetMs = config.agent.restart_drain_timeout * 1000 + STOP_MARGIN_MS;
   let armBudget: ((restart: boolean) => void) | null = null;
   const overBudget = new Promise<number>((resolve) => {

@@ -506,7 +506,7 @@ export class SqliteStore implements Store {
            resume_marked_at = CASE WHEN resume_pending = 1 THEN resume_marked_at ELSE ? END,
            interrupt_count = CASE WHEN resume_pending = 1 THEN interrupt_count ELSE interrupt_count + 1 END,
            resume_pending = 1
-         WHERE key = ?`,
+         WHERE key = ? AND suspended = 0`,
       );
       for (const key of keys) update.run(reason, now, key);
     });

@@ -175,7 +175,10 @@ export interface Store {
   /** Records a failed attempt; after `maxAttempts` the row becomes `failed`. */
   markDeliveryFailed(outboxId: number, maxAttempts: number): Promise<void>;
 
-  /** Marks sessions resume-pending (keeps an existing reason), bumping their interrupt count. */
+  /**
+   * Marks sessions resume-pending (keeps an existing reason), bumping their interrupt count.
+   * Suspended sessions are left alone: suspension wins.
+   */
   markResumePending(keys: string[], reason: ResumeReason): Promise<void>;
   clearResumePending(key: string): Promise<void>;
   /** Sessions updated since `sinceMs` that are not resume-pending yet. */

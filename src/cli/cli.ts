@@ -3,7 +3,16 @@ import { Command, CommanderError } from "commander";
 import { KEEL_VERSION } from "../version.js";
 import { chat } from "./chat.js";
 import { doctor } from "./doctor.js";
+import {
+  type ControlOptions,
+  gatewayRestart,
+  gatewayStart,
+  gatewayStop,
+} from "./gateway-control.js";
+import { gatewayDrain } from "./gateway-drain.js";
+import { gatewayInstall, gatewayUninstall } from "./gateway-install.js";
 import { gatewayRun } from "./gateway-run.js";
+import { gatewayStatus } from "./gateway-status.js";
 import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
 import {
@@ -36,7 +45,58 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   gateway
     .command("run")
     .description("run in the foreground until stopped")
-    .action(() => run(() => gatewayRun(global(), io)));
+    .option(
+      "--no-supervisor",
+      "ignore service-manager and container detection: a restart starts a detached successor",
+    )
+    .action((opts: { supervisor: boolean }) => run(() => gatewayRun({ ...global(), ...opts }, io)));
+  const timeoutHelp = (what: string) => `seconds to wait ${what}`;
+  gateway
+    .command("start")
+    .description("start in the background (via the installed service if any); returns when ready")
+    .option("--timeout <seconds>", timeoutHelp("for /readyz (default 60)"))
+    .action((opts: ControlOptions) => run(() => gatewayStart({ ...global(), ...opts }, io)));
+  gateway
+    .command("stop")
+    .description("planned stop: mark it planned, SIGTERM, wait until the process is gone")
+    .option("--timeout <seconds>", timeoutHelp("for the exit (default restart_drain_timeout + 30)"))
+    .option("--force", "SIGKILL the gateway if it has not exited when the timeout passes")
+    .action((opts: ControlOptions) => run(() => gatewayStop({ ...global(), ...opts }, io)));
+  gateway
+    .command("restart")
+    .description("planned restart; returns when the new process is ready")
+    .option(
+      "--timeout <seconds>",
+      timeoutHelp("for the new process (default restart_drain_timeout + 90)"),
+    )
+    .action((opts: ControlOptions) => run(() => gatewayRestart({ ...global(), ...opts }, io)));
+  gateway
+    .command("status")
+    .description("state, pid, uptime, active turns, platforms (exit 3 when not running)")
+    .option("--json", "one machine-readable JSON object")
+    .action((opts: { json?: boolean }) => run(() => gatewayStatus({ ...global(), ...opts }, io)));
+  gateway
+    .command("drain")
+    .description("request an external drain: finish running turns, refuse new ones")
+    .option("--cancel", "cancel the drain")
+    .action((opts: { cancel?: boolean }) => run(() => gatewayDrain({ ...global(), ...opts }, io)));
+  gateway
+    .command("install")
+    .description("install the systemd user unit (Linux) or launchd agent (macOS)")
+    .option("--force", "replace an installed file that differs")
+    .option("--dry-run", "print the unit and the commands; touch nothing")
+    .option("--system", "a system-wide systemd unit (run as root)")
+    .action((opts: { force?: boolean; dryRun?: boolean; system?: boolean }) =>
+      run(() => gatewayInstall({ ...global(), ...opts }, io)),
+    );
+  gateway
+    .command("uninstall")
+    .description("stop and remove the installed unit or agent")
+    .option("--dry-run", "print the commands; touch nothing")
+    .option("--system", "the system-wide systemd unit")
+    .action((opts: { dryRun?: boolean; system?: boolean }) =>
+      run(() => gatewayUninstall({ ...global(), ...opts }, io)),
+    );
 
   const sessions = program.command("sessions").description("inspect stored sessions");
   sessions

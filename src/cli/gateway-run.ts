@@ -23,7 +23,12 @@ import { type GlobalOptions, loadForCommand } from "./load.js";
 /** Beyond the drain timeout, the most a stop may take before the process exits anyway. */
 const STOP_MARGIN_MS = 12_000;
 
-export async function gatewayRun(options: GlobalOptions, io: CliIo): Promise<number> {
+export interface GatewayRunOptions extends GlobalOptions {
+  /** `--no-supervisor` sets false: started in the background by `keel gateway start`. */
+  supervisor?: boolean;
+}
+
+export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise<number> {
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
   const { config, warnings } = loaded.loaded;
@@ -33,7 +38,7 @@ export async function gatewayRun(options: GlobalOptions, io: CliIo): Promise<num
     stderr: true,
   });
   for (const warning of warnings) logger.warn(warning);
-  const gateway = createGateway(config, logger, io);
+  const gateway = createGateway(config, logger, io, options.supervisor !== false);
   try {
     await gateway.start();
   } catch (err) {
@@ -85,7 +90,7 @@ export async function gatewayRun(options: GlobalOptions, io: CliIo): Promise<num
   return code;
 }
 
-function createGateway(config: Config, logger: Logger, io: CliIo): Gateway {
+function createGateway(config: Config, logger: Logger, io: CliIo, supervised: boolean): Gateway {
   const entry = fileURLToPath(new URL("../../bin/keel.js", import.meta.url));
   return new Gateway({
     config,
@@ -93,11 +98,12 @@ function createGateway(config: Config, logger: Logger, io: CliIo): Gateway {
     agent: createAgentParts(config, logger.child({ component: "agent" })),
     crashPoint: createCrashPoint(config.crashPoint),
     version: KEEL_VERSION,
-    supervisor: detectSupervisor(io.env, existsSync),
+    // Unsupervised (background start): restarts always use the detached successor, which keeps the flag.
+    supervisor: supervised ? detectSupervisor(io.env, existsSync) : null,
     relaunch: () => ({
       nodePath: process.execPath,
       entry,
-      args: ["gateway", "run", "--home", config.home],
+      args: ["gateway", "run", "--home", config.home, ...(supervised ? [] : ["--no-supervisor"])],
       logFile: join(config.home, "logs", "gateway.out.log"),
     }),
   });

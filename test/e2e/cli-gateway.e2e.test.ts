@@ -1,0 +1,289 @@
+/**
+ * `keel gateway start|status|restart|stop|drain|install` from the outside: the BUILT command line
+ * drives a real background gateway in a temporary home folder. `HOME` points into the temporary
+ * folder too, so no installed systemd unit or launchd agent of the developer is ever used.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
+import { freePort, type RunKeelResult, runKeel } from "../helpers/gateway-process.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+interface StatusJson {
+  running: boolean;
+  pid: number | null;
+  gateway_state: string;
+  uptime_seconds: number | null;
+  active_turns: number;
+  draining: boolean;
+  platforms: Record<string, { state: string; error: string | null }>;
+  source: "api" | "files";
+  recorded_state: string | null;
+}
+
+let root: string;
+let home: string;
+let port: number;
+let fake: FakeOpenAI;
+/** Every gateway pid seen, so afterEach can kill any that a failed test left behind. */
+let seenPids: Set<number>;
+
+beforeEach(async () => {
+  root = mkdtempSync(join(tmpdir(), "keel-e2e-cli-"));
+  home = join(root, "keel");
+  port = await freePort();
+  fake = await startFakeOpenAI();
+  seenPids = new Set();
+});
+
+afterEach(async () => {
+  const pid = readPid();
+  if (pid !== null) seenPids.add(pid);
+  for (const p of seenPids) kill(p, "SIGKILL");
+  await waitFor(() => [...seenPids].every((p) => !alive(p)), {
+    timeoutMs: 5000,
+    message: "gateways killed",
+  });
+  await fake.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return true;
+  }
+}
+
+function kill(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+function readPid(): number | null {
+  const file = join(home, "gateway.pid");
+  if (!existsSync(file)) return null;
+  try {
+    return (JSON.parse(readFileSync(file, "utf8")) as { pid: number }).pid;
+  } catch {
+    return null;
+  }
+}
+
+function readState(): { pid: number; gateway_state: string } | null {
+  const file = join(home, "gateway_state.json");
+  return existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) : null;
+}
+
+async function keel(args: string[], env: Record<string, string> = {}): Promise<RunKeelResult> {
+  const result = await runKeel({
+    home,
+    args,
+    env: {
+      HOME: root,
+      KEEL_HTTP_PORT: String(port),
+      OPENAI_BASE_URL: fake.baseUrl,
+      KEEL_MODEL: "fake-model",
+      ...env,
+    },
+    timeoutMs: 40_000,
+  });
+  const pid = readPid();
+  if (pid !== null) seenPids.add(pid);
+  return result;
+}
+
+async function status(): Promise<{ code: number | null; json: StatusJson }> {
+  const result = await keel(["gateway", "status", "--json"]);
+  return { code: result.code, json: JSON.parse(result.stdout) as StatusJson };
+}
+
+async function readyz(): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+  await res.body?.cancel();
+  return res.status;
+}
+
+describe("keel gateway start/status/restart/stop", () => {
+  it("starts in the background, restarts into a new pid, and stops planned", async () => {
+    const started = await keel(["gateway", "start"]);
+    expect(started.code, started.stderr).toBe(0);
+    expect(started.stdout).toMatch(/Gateway started \(pid \d+\) at http:\/\/127\.0\.0\.1:\d+/);
+    expect(await readyz()).toBe(200);
+
+    const first = await status();
+    expect(first.code).toBe(0);
+    expect(first.json).toMatchObject({
+      running: true,
+      gateway_state: "running",
+      draining: false,
+      active_turns: 0,
+      source: "api",
+    });
+    expect(first.json.pid).toBe(readPid());
+    expect(Object.keys(first.json.platforms).sort()).toEqual(["api", "webchat"]);
+    const oldPid = first.json.pid as number;
+
+    const restarted = await keel(["gateway", "restart", "--timeout", "30"]);
+    expect(restarted.code, restarted.stderr).toBe(0);
+    const second = await status();
+    expect(second.json.running).toBe(true);
+    expect(second.json.pid).not.toBe(oldPid);
+    expect(restarted.stdout).toContain(`-> ${second.json.pid})`);
+    expect(alive(oldPid)).toBe(false);
+    expect(await readyz()).toBe(200);
+
+    const newPid = second.json.pid as number;
+    const stopped = await keel(["gateway", "stop"]);
+    expect(stopped.code, stopped.stderr).toBe(0);
+    expect(stopped.stdout).toContain(`Gateway stopped (pid ${newPid})`);
+    expect(alive(newPid)).toBe(false);
+    expect(existsSync(join(home, "gateway.pid"))).toBe(false);
+    expect(readState()).toMatchObject({ pid: newPid, gateway_state: "stopped" });
+
+    const after = await status();
+    expect(after.code).toBe(3);
+    expect(after.json).toMatchObject({
+      running: false,
+      pid: null,
+      gateway_state: "stopped",
+      recorded_state: "stopped",
+    });
+  });
+
+  it("says so and exits 0 when started twice; drain and cancel show in the status", async () => {
+    expect((await keel(["gateway", "start"])).code).toBe(0);
+    const pid = readPid();
+    const again = await keel(["gateway", "start"]);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain(`Gateway already running (pid ${pid})`);
+    expect(readPid()).toBe(pid);
+
+    const drain = await keel(["gateway", "drain"]);
+    expect(drain.code, drain.stderr).toBe(0);
+    expect(drain.stdout).toContain("draining");
+    expect((await status()).json).toMatchObject({ running: true, draining: true });
+    expect(await readyz()).toBe(503);
+    expect(existsSync(join(home, ".drain_request.json"))).toBe(true);
+
+    const cancel = await keel(["gateway", "drain", "--cancel"]);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(cancel.stdout).toContain("Drain cancelled");
+    expect((await status()).json).toMatchObject({ running: true, draining: false });
+    expect(await readyz()).toBe(200);
+    expect(existsSync(join(home, ".drain_request.json"))).toBe(false);
+  });
+
+  it("resumes a turn cut off by the restart in the new process", async () => {
+    fake.script([{ hang: true }]);
+    expect((await keel(["gateway", "start"])).code).toBe(0);
+    const oldPid = readPid();
+    const cutOff = fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "fake-model", messages: [{ role: "user", content: "hi" }] }),
+    }).catch(() => null);
+    await waitFor(() => fake.requests.length === 1, { message: "the first model call" });
+    expect((await status()).json.active_turns).toBe(1);
+
+    const restarted = await keel(["gateway", "restart", "--timeout", "30"]);
+    expect(restarted.code, restarted.stderr).toBe(0);
+    expect(readPid()).not.toBe(oldPid);
+    await cutOff;
+    // The new process calls the model again for the interrupted session and stores the reply.
+    await waitFor(() => fake.requests.length >= 2, { timeoutMs: 10_000, message: "resumed" });
+    const token = readFileSync(join(home, "control_token"), "utf8").trim();
+    const transcript = await waitFor(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${port}/api/sessions`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        const body = (await res.json()) as {
+          sessions: Array<{ session_id: string; message_count: number; resume_pending: boolean }>;
+        };
+        const session = body.sessions.find((s) => s.message_count >= 2 && !s.resume_pending);
+        return session ?? null;
+      },
+      { timeoutMs: 10_000, message: "the resumed reply stored" },
+    );
+    expect(transcript.resume_pending).toBe(false);
+  });
+});
+
+describe("keel gateway commands without a running gateway", () => {
+  it("stop says not running and exits 0; status exits 3; drain writes and removes the marker", async () => {
+    const stop = await keel(["gateway", "stop"]);
+    expect(stop.code).toBe(0);
+    expect(stop.stdout).toContain("not running");
+
+    const { code, json } = await status();
+    expect(code).toBe(3);
+    expect(json).toEqual({
+      running: false,
+      pid: null,
+      gateway_state: "stopped",
+      uptime_seconds: null,
+      active_turns: 0,
+      draining: false,
+      platforms: {},
+      source: "files",
+      recorded_state: null,
+    });
+
+    const drain = await keel(["gateway", "drain"]);
+    expect(drain.code).toBe(0);
+    expect(drain.stdout).toContain("next start begins drained");
+    expect(existsSync(join(home, ".drain_request.json"))).toBe(true);
+    expect((await status()).json.draining).toBe(true);
+
+    const cancel = await keel(["gateway", "drain", "--cancel"]);
+    expect(cancel.code).toBe(0);
+    expect(existsSync(join(home, ".drain_request.json"))).toBe(false);
+  });
+
+  it("start exits 1 with the log tail when the gateway dies while starting", async () => {
+    const blocker: Server = createServer();
+    await new Promise<void>((done) => blocker.listen(port, "127.0.0.1", done));
+    try {
+      const started = await keel(["gateway", "start", "--timeout", "20"]);
+      expect(started.code).toBe(1);
+      expect(started.stderr).toMatch(/exited with code 1 while starting/);
+      expect(started.stderr).toContain("gateway.out.log");
+      expect(started.stderr).toMatch(/EADDRINUSE|address already in use/i);
+    } finally {
+      await new Promise<void>((done) => blocker.close(() => done()));
+    }
+  });
+
+  it("start refuses a bad --timeout with exit 2", async () => {
+    const started = await keel(["gateway", "start", "--timeout", "soon"]);
+    expect(started.code).toBe(2);
+    expect(started.stderr).toContain("--timeout");
+    expect(readPid()).toBeNull();
+  });
+
+  it("install --dry-run prints a unit whose stop timeout follows the drain, and writes nothing", async () => {
+    const result = await keel(["gateway", "install", "--dry-run"], {
+      KEEL_RESTART_DRAIN_TIMEOUT: "45",
+    });
+    expect(result.code, result.stderr).toBe(0);
+    const lines = result.stdout.split("\n");
+    expect(lines).toContain("TimeoutStopSec=75");
+    expect(lines.find((l) => l.startsWith("ExecStart="))).toContain(`gateway run --home ${home}`);
+    expect(result.stdout).toContain("systemctl --user enable keel-gateway.service");
+    expect(existsSync(join(root, ".config"))).toBe(false);
+  });
+});

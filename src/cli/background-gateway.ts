@@ -6,10 +6,10 @@ import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Env } from "../config/load-config.js";
-import type { Config } from "../config/schema.js";
 import type { PidRecord } from "../gateway/pid-file.js";
 import { defaultKeelEntry } from "../service/install.js";
 import {
+  type ControlTarget,
   fetchOwnApiStatus,
   gatewayBaseUrl,
   liveGateway,
@@ -79,7 +79,7 @@ export type ReadyOutcome =
  * `exited` reports the process gone or `timeoutMs` passes.
  */
 export async function waitUntilReady(
-  config: Pick<Config, "home" | "http" | "controlToken">,
+  config: ControlTarget & { home: string },
   options: {
     accept(record: PidRecord): boolean;
     exited?: () => ExitInfo | null;

@@ -4,9 +4,14 @@
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Config } from "../config/schema.js";
 import type { GatewayStatus } from "../control/control-surface.js";
 import { isGatewayAlive, type PidRecord, readPidFile } from "../gateway/pid-file.js";
+
+/** What reaching the control API takes (a subset of `Config`). */
+export interface ControlTarget {
+  http: { host: string; port: number };
+  controlToken: string;
+}
 
 /** One HTTP probe never waits longer than this: a hung gateway must not hang the CLI. */
 const PROBE_TIMEOUT_MS = 2000;
@@ -40,7 +45,7 @@ export interface ControlAnswer {
  * listening, timed out); any HTTP answer, including 401, comes back as is.
  */
 export async function callControlApi(
-  config: Pick<Config, "http" | "controlToken">,
+  config: ControlTarget,
   path: string,
   init: { method?: "GET" | "POST"; body?: unknown } = {},
 ): Promise<ControlAnswer | null> {
@@ -72,7 +77,7 @@ export async function callControlApi(
  * must not answer for this one.
  */
 export async function fetchOwnApiStatus(
-  config: Pick<Config, "http" | "controlToken">,
+  config: ControlTarget,
   record: PidRecord | null,
 ): Promise<GatewayStatus | null> {
   if (record === null) return null;

@@ -9,7 +9,12 @@ import type { PidRecord } from "../gateway/pid-file.js";
 import { type RuntimeStatus, readRuntimeStatus } from "../gateway/runtime-status.js";
 import { runServiceStatusCommand } from "../service/service-commands.js";
 import { buildServiceSpec } from "./gateway-install.js";
-import { fetchOwnApiStatus, gatewayBaseUrl, liveGateway } from "./gateway-probe.js";
+import {
+  type ControlTarget,
+  fetchOwnApiStatus,
+  gatewayBaseUrl,
+  liveGateway,
+} from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 import { findServiceTarget, machineServiceDeps } from "./service-target.js";
@@ -143,9 +148,7 @@ export function formatStatusLines(report: StatusReport, baseUrl: string): string
 
 /** Gathers the status of the gateway of `home`. */
 export async function readStatusReport(
-  config: Parameters<typeof fetchOwnApiStatus>[0] & {
-    home: string;
-  },
+  config: ControlTarget & { home: string },
 ): Promise<StatusReport> {
   const live = await liveGateway(config.home);
   const [api, file, drain] = await Promise.all([

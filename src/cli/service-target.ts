@@ -43,7 +43,7 @@ export function unitServesHome(kind: ServiceKind, unitText: string, home: string
     const word = quoteSystemdWord(home, { dollar: true });
     return unitText
       .split("\n")
-      .some((line) => line.startsWith("ExecStart=") && line.includes(` --home ${word}`));
+      .some((line) => line.startsWith("ExecStart=") && `${line} `.includes(` --home ${word} `));
   }
   const pattern = /<string>--home<\/string>\s*<string>([^<]*)<\/string>/;
   return pattern.exec(unitText)?.[1] === escapeXml(home);

@@ -1,0 +1,204 @@
+import { describe, expect, it } from "vitest";
+import type { GatewayStatus } from "../control/control-surface.js";
+import type { RuntimeStatus } from "../gateway/runtime-status.js";
+import {
+  buildStatusReport,
+  formatDuration,
+  formatStatusLines,
+  type StatusReport,
+} from "./gateway-status.js";
+
+const NOW = Date.parse("2026-01-01T12:00:00Z");
+const live = { pid: 4242, start_time: NOW - 90_000, argv: ["node", "keel.js"] };
+
+function apiStatus(overrides: Partial<GatewayStatus> = {}): GatewayStatus {
+  return {
+    gateway_state: "running",
+    pid: 4242,
+    started_at: new Date(NOW - 90_000).toISOString(),
+    uptime_seconds: 90,
+    version: "0.1.0",
+    active_turns: 2,
+    draining: false,
+    restart_requested: false,
+    platforms: { api: { state: "connected", error: null } },
+    turns: [],
+    sessions: { total: 3, resume_pending: 0 },
+    ...overrides,
+  };
+}
+
+function fileStatus(overrides: Partial<RuntimeStatus> = {}): RuntimeStatus {
+  return {
+    pid: 4242,
+    start_time: NOW - 90_000,
+    gateway_state: "running",
+    exit_reason: null,
+    restart_requested: false,
+    active_turns: 1,
+    platforms: { telegram: { state: "error", error: "401" } },
+    updated_at: new Date(NOW).toISOString(),
+    ...overrides,
+  };
+}
+
+const KEYS = [
+  "active_turns",
+  "draining",
+  "gateway_state",
+  "pid",
+  "platforms",
+  "recorded_state",
+  "running",
+  "source",
+  "uptime_seconds",
+];
+
+describe("buildStatusReport", () => {
+  it("takes everything from the API when this home's gateway answers", () => {
+    const report = buildStatusReport({
+      live,
+      api: apiStatus({ draining: true, gateway_state: "draining" }),
+      file: fileStatus(),
+      drainRequested: true,
+      now: NOW,
+    });
+    expect(report).toEqual({
+      running: true,
+      pid: 4242,
+      gateway_state: "draining",
+      uptime_seconds: 90,
+      active_turns: 2,
+      draining: true,
+      platforms: { api: { state: "connected", error: null } },
+      source: "api",
+      recorded_state: "running",
+    });
+  });
+
+  it("falls back to the pid file and gateway_state.json when the API is silent", () => {
+    const report = buildStatusReport({
+      live,
+      api: null,
+      file: fileStatus(),
+      drainRequested: false,
+      now: NOW,
+    });
+    expect(report).toMatchObject({
+      running: true,
+      pid: 4242,
+      gateway_state: "running",
+      uptime_seconds: 90,
+      active_turns: 1,
+      platforms: { telegram: { state: "error", error: "401" } },
+      source: "files",
+    });
+  });
+
+  it("does not show a previous process's state file as the live one's", () => {
+    const report = buildStatusReport({
+      live,
+      api: null,
+      file: fileStatus({ pid: 1111, gateway_state: "stopped", active_turns: 5 }),
+      drainRequested: false,
+      now: NOW,
+    });
+    expect(report).toMatchObject({ gateway_state: "starting", active_turns: 0, platforms: {} });
+  });
+
+  it("reports stopped, with the last recorded state, when nothing runs", () => {
+    const report = buildStatusReport({
+      live: null,
+      api: null,
+      file: fileStatus({ gateway_state: "running" }),
+      drainRequested: true,
+      now: NOW,
+    });
+    expect(report).toEqual({
+      running: false,
+      pid: null,
+      gateway_state: "stopped",
+      uptime_seconds: null,
+      active_turns: 0,
+      draining: true,
+      platforms: {},
+      source: "files",
+      recorded_state: "running",
+    });
+  });
+
+  it("has the same keys whatever the source (the documented JSON shape)", () => {
+    const inputs = [
+      { live, api: apiStatus(), file: null },
+      { live, api: null, file: fileStatus() },
+      { live: null, api: null, file: null },
+    ];
+    for (const input of inputs) {
+      const report = buildStatusReport({ ...input, drainRequested: false, now: NOW });
+      expect(Object.keys(report).sort()).toEqual(KEYS);
+    }
+  });
+});
+
+describe("formatDuration", () => {
+  it("shows the largest units and drops empty ones", () => {
+    expect(formatDuration(0)).toBe("0s");
+    expect(formatDuration(59)).toBe("59s");
+    expect(formatDuration(120)).toBe("2m");
+    expect(formatDuration(3723)).toBe("1h 2m 3s");
+    expect(formatDuration(90_000)).toBe("1d 1h");
+  });
+});
+
+describe("formatStatusLines", () => {
+  const running: StatusReport = {
+    running: true,
+    pid: 7,
+    gateway_state: "running",
+    uptime_seconds: 65,
+    active_turns: 1,
+    draining: false,
+    platforms: {
+      api: { state: "connected", error: null },
+      telegram: { state: "error", error: "401" },
+    },
+    source: "api",
+    recorded_state: "running",
+  };
+
+  it("names state, pid, uptime, address, turns and platforms", () => {
+    expect(formatStatusLines(running, "http://127.0.0.1:8642")).toEqual([
+      "Gateway: running (pid 7, up 1m 5s)",
+      "Address: http://127.0.0.1:8642",
+      "Active turns: 1",
+      "Platforms: api connected, telegram error (401)",
+    ]);
+  });
+
+  it("says when it is drained and when the API did not answer", () => {
+    const lines = formatStatusLines({ ...running, draining: true, source: "files" }, "http://x");
+    expect(lines.some((l) => l.startsWith("Draining: yes"))).toBe(true);
+    expect(lines.at(-1)).toContain("control API did not answer");
+  });
+
+  it("explains a stop that was not planned", () => {
+    const lines = formatStatusLines(
+      {
+        ...running,
+        running: false,
+        pid: null,
+        gateway_state: "stopped",
+        uptime_seconds: null,
+        platforms: {},
+        source: "files",
+        recorded_state: "running",
+        draining: true,
+      },
+      "http://x",
+    );
+    expect(lines[0]).toBe("Gateway: not running");
+    expect(lines[1]).toContain("Last recorded state: running");
+    expect(lines[1]).toContain("keel gateway stop");
+    expect(lines[2]).toContain("next start begins drained");
+  });
+});

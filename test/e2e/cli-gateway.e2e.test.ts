@@ -3,7 +3,7 @@
  * drives a real background gateway in a temporary home folder. `HOME` points into the temporary
  * folder too, so no installed systemd unit or launchd agent of the developer is ever used.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -42,14 +42,36 @@ beforeEach(async () => {
 afterEach(async () => {
   const pid = readPid();
   if (pid !== null) seenPids.add(pid);
+  // Also whatever else runs for this home: a restart helper that outlived a failed test would
+  // otherwise start a successor after the cleanup.
+  for (const p of processesMentioning(home)) seenPids.add(p);
   for (const p of seenPids) kill(p, "SIGKILL");
-  await waitFor(() => [...seenPids].every((p) => !alive(p)), {
-    timeoutMs: 5000,
-    message: "gateways killed",
-  });
+  await waitFor(
+    () => {
+      for (const p of processesMentioning(home)) kill(p, "SIGKILL");
+      return [...seenPids, ...processesMentioning(home)].every((p) => !alive(p));
+    },
+    { timeoutMs: 5000, message: "gateways killed" },
+  );
   await fake.close();
   rmSync(root, { recursive: true, force: true });
 });
+
+/** Pids whose command line mentions `text` (Linux /proc; empty elsewhere). */
+function processesMentioning(text: string): number[] {
+  if (!existsSync("/proc/self/cmdline")) return [];
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(text) && alive(pid)) pids.push(pid);
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  return pids;
+}
 
 function alive(pid: number): boolean {
   try {
@@ -99,7 +121,7 @@ async function keel(args: string[], env: Record<string, string> = {}): Promise<R
       KEEL_MODEL: "fake-model",
       ...env,
     },
-    timeoutMs: 40_000,
+    timeoutMs: 25_000,
   });
   const pid = readPid();
   if (pid !== null) seenPids.add(pid);

@@ -267,7 +267,7 @@ export class Gateway implements ControlSurface {
     this.phase = "running";
     this.ready = true;
     if ((await readDrainRequest(config.home)) !== null) this.enterDrain();
-    await this.writeStatus("running");
+    await this.writeStatus(this.phase === "drained" ? "draining" : "running");
     this.startWatchers();
     logger.info(
       { port: this.boundPort, host: config.http.host, resumed: resumed.resumed.length },

@@ -227,12 +227,8 @@ function createChat() {
     }
     const node = messageElement(event.kind, event.text);
     node.dataset.seq = String(event.seq);
-    const container = event.kind === "reply" ? live.takeForReply(event.session_id) : null;
-    if (container) {
-      container.after(node);
-    } else {
-      el.messages.insertBefore(node, firstPendingBubble());
-    }
+    const placed = event.kind === "reply" && live.placeReply(event.session_id, node);
+    if (!placed) el.messages.insertBefore(node, firstPendingBubble());
     if (stick) scrollToBottom();
   }
 

@@ -403,6 +403,8 @@ function createChat() {
   }
 
   function bindUi() {
+    // The keyboard hint wraps on a phone, where Enter is often not even a key.
+    if (matchMedia("(max-width: 720px)").matches) el.input.placeholder = "Message Keel";
     el.composer.addEventListener("submit", (e) => {
       e.preventDefault();
       submit();

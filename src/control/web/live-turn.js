@@ -63,7 +63,16 @@ export function createLiveTurns(view) {
     flushSegment(live);
     live.segment?.classList.remove("cursor");
     if (stopReason === "stop" || stopReason === "max_iterations") return;
-    live.segment?.classList.add("intermediate");
+    // No reply will replace this text: say it was cut off, so it is not read as the answer.
+    if (live.segment) {
+      live.segment.classList.add("intermediate");
+      live.segment.dataset.testid = "live-intermediate";
+      const status = document.createElement("span");
+      status.className = "msg-status";
+      status.dataset.testid = "turn-status";
+      status.textContent = stopReason === "error" ? "Failed — no reply" : "Interrupted";
+      live.segment.append(status);
+    }
     lives = lives.filter((l) => l !== live);
   }
 

@@ -17,17 +17,19 @@ const ANSWER = "Resumed answer after the restart.";
 
 describe("web chat across a gateway restart", () => {
   it("goes offline, reconnects by itself, and shows the resumed reply once", async () => {
-    // The first model call never answers (the restart cuts it off); the resumed turn's does.
+    // The first model call streams slowly (the restart cuts it off); the resumed turn's answers.
     h.fake.script(
       (): FakeStep =>
-        h.fake.requests.length === 1 ? { hang: true } : { text: ANSWER, chunkDelayMs: 30 },
+        h.fake.requests.length === 1
+          ? { text: "Partial words that the restart cuts off", chunkDelayMs: 1000 }
+          : { text: ANSWER, chunkDelayMs: 30 },
     );
     const chat = await h.newPage();
     await chat.goto(`${h.baseUrl}/`);
     await chat.locator("#message-input").fill("Please work on this");
     await chat.locator("#send-button").click();
-    await waitFor(() => h.fake.requests.length === 1, { message: "the first model call" });
-    await expect.poll(() => chat.locator("[data-testid=live-turn]").count()).toBe(1);
+    const liveReply = chat.locator("[data-testid=live-reply]");
+    await expect.poll(() => liveReply.textContent(), { timeout: 10_000 }).toMatch(/^Parti/);
 
     const dashboard = await h.newPage();
     await dashboard.goto(`${h.baseUrl}/dashboard`);
@@ -60,6 +62,11 @@ describe("web chat across a gateway restart", () => {
       { timeoutMs: 10_000, message: "no turn running" },
     );
     expect(await replies.count()).toBe(1);
+    // The cut-off text is gone (the page was offline when the turn ended) or marked as such.
+    expect(await liveReply.count()).toBe(0);
+    for (const text of await chat.locator("[data-testid=live-intermediate]").allTextContents()) {
+      expect(text).toContain("Interrupted");
+    }
     expect(await chat.locator("[data-testid=message][data-kind=user]").allTextContents()).toEqual([
       "Please work on this",
     ]);

@@ -118,6 +118,27 @@ describe("fake OpenAI server", () => {
     expect((await post()).status).toBe(200);
   });
 
+  it("paces the content pieces of a stream with chunkDelayMs", async () => {
+    fake = await startFakeOpenAI();
+    fake.script({ text: "abcdefghij", chunkDelayMs: 400 });
+    const response = await fetch(`${fake.baseUrl}/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({
+        model: "m",
+        stream: true,
+        messages: [{ role: "user", content: "x" }],
+      }),
+    });
+    const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+    const first = await reader.read();
+    expect(first.value).not.toContain('"ij"');
+    let rest = "";
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += r.value;
+    const frames = `${first.value}${rest}`.split("\n\n").filter((f) => f.startsWith("data: {"));
+    const text = frames.map((f) => JSON.parse(f.slice(6)).choices[0]?.delta.content ?? "").join("");
+    expect(text).toBe("abcdefghij");
+  });
+
   it("sends a broken stream for garbage", async () => {
     fake = await startFakeOpenAI();
     const response = await fetch(`${fake.baseUrl}/chat/completions`, {

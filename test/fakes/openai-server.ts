@@ -41,6 +41,8 @@ export interface FakeStep {
   text?: string;
   toolCalls?: FakeToolCall[];
   delayMs?: number;
+  /** Streams only: wait this long before each content piece after the first, so a client sees the text grow. */
+  chunkDelayMs?: number;
   /** Answer with this HTTP status and an OpenAI-style error JSON. */
   error?: { status: number; message: string };
   /** Hold the response open (for streams: after the headers) until the client goes away. */
@@ -259,8 +261,10 @@ async function answer(
     return;
   }
   const reply = buildReply(step, request, context);
-  if (stream) writeChunks(res, reply, request.stream_options?.include_usage === true);
-  else sendJson(res, 200, completionBody(reply));
+  if (stream) {
+    const usage = request.stream_options?.include_usage === true;
+    await writeChunks(res, reply, usage, step.chunkDelayMs ?? 0, gone);
+  } else sendJson(res, 200, completionBody(reply));
 }
 
 interface Reply {
@@ -323,7 +327,13 @@ function completionBody(reply: Reply): Record<string, unknown> {
 }
 
 /** Streams a reply as OpenAI does: a role chunk, content pieces, tool call headers and argument pieces, a finish chunk. */
-function writeChunks(res: ServerResponse, reply: Reply, includeUsage: boolean): void {
+async function writeChunks(
+  res: ServerResponse,
+  reply: Reply,
+  includeUsage: boolean,
+  chunkDelayMs: number,
+  gone: AbortSignal,
+): Promise<void> {
   const frame = (delta: Record<string, unknown>, finish: string | null = null) => {
     const chunk = {
       id: reply.id,
@@ -337,7 +347,10 @@ function writeChunks(res: ServerResponse, reply: Reply, includeUsage: boolean): 
     if (!res.destroyed) res.write(`data: ${JSON.stringify(chunk)}\n\n`);
   };
   frame({ role: "assistant", content: reply.text === null ? null : "", refusal: null });
-  for (const piece of splitText(reply.text ?? "")) frame({ content: piece });
+  for (const [index, piece] of splitText(reply.text ?? "").entries()) {
+    if (index > 0 && chunkDelayMs > 0 && !(await pause(chunkDelayMs, gone))) return;
+    frame({ content: piece });
+  }
   reply.toolCalls.forEach((call, index) => {
     frame({
       tool_calls: [

@@ -60,6 +60,8 @@ function createChat() {
       conv = {
         id,
         title: "",
+        // True once the title is the first user message (a summary may guess it first).
+        titleFromUser: false,
         preview: "",
         updatedAt: Date.now(),
         events: [],
@@ -141,7 +143,7 @@ function createChat() {
       conv.outboxIds.add(event.outbox_id);
     }
     conv.events.push(event);
-    if (event.kind === "user" && !conv.title) conv.title = clip(event.text, 60);
+    if (event.kind === "user" && !conv.titleFromUser) setTitle(conv, event.text);
     conv.preview = clip(event.text, 80);
     conv.updatedAt = event.created_at || Date.now();
     if (event.kind === "user" && event.client_id) forgetPending(event.client_id);
@@ -187,10 +189,22 @@ function createChat() {
     for (const summary of frame.conversations) {
       const conv = conversation(summary.conversation_id);
       if (summary.last_message) conv.preview = clip(summary.last_message, 80);
-      if (!conv.title && summary.last_message) conv.title = clip(summary.last_message, 60);
+      if (summary.title && !conv.titleFromUser) setTitle(conv, summary.title);
+      else if (!conv.title && summary.last_message) conv.title = clip(summary.last_message, 60);
       conv.updatedAt = summary.updated_at;
     }
     renderList();
+  }
+
+  function setTitle(conv, text) {
+    conv.title = clip(text, 60);
+    conv.titleFromUser = true;
+    if (conv.id === state.current) showTitle(conv);
+  }
+
+  function showTitle(conv) {
+    el.title.textContent = conv?.title || "New chat";
+    document.title = conv?.title ? `${conv.title} — Keel` : "Keel";
   }
 
   function forgetPending(clientId) {
@@ -227,12 +241,8 @@ function createChat() {
     }
     const node = messageElement(event.kind, event.text);
     node.dataset.seq = String(event.seq);
-    const container = event.kind === "reply" ? live.takeForReply(event.session_id) : null;
-    if (container) {
-      container.after(node);
-    } else {
-      el.messages.insertBefore(node, firstPendingBubble());
-    }
+    const placed = event.kind === "reply" && live.placeReply(event.session_id, node);
+    if (!placed) el.messages.insertBefore(node, firstPendingBubble());
     if (stick) scrollToBottom();
   }
 
@@ -293,8 +303,7 @@ function createChat() {
     el.messages.replaceChildren();
     live.reset();
     const conv = state.current ? conversation(state.current) : null;
-    el.title.textContent = conv?.title || "New chat";
-    document.title = conv?.title ? `${conv.title} — Keel` : "Keel";
+    showTitle(conv);
     if (
       !conv ||
       (conv.events.length === 0 && !state.pending.some((p) => p.conversation_id === conv.id))
@@ -361,11 +370,9 @@ function createChat() {
     if (text.trim() === "") return;
     if (!state.current) newConversation();
     const conv = conversation(state.current);
-    if (!conv.title) conv.title = clip(text, 60);
+    if (!conv.titleFromUser) setTitle(conv, text);
     conv.preview = clip(text, 80);
     conv.updatedAt = Date.now();
-    el.title.textContent = conv.title;
-    document.title = `${conv.title} — Keel`;
     const item = { client_id: randomId(), conversation_id: conv.id, text, state: "sending" };
     state.pending.push(item);
     savePending();
@@ -396,6 +403,8 @@ function createChat() {
   }
 
   function bindUi() {
+    // The keyboard hint wraps on a phone, where Enter is often not even a key.
+    if (matchMedia("(max-width: 720px)").matches) el.input.placeholder = "Message Keel";
     el.composer.addEventListener("submit", (e) => {
       e.preventDefault();
       submit();

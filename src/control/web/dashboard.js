@@ -121,6 +121,8 @@ function createDashboard() {
     $("active-turns").textContent = String(status.active_turns ?? 0);
     const sessions = status.sessions ?? {};
     $("session-count").textContent = `${sessions.total ?? 0} (${sessions.resume_pending ?? 0})`;
+    // Disabled until the first status: before it, the token may be missing or the gateway down.
+    $("restart-button").disabled = false;
     $("drain-button").disabled = Boolean(status.draining);
     $("cancel-drain-button").disabled = !status.draining;
     renderUptime();

@@ -1,7 +1,7 @@
 /**
  * The running turn of the shown conversation, rendered from live frames: streamed text
  * segments and tool calls. A durable reply later takes the place of the last text segment
- * (see `takeForReply`), so the reply is shown exactly once.
+ * (see `placeReply`), so the reply is shown exactly once.
  */
 import { renderMarkdown } from "./markdown.js";
 
@@ -63,7 +63,16 @@ export function createLiveTurns(view) {
     flushSegment(live);
     live.segment?.classList.remove("cursor");
     if (stopReason === "stop" || stopReason === "max_iterations") return;
-    live.segment?.classList.add("intermediate");
+    // No reply will replace this text: say it was cut off, so it is not read as the answer.
+    if (live.segment) {
+      live.segment.classList.add("intermediate");
+      live.segment.dataset.testid = "live-intermediate";
+      const status = document.createElement("span");
+      status.className = "msg-status";
+      status.dataset.testid = "turn-status";
+      status.textContent = stopReason === "error" ? "Failed — no reply" : "Interrupted";
+      live.segment.append(status);
+    }
     lives = lives.filter((l) => l !== live);
   }
 
@@ -141,22 +150,23 @@ export function createLiveTurns(view) {
     }
   }
 
-  /** The durable reply takes the place of the streamed text after the last tool call. */
-  function finishLive(live) {
+  /**
+   * Puts the durable reply `node` of `sessionId` where its streamed text was: after the turn's
+   * tool calls, or in place of a turn that only streamed text. False when no streamed turn of
+   * that session is shown (the caller places the reply itself).
+   */
+  function placeReply(sessionId, node) {
+    const index = lives.findIndex((l) => l.sessionId === sessionId);
+    if (index < 0) return false;
+    const [live] = lives.splice(index, 1);
     if (live.frame) cancelAnimationFrame(live.frame);
     live.segment?.remove();
     live.segment = null;
     live.container.dataset.testid = "turn";
-    if (!live.container.hasChildNodes()) live.container.remove();
-  }
-
-  /** The streamed turn a durable reply of `sessionId` replaces, finished; null when none. */
-  function takeForReply(sessionId) {
-    const index = lives.findIndex((l) => l.sessionId === sessionId);
-    if (index < 0) return null;
-    const [live] = lives.splice(index, 1);
-    finishLive(live);
-    return live.container;
+    if (!live.container.isConnected) return false;
+    if (live.container.hasChildNodes()) live.container.after(node);
+    else live.container.replaceWith(node);
+    return true;
   }
 
   /** Forgets every streamed turn (the page shows another conversation). */
@@ -164,5 +174,5 @@ export function createLiveTurns(view) {
     lives = [];
   }
 
-  return { onLive, takeForReply, dropUnfinished: dropUnfinishedLives, reset };
+  return { onLive, placeReply, dropUnfinished: dropUnfinishedLives, reset };
 }

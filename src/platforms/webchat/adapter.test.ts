@@ -15,10 +15,12 @@ function arrayStore() {
   let gate: Promise<void> | null = null;
   const store: WebchatStore & {
     rows: typeof rows;
+    sessions: SessionSummary[];
     reads: number;
     holdReads(g: Promise<void> | null): void;
   } = {
     rows,
+    sessions: [],
     reads: 0,
     holdReads(g) {
       gate = g;
@@ -38,7 +40,7 @@ function arrayStore() {
       return result;
     },
     async listSessions(): Promise<SessionSummary[]> {
-      return [];
+      return store.sessions;
     },
   };
   return store;
@@ -220,6 +222,34 @@ describe("WebchatAdapter", () => {
     other.send({ type: "ping" });
     await waitFor(() => other.of("pong").length === 1);
     expect(other.of("event")).toEqual([]);
+  });
+
+  it("lists conversations titled by their first user message", async () => {
+    const client = await connect();
+    client.send({ type: "send", conversation_id: "c1", client_id: "m1", text: "first question" });
+    await waitFor(() => client.of("ack").length === 1);
+    await adapter.deliver(reply(1, "the answer"));
+    store.sessions = [
+      {
+        key: "agent:main:webchat:c1",
+        sessionId: "s1",
+        platform: "webchat",
+        messageCount: 2,
+        lastMessage: "the answer",
+        resumePending: false,
+        suspended: false,
+        updatedAt: 1,
+      },
+    ];
+    client.send({ type: "list" });
+    await waitFor(() => client.of("conversations").length === 1);
+    expect(client.of("conversations")[0]!.conversations).toEqual([
+      expect.objectContaining({
+        conversation_id: "c1",
+        title: "first question",
+        last_message: "the answer",
+      }),
+    ]);
   });
 
   it("stores a reply when no page is connected", async () => {

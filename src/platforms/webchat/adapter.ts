@@ -27,6 +27,7 @@ export const SUBPROTOCOL = "keel.v1";
 const REPLAY_PAGE = 200;
 const MAX_FRAME_BYTES = 1024 * 1024;
 const REMEMBERED_OUTBOX_IDS = 1000;
+const TITLE_MAX = 200;
 
 export type WebchatStore = Pick<Store, "appendChannelEvent" | "listChannelEvents" | "listSessions">;
 
@@ -352,6 +353,7 @@ export class WebchatAdapter implements PlatformAdapter {
       list.push({
         conversation_id: conversationId,
         session_id: s.sessionId,
+        title: await this.title(conversationId),
         message_count: s.messageCount,
         last_message: s.lastMessage,
         resume_pending: s.resumePending,
@@ -360,6 +362,18 @@ export class WebchatAdapter implements PlatformAdapter {
       });
     }
     return list;
+  }
+
+  /** The text of the first user event among the first few of a conversation. */
+  private async title(conversationId: string): Promise<string | null> {
+    const events = await this.store.listChannelEvents(channelFor(conversationId), 0, 8);
+    for (const row of events) {
+      const payload = row.payload as Partial<DurablePayload> | null;
+      if (payload?.kind === "user" && typeof payload.text === "string") {
+        return payload.text.slice(0, TITLE_MAX);
+      }
+    }
+    return null;
   }
 
   private serially<T>(conversationId: string, task: () => Promise<T>): Promise<T> {

@@ -86,6 +86,8 @@ export type LiveFrame =
 export interface ConversationSummary {
   conversation_id: string;
   session_id: string;
+  /** The first user message of the conversation (its title), or null when none is stored. */
+  title: string | null;
   message_count: number;
   last_message: string | null;
   resume_pending: boolean;

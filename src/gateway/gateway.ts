@@ -266,8 +266,10 @@ export class Gateway implements ControlSurface {
     await this.greetAfterRestart(resumed.breakerTripped);
     this.phase = "running";
     this.ready = true;
-    if ((await readDrainRequest(config.home)) !== null) this.enterDrain();
-    await this.writeStatus(this.phase === "drained" ? "draining" : "running");
+    // A drain requested before this start (marker left in place) holds from the first moment.
+    const drained = (await readDrainRequest(config.home)) !== null;
+    if (drained) this.enterDrain();
+    await this.writeStatus(drained ? "draining" : "running");
     this.startWatchers();
     logger.info(
       { port: this.boundPort, host: config.http.host, resumed: resumed.resumed.length },

@@ -51,7 +51,7 @@ describe("detached restart successor", () => {
     expect(await exists(outFile)).toBe(false);
 
     await old.kill("SIGTERM");
-    await waitFor(() => exists(outFile), { timeoutMs: 10_000 });
+    await waitFor(() => exists(outFile), { timeoutMs: 30_000 });
     const started = JSON.parse(await readFile(outFile, "utf8"));
     expect(started.args).toEqual(["gateway", "run"]);
     expect(started.oldAlive).toBe(false);
@@ -91,7 +91,7 @@ describe("detached restart successor", () => {
     const exited = new Promise((r) => parent.once("exit", r));
     process.kill(-(parent.pid as number), "SIGKILL");
     await exited;
-    await waitFor(() => exists(outFile), { timeoutMs: 10_000 });
+    await waitFor(() => exists(outFile), { timeoutMs: 30_000 });
     const started = JSON.parse(await readFile(outFile, "utf8"));
     expect(started.oldAlive).toBe(false);
   });

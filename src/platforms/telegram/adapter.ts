@@ -72,6 +72,8 @@ export interface TelegramAdapterOptions {
   pairing: PairingAccess;
   logger: Logger;
   timing?: Partial<TelegramTiming>;
+  /** Told each time status() changes (errors arise in the background, e.g. a 409 while polling). */
+  onStatusChange?(status: PlatformStatus): void;
 }
 
 const UNAUTHORIZED_TEXT =
@@ -141,7 +143,7 @@ export class TelegramAdapter implements PlatformAdapter {
   async start(sink: InboundSink): Promise<void> {
     if (this.loop || this.stopped) return;
     this.sink = sink;
-    this.current = { state: "starting", error: null };
+    this.setStatus({ state: "starting", error: null });
     let firstAttempt: () => void = () => {};
     const attempted = new Promise<void>((resolve) => {
       firstAttempt = resolve;
@@ -168,7 +170,7 @@ export class TelegramAdapter implements PlatformAdapter {
       await Promise.race([this.loop, bound]);
       await this.confirmOffset();
     }
-    this.current = { state: "stopped", error: null };
+    this.setStatus({ state: "stopped", error: null });
     this.logger.info("telegram stopped");
   }
 
@@ -194,7 +196,13 @@ export class TelegramAdapter implements PlatformAdapter {
 
   private setError(error: string): void {
     if (this.current.error !== error) this.logger.error({ error }, "telegram unavailable");
-    this.current = { state: "error", error };
+    this.setStatus({ state: "error", error });
+  }
+
+  private setStatus(next: PlatformStatus): void {
+    const changed = next.state !== this.current.state || next.error !== this.current.error;
+    this.current = next;
+    if (changed) this.options.onStatusChange?.({ ...next });
   }
 
   private backoffMs(attempt: number): number {
@@ -221,7 +229,7 @@ export class TelegramAdapter implements PlatformAdapter {
           asGrammySignal(this.stopController.signal),
         );
         await this.registerCommands();
-        this.current = { state: "connected", error: null };
+        this.setStatus({ state: "connected", error: null });
         this.logger.info({ bot: this.bot.botInfo.username }, "telegram connected");
         return true;
       } catch (err) {
@@ -272,7 +280,7 @@ export class TelegramAdapter implements PlatformAdapter {
       );
       this.confirmedOffset = offset;
       if (this.current.state !== "connected") {
-        this.current = { state: "connected", error: null };
+        this.setStatus({ state: "connected", error: null });
         this.logger.info("telegram polling resumed");
       }
       this.pollFailures = 0;

@@ -24,7 +24,7 @@ describe("Telegram through the real gateway", () => {
     const sent = h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "echo: hello there" });
     const replies = await waitFor(() => {
       const bot = botMessages(h.telegram, ALLOWED_USER);
-      return bot.length > 0 && bot;
+      return bot.length > 0 ? bot : null;
     });
     expect(replies.map((r) => r.text)).toEqual(["hello there"]);
     expect(replies[0]!.replyToMessageId).toBe(sent.message_id);

@@ -5,7 +5,7 @@
  * so every session has one turn at a time (no busy-input effects) and the measured latency is
  * message -> reply as the user sees it.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -22,6 +22,8 @@ export interface ThroughputOptions {
   chats: number;
   /** Give up after this long. */
   timeoutMs: number;
+  /** `agent.max_concurrent_turns`; the config default when omitted. */
+  maxConcurrentTurns?: number;
 }
 
 export interface ThroughputResult {
@@ -29,6 +31,7 @@ export interface ThroughputResult {
   chats: number;
   seconds: number;
   messagesPerSecond: number;
+  maxConcurrentTurns: number;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
   rssMb: { before: number; after: number };
 }
@@ -46,6 +49,12 @@ const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
 /** Runs one measurement and tears everything down. */
 export async function runTelegramThroughput(options: ThroughputOptions): Promise<ThroughputResult> {
   const home = mkdtempSync(join(tmpdir(), "keel-bench-"));
+  if (options.maxConcurrentTurns !== undefined) {
+    writeFileSync(
+      join(home, "config.yaml"),
+      `agent:\n  max_concurrent_turns: ${options.maxConcurrentTurns}\n`,
+    );
+  }
   const telegram = await startFakeTelegram({ token: TOKEN });
   const model = await startFakeOpenAI();
   model.script({ text: "ok" });
@@ -75,7 +84,8 @@ export async function runTelegramThroughput(options: ThroughputOptions): Promise
   });
   try {
     await gateway.start();
-    return await measure(options, chatIds, telegram);
+    const result = await measure(options, chatIds, telegram);
+    return { ...result, maxConcurrentTurns: config.agent.max_concurrent_turns };
   } finally {
     gateway.requestStop({ restart: false, signalInitiated: false });
     await gateway.exited;
@@ -89,7 +99,7 @@ async function measure(
   options: ThroughputOptions,
   chatIds: number[],
   telegram: Awaited<ReturnType<typeof startFakeTelegram>>,
-): Promise<ThroughputResult> {
+): Promise<Omit<ThroughputResult, "maxConcurrentTurns">> {
   const perChat = Math.ceil(options.messages / chatIds.length);
   const total = perChat * chatIds.length;
   const sentAt = new Map<string, number>();

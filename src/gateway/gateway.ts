@@ -198,6 +198,7 @@ export class Gateway implements ControlSurface {
           groupSessionsPerUser: telegram.group_sessions_per_user,
           pairing: this.store,
           logger: logger.child({ component: "telegram" }),
+          onStatusChange: () => this.onPlatformStatusChange(),
         }),
       );
     }
@@ -442,6 +443,13 @@ export class Gateway implements ControlSurface {
     this.runner.setDraining(false);
     this.deps.logger.info("external drain cancelled");
     void this.writeStatus("running");
+  }
+
+  /** A platform's state changed in the background: `gateway_state.json` must show it. */
+  private onPlatformStatusChange(): void {
+    if (this.phase === "stopped") return;
+    void this.status$.update({ platforms: this.platformStates() });
+    this.emitStatusChange();
   }
 
   private onActivityChange(count: number): void {

@@ -36,7 +36,16 @@ export class OutboxDispatcher {
   kick(): void {
     if (this.stopped) return;
     this.dirty = true;
-    if (!this.flushing) this.flushing = this.loop().finally(() => (this.flushing = null));
+    if (!this.flushing) {
+      this.flushing = this.loop()
+        .catch((err: unknown) => {
+          // A store failure here must not become an unhandled rejection (it would end the
+          // process); rows stay pending and the next kick or start tries again.
+          if (!this.stopped) this.options.logger.error({ err }, "outbox pass failed");
+          this.scheduleRetry();
+        })
+        .finally(() => (this.flushing = null));
+    }
   }
 
   /** Resolves when the current delivery pass (if any) has finished. */
@@ -87,6 +96,8 @@ export class OutboxDispatcher {
       await this.options.store.markDelivered(row.id);
       return true;
     } catch (err) {
+      // Stopped while sending (the store may be closed already): the row stays pending.
+      if (this.stopped) return false;
       const maxAttempts = this.options.maxAttempts ?? 8;
       this.options.logger.warn(
         { err, outboxId: row.id, platform: row.address.platform, attempt: row.attempts + 1 },

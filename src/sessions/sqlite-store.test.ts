@@ -44,6 +44,19 @@ describe("SqliteStore", () => {
     expect(await store.listOpenInbox()).toHaveLength(1);
   });
 
+  it("commits methods called together in one transaction, each visible once it resolves", async () => {
+    const calls = [1, 2, 3].map((n) =>
+      store.acceptInbound(inbound({ platformMessageId: String(n), text: `m${n}` })),
+    );
+    const results = await Promise.all(calls);
+    expect(results.map((r) => r.accepted)).toEqual([true, true, true]);
+    const other = new Database(path, { readonly: true });
+    const count = other.prepare("SELECT COUNT(*) AS n FROM inbox").get() as { n: number };
+    other.close();
+    expect(count.n).toBe(3);
+    expect((await store.listOpenInbox()).map((i) => i.text)).toEqual(["m1", "m2", "m3"]);
+  });
+
   it("creates the session on first contact with its origin chat", async () => {
     await store.acceptInbound(inbound());
     const session = await store.getSession("agent:main:telegram:dm:42");

@@ -2,6 +2,11 @@
  * The SQLite implementation of Store (better-sqlite3, synchronous inside, one transaction per
  * method). Durability: WAL with synchronous=FULL, so a committed transaction survives both a
  * process crash and power loss (docs/architecture.md, "Durability").
+ *
+ * Group commit: the methods called within one turn of the event loop run in call order inside
+ * one SQLite transaction, each in its own savepoint (a failing method undoes only its own
+ * changes), and every promise settles only after that transaction has committed. One fsync
+ * then covers many methods; "committed before the promise resolves" holds for each of them.
  */
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
@@ -44,9 +49,18 @@ export interface SqliteStoreOptions {
   readonly?: boolean;
 }
 
+interface PendingTx {
+  fn: () => unknown;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
+
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly now: () => number;
+  /** Methods waiting for the next group commit, in call order. */
+  private pending: PendingTx[] = [];
+  private flushScheduled = false;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -79,12 +93,45 @@ export class SqliteStore implements Store {
     }
   }
 
+  /** Runs `fn` in the next group commit; settles after that transaction committed. */
   private tx<T>(fn: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ fn, resolve: resolve as (value: unknown) => void, reject });
+      if (this.flushScheduled) return;
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length === 0) return;
+    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
     try {
-      return Promise.resolve(this.db.transaction(fn).immediate());
+      this.db
+        .transaction(() => {
+          for (const item of batch) {
+            try {
+              // Nested: a savepoint, rolled back alone when `fn` throws.
+              outcomes.push({ ok: true, value: this.db.transaction(item.fn)() });
+            } catch (error) {
+              outcomes.push({ ok: false, error });
+            }
+          }
+        })
+        .immediate();
     } catch (err) {
-      return Promise.reject(err);
+      // Nothing of this batch was committed (or the database is closed).
+      for (const item of batch) item.reject(err);
+      return;
     }
+    batch.forEach((item, i) => {
+      const outcome = outcomes[i]!;
+      if (outcome.ok) item.resolve(outcome.value);
+      else item.reject(outcome.error);
+    });
   }
 
   private sessionRow(key: string): SessionRow | undefined {
@@ -653,8 +700,12 @@ export class SqliteStore implements Store {
     await this.db.backup(path);
   }
 
+  /** Commits what is already queued, then closes; later calls reject (the database is closed). */
   close(): Promise<void> {
-    if (this.db.open) this.db.close();
+    if (this.db.open) {
+      this.flush();
+      this.db.close();
+    }
     return Promise.resolve();
   }
 }

@@ -66,6 +66,8 @@ export interface FakeTelegram {
   sendUserMessage(input: UserMessageInput): { update_id: number; message_id: number };
   /** Queues an arbitrary update; assigns the next `update_id` unless one is given. Returns it. */
   pushUpdate(update: Record<string, unknown>): number;
+  /** Calls `listener` with every call as it is recorded (for benchmarks); returns an unsubscribe. */
+  onCall(listener: (call: SentCall) => void): () => void;
   /** Resolves with the first (past or future) call matching `predicate`; rejects after timeoutMs. */
   waitForSent(predicate: (call: SentCall) => boolean, timeoutMs?: number): Promise<SentCall>;
   /**
@@ -179,6 +181,10 @@ export async function startFakeTelegram(options: { token: string }): Promise<Fak
     sent: state.sent,
     sendUserMessage: (input) => state.sendUserMessage(input),
     pushUpdate: (update) => state.pushUpdate(update),
+    onCall: (listener) => {
+      state.listeners.add(listener);
+      return () => state.listeners.delete(listener);
+    },
     waitForSent: (predicate, timeoutMs = 5_000) => state.waitForSent(predicate, timeoutMs),
     failNext: (method, spec) => state.queueFailure(method, spec),
     dropNextConnection: (method, dropOptions) =>
@@ -199,6 +205,7 @@ export async function startFakeTelegram(options: { token: string }): Promise<Fak
 
 class FakeState {
   readonly sent: SentCall[] = [];
+  readonly listeners = new Set<(call: SentCall) => void>();
   updates: TelegramUpdate[] = [];
   confirmed = 0;
   closing = false;
@@ -300,6 +307,7 @@ class FakeState {
 
   private record(call: SentCall): void {
     this.sent.push(call);
+    for (const listener of this.listeners) listener(call);
     for (const waiter of this.waiters) {
       if (waiter.predicate(call)) waiter.done(call);
     }

@@ -2,14 +2,15 @@
  * Telegram through grammY long polling. The offset moves past an update only once the sink has
  * committed it to the inbox, so nothing is lost across crashes and nothing pending is dropped at
  * start (reliability-notes 2.1). grammY's own `bot.start()` marks an update as tried before its
- * handler runs, and would confirm a failed one, so the loop here drives `bot.api.getUpdates` and
- * `bot.handleUpdate` itself, as grammY's runner plugin does.
+ * handler runs, and would confirm a failed one, so the loop here drives `bot.api.getUpdates`
+ * itself and hands each batch to the sink (see handleBatch).
  */
-import { Bot, type Context, GrammyError } from "grammy";
+import { Bot, GrammyError } from "grammy";
 import type { Update } from "grammy/types";
 import type { Logger } from "pino";
 import type {
   ChatAddress,
+  InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
@@ -24,6 +25,13 @@ import {
   sleep,
   TelegramSender,
 } from "./send.js";
+
+/** What one update asks of the adapter, decided before anything is stored. */
+type Intake =
+  | { kind: "store"; inbound: InboundMessage }
+  | { kind: "stranger"; userId: string; inbound: InboundMessage }
+  | { kind: "skip" }
+  | { kind: "failed"; err: unknown };
 
 /** Keel's chat commands, registered with setMyCommands at start. */
 export const TELEGRAM_COMMANDS = [
@@ -72,6 +80,8 @@ export interface TelegramAdapterOptions {
   pairing: PairingAccess;
   logger: Logger;
   timing?: Partial<TelegramTiming>;
+  /** Told each time status() changes (errors arise in the background, e.g. a 409 while polling). */
+  onStatusChange?(status: PlatformStatus): void;
 }
 
 const UNAUTHORIZED_TEXT =
@@ -119,7 +129,6 @@ export class TelegramAdapter implements PlatformAdapter {
     this.bot = new Bot(options.token, {
       client: { apiRoot: options.apiRoot, timeoutSeconds: this.timing.pollTimeoutSec + 15 },
     });
-    this.bot.on("message", (ctx) => this.onMessage(ctx));
     this.access = new TelegramAccess(options.allowedUsers, options.pairing);
     this.sender = new TelegramSender(
       this.bot.api,
@@ -141,7 +150,7 @@ export class TelegramAdapter implements PlatformAdapter {
   async start(sink: InboundSink): Promise<void> {
     if (this.loop || this.stopped) return;
     this.sink = sink;
-    this.current = { state: "starting", error: null };
+    this.setStatus({ state: "starting", error: null });
     let firstAttempt: () => void = () => {};
     const attempted = new Promise<void>((resolve) => {
       firstAttempt = resolve;
@@ -168,7 +177,7 @@ export class TelegramAdapter implements PlatformAdapter {
       await Promise.race([this.loop, bound]);
       await this.confirmOffset();
     }
-    this.current = { state: "stopped", error: null };
+    this.setStatus({ state: "stopped", error: null });
     this.logger.info("telegram stopped");
   }
 
@@ -194,7 +203,13 @@ export class TelegramAdapter implements PlatformAdapter {
 
   private setError(error: string): void {
     if (this.current.error !== error) this.logger.error({ error }, "telegram unavailable");
-    this.current = { state: "error", error };
+    this.setStatus({ state: "error", error });
+  }
+
+  private setStatus(next: PlatformStatus): void {
+    const changed = next.state !== this.current.state || next.error !== this.current.error;
+    this.current = next;
+    if (changed) this.options.onStatusChange?.({ ...next });
   }
 
   private backoffMs(attempt: number): number {
@@ -221,7 +236,7 @@ export class TelegramAdapter implements PlatformAdapter {
           asGrammySignal(this.stopController.signal),
         );
         await this.registerCommands();
-        this.current = { state: "connected", error: null };
+        this.setStatus({ state: "connected", error: null });
         this.logger.info({ bot: this.bot.botInfo.username }, "telegram connected");
         return true;
       } catch (err) {
@@ -272,7 +287,7 @@ export class TelegramAdapter implements PlatformAdapter {
       );
       this.confirmedOffset = offset;
       if (this.current.state !== "connected") {
-        this.current = { state: "connected", error: null };
+        this.setStatus({ state: "connected", error: null });
         this.logger.info("telegram polling resumed");
       }
       this.pollFailures = 0;
@@ -307,45 +322,67 @@ export class TelegramAdapter implements PlatformAdapter {
   }
 
   /**
-   * Hands updates to the middleware one by one. The offset advances past an update only once it
-   * was handled; on failure the rest of the batch is left for the next poll, which redelivers it.
+   * Stores a batch of updates. Access checks (which may read the store) run together; then every
+   * update is handed over back to back, in update order, so their inbox commits share one
+   * transaction. The offset advances past the longest prefix of updates that were handled; from
+   * the first failure on, the batch is left for the next poll (redelivered updates that were
+   * stored meanwhile are ignored by the inbox).
    */
   private async handleBatch(updates: Update[]): Promise<void> {
-    for (const update of updates) {
-      if (this.stopped) return;
-      try {
-        await this.bot.handleUpdate(update);
+    const sink = this.sink;
+    if (!sink || this.stopped) return;
+    const intakes = await Promise.all(
+      updates.map((update) =>
+        this.classify(update).catch((err: unknown): Intake => ({ kind: "failed", err })),
+      ),
+    );
+    const outcomes = await Promise.allSettled(intakes.map((intake) => this.take(intake, sink)));
+    for (const [index, outcome] of outcomes.entries()) {
+      const update = updates[index]!;
+      if (outcome.status === "fulfilled") {
         this.offset = update.update_id + 1;
         this.sinkFailures = 0;
-      } catch (err) {
-        this.sinkFailures += 1;
-        const delayMs = this.backoffMs(this.sinkFailures);
-        const cause =
-          err instanceof Error && "error" in err ? (err as { error: unknown }).error : err;
-        this.logger.error(
-          { err: cause, updateId: update.update_id, delayMs },
-          "telegram message not stored, it will be redelivered",
-        );
-        await this.pause(delayMs);
-        return;
+        continue;
       }
+      this.sinkFailures += 1;
+      const delayMs = this.backoffMs(this.sinkFailures);
+      this.logger.error(
+        { err: outcome.reason, updateId: update.update_id, delayMs },
+        "telegram message not stored, it will be redelivered",
+      );
+      await this.pause(delayMs);
+      return;
     }
   }
 
-  private async onMessage(ctx: Context): Promise<void> {
-    const message = ctx.message;
-    const sink = this.sink;
-    if (!message || !sink) return;
+  /** Decides what an update asks for: store it, answer a stranger, or nothing. */
+  private async classify(update: Update): Promise<Intake> {
+    const message = update.message;
+    if (!message) return { kind: "skip" };
     const inbound = toInboundMessage(message, {
       groupSessionsPerUser: this.options.groupSessionsPerUser,
       botUsername: this.bot.botInfo.username,
     });
-    if (!inbound || inbound.senderId === undefined) return;
-    if (!(await this.access.isAllowed(inbound.senderId))) {
-      if (message.chat.type === "private") await this.answerStranger(inbound.senderId, inbound);
-      return;
+    if (!inbound || inbound.senderId === undefined) return { kind: "skip" };
+    if (await this.access.isAllowed(inbound.senderId)) return { kind: "store", inbound };
+    // Strangers in groups are ignored silently; in a private chat they get a pairing code.
+    return message.chat.type === "private"
+      ? { kind: "stranger", userId: inbound.senderId, inbound }
+      : { kind: "skip" };
+  }
+
+  private async take(intake: Intake, sink: InboundSink): Promise<void> {
+    switch (intake.kind) {
+      case "store":
+        await sink.receive(intake.inbound);
+        return;
+      case "stranger":
+        return this.answerStranger(intake.userId, intake.inbound);
+      case "failed":
+        throw intake.err;
+      case "skip":
+        return;
     }
-    await sink.receive(inbound);
   }
 
   private async answerStranger(

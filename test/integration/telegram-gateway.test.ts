@@ -1,0 +1,116 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { TELEGRAM_COMMANDS } from "../../src/platforms/telegram/adapter.js";
+import {
+  ALLOWED_USER,
+  botMessages,
+  createTelegramGateway,
+  type TelegramGatewayHarness,
+} from "../helpers/telegram-gateway.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+describe("Telegram through the real gateway", () => {
+  let h: TelegramGatewayHarness;
+
+  beforeEach(async () => {
+    h = await createTelegramGateway();
+  });
+
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("answers a direct message, replying to it", async () => {
+    await h.start();
+    const sent = h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "echo: hello there" });
+    const replies = await waitFor(() => {
+      const bot = botMessages(h.telegram, ALLOWED_USER);
+      return bot.length > 0 ? bot : null;
+    });
+    expect(replies.map((r) => r.text)).toEqual(["hello there"]);
+    expect(replies[0]!.replyToMessageId).toBe(sent.message_id);
+    await waitFor(() => h.telegram.confirmedOffset() > sent.update_id, {
+      message: "offset confirmed past the message",
+    });
+  });
+
+  it("answers messages sent while the gateway was down, each exactly once", async () => {
+    // Queue mode: a backlog in one chat gets one answer per message (in interrupt mode each
+    // message would cut off the turn of the one before it).
+    for (let i = 1; i <= 5; i++) {
+      h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: `echo: early ${i}` });
+    }
+    h.telegram.sendUserMessage({ chatId: 5151, userId: ALLOWED_USER, text: "echo: other chat" });
+    await h.start({ KEEL_GATEWAY_BUSY_INPUT_MODE: "queue" });
+    const answers = () =>
+      botMessages(h.telegram, ALLOWED_USER)
+        .map((r) => r.text)
+        .filter((t) => !t.startsWith("⏳"));
+    await waitFor(() => answers().length >= 5, { message: "five replies" });
+    await waitFor(() => botMessages(h.telegram, 5151).length >= 1, { message: "other chat" });
+    // A restart afterwards must not answer any of them again.
+    await h.stop();
+    await h.start();
+    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "echo: after restart" });
+    await waitFor(() => answers().includes("after restart"), { message: "reply after restart" });
+    expect([...answers()].sort()).toEqual(
+      ["early 1", "early 2", "early 3", "early 4", "early 5", "after restart"].sort(),
+    );
+    expect(botMessages(h.telegram, 5151).map((r) => r.text)).toEqual(["other chat"]);
+  });
+
+  it("answers a forum topic message in that topic, replying to it", async () => {
+    await h.start();
+    const group = -1001234;
+    const sent = h.telegram.sendUserMessage({
+      chatId: group,
+      userId: ALLOWED_USER,
+      threadId: 77,
+      text: "echo: in the topic",
+    });
+    const reply = await waitFor(() => botMessages(h.telegram, group)[0]);
+    expect(reply.text).toBe("in the topic");
+    expect(reply.threadId).toBe(77);
+    expect(reply.replyToMessageId).toBe(sent.message_id);
+  });
+
+  it("splits a 10,000-character reply into valid pieces", async () => {
+    await h.start();
+    const words = Array.from({ length: 2000 }, (_, i) => `w${i % 10}rd`).join(" ");
+    const long = `**Start** ${words.slice(0, 9990)}`;
+    expect(long.length).toBeGreaterThanOrEqual(10_000);
+    h.model.script({ text: long });
+    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "long please" });
+    await waitFor(() => {
+      const text = botMessages(h.telegram, ALLOWED_USER)
+        .map((r) => r.text)
+        .join(" ");
+      return text.replace(/\s+/g, " ").length >= long.length - 20;
+    });
+    const pieces = botMessages(h.telegram, ALLOWED_USER);
+    expect(pieces.length).toBeGreaterThanOrEqual(3);
+    for (const piece of pieces) {
+      expect(piece.parseMode).toBe("HTML");
+      expect(piece.text.length).toBeLessThanOrEqual(4096);
+    }
+    // No Telegram call was refused (the fake validates the HTML and the length).
+    expect(h.telegram.sent.filter((c) => c.method === "sendMessage" && !c.ok)).toEqual([]);
+    const joined = pieces.map((p) => p.text).join(" ");
+    expect(joined.startsWith("Start w0rd w1rd")).toBe(true);
+    // Words are never cut: every token is a whole word.
+    const tokens = joined.trim().split(/\s+/);
+    expect(tokens.slice(1, -1).every((t) => /^w\drd$/.test(t))).toBe(true);
+    expect(pieces[0]!.replyToMessageId).toBeDefined();
+  });
+
+  it("registers the chat commands and shows typing while a turn runs", async () => {
+    await h.start();
+    expect(h.telegram.commands().map((c) => c.command)).toEqual(
+      TELEGRAM_COMMANDS.map((c) => c.command),
+    );
+    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "slow: 300 done" });
+    await h.telegram.waitForSent(
+      (c) => c.method === "sendChatAction" && String(c.payload.chat_id) === String(ALLOWED_USER),
+    );
+    await waitFor(() => botMessages(h.telegram, ALLOWED_USER)[0]?.text === "done");
+  });
+});

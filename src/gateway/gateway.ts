@@ -25,7 +25,7 @@ import type { Store } from "../sessions/store.js";
 import { startDrainWatcher } from "./drain-watcher.js";
 import type { Supervisor } from "./exit-code.js";
 import { listHomeChannels, setHomeChannel } from "./home-channels.js";
-import { type LifecyclePhase, startPolling, type Watcher } from "./lifecycle-phase.js";
+import type { LifecyclePhase, Watcher } from "./lifecycle-phase.js";
 import {
   consumeCleanShutdown,
   consumeRestartNotify,
@@ -42,9 +42,6 @@ import { createRuntimeStatusWriter, type RuntimeStatusWriter } from "./runtime-s
 import { runShutdown, type ShutdownHooks } from "./shutdown.js";
 import { resumeInterruptedSessions } from "./startup-resume.js";
 import { createStopGuard, type StopGuard, type StopRequest } from "./stop-sequence.js";
-
-/** How often platform health is checked for gateway_state.json. */
-const PLATFORM_POLL_MS = 1000;
 
 export interface AgentParts {
   agent: AgentRun | null;
@@ -83,7 +80,6 @@ export class Gateway implements ControlSurface {
   private readonly status$: RuntimeStatusWriter;
   private readonly stopGuard: StopGuard<number>;
   private phase: LifecyclePhase = "starting";
-  private lastPlatformsJson = "";
   private ready = false;
   private releasePid: (() => Promise<void>) | null = null;
   private boundPort = 0;
@@ -295,22 +291,9 @@ export class Gateway implements ControlSurface {
         leaveDrain: () => this.leaveDrain(),
         logger,
       }),
-      startPolling(async () => {
-        this.publishPlatformStates();
-        return "continue";
-      }, PLATFORM_POLL_MS),
     );
   }
 
-  /** Platform health (e.g. Telegram's 401/409) goes to gateway_state.json when it changes. */
-  private publishPlatformStates(): void {
-    const platforms = this.platformStates();
-    const json = JSON.stringify(platforms);
-    if (json === this.lastPlatformsJson) return;
-    this.lastPlatformsJson = json;
-    void this.status$.update({ platforms });
-    this.emitStatusChange();
-  }
 
   /** Greets the chat that asked for `/restart`, or the home channels after another planned restart. */
   private async greetAfterRestart(breakerTripped: boolean): Promise<void> {

@@ -50,6 +50,17 @@ function scriptedAgent(seen: ChatMessage[][]): AgentRun {
         iterations: 1,
       };
     }
+    if (text.startsWith("pause")) {
+      // A short turn that an interruption can still cut off.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 50);
+        input.signal.addEventListener("abort", () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      if (input.signal.aborted) return { stopReason: "aborted", reply: "", finalMessage: null, iterations: 1 };
+    }
     input.onEvent({ type: "text_delta", text: `echo: ${text}` });
     return {
       stopReason: "stop",
@@ -293,5 +304,15 @@ describe("Runner", () => {
     const history = seen.at(-1)!;
     expect(history.map((m) => m.role)).toEqual(["user", "assistant", "system", "user"]);
     expect(history.at(-1)?.content).toBe("two");
+  });
+
+  it("answers a backlog left by a previous process in order, without one message interrupting another", async () => {
+    await store.acceptInbound(msg("pause first"));
+    await store.acceptInbound(msg("pause second"));
+    await store.acceptInbound(msg("pause third"));
+    const runner = makeRunner("interrupt");
+    expect(await runner.dispatchOpenInbox()).toBe(3);
+    await waitFor(() => adapter.texts().length === 3);
+    expect(adapter.texts()).toEqual(["echo: pause first", "echo: pause second", "echo: pause third"]);
   });
 });

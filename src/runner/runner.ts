@@ -96,7 +96,7 @@ export class Runner implements InboundSink {
   /** Re-dispatches inbox items left open by a previous process (after recovery has run). */
   async dispatchOpenInbox(): Promise<number> {
     const items = await this.options.store.listOpenInbox();
-    for (const item of items) await this.dispatch(item);
+    for (const item of items) await this.dispatch(item, true);
     return items.length;
   }
 
@@ -158,7 +158,11 @@ export class Runner implements InboundSink {
     });
   }
 
-  private async dispatch(item: InboxItem): Promise<void> {
+  /**
+   * Handles one stored message. A `backlog` message (left open by a previous process, e.g. sent
+   * while the gateway was down) waits its turn behind earlier ones instead of interrupting them.
+   */
+  private async dispatch(item: InboxItem, backlog = false): Promise<void> {
     const command = parseChatCommand(item.text);
     if (command) {
       await handleChatCommand(this.commandHost(), item, command);
@@ -180,7 +184,7 @@ export class Runner implements InboundSink {
     }
     const freshStart = await this.freshStartNotice(item);
     if (freshStart) await this.notice(item.sessionKey, item.address, freshStart);
-    if (busy && lane?.active) {
+    if (busy && lane?.active && !backlog) {
       await this.applyBusyMode(lane.active, item);
       return;
     }

@@ -6,12 +6,12 @@ import type { Logger } from "pino";
 import type { ChatMessage } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import type { ChatAddress } from "../platforms/platform.js";
-import type { Store } from "../sessions/store.js";
+import type { ResumeReason, Store } from "../sessions/store.js";
 import type { AgentRun, IsReadOnlyTool, TurnJournal } from "./agent-run.js";
 import type { EventFanout } from "./events.js";
-import { AUTO_CONTINUE_NOTE, endsWithUnansweredToolResults, normalizeHistory } from "./history.js";
+import { normalizeHistory, resumeNote, withAutoContinueNote } from "./history.js";
 import type { ActiveTurn } from "./lane.js";
-import { RESUME_NOTE, UNKNOWN_OUTCOME } from "./texts.js";
+import { UNKNOWN_OUTCOME } from "./texts.js";
 
 export interface TurnContext {
   store: Store;
@@ -50,7 +50,11 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
     resume: work.kind === "resume",
   });
 
-  const history = await buildHistory(ctx, turn.sessionId, work.kind === "resume");
+  const history = await buildHistory(
+    ctx,
+    turn.sessionId,
+    work.kind === "resume" ? { reason: work.session.resumeReason } : null,
+  );
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
   const result = await ctx.agent({
@@ -112,7 +116,7 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
 async function buildHistory(
   ctx: TurnContext,
   sessionId: string,
-  resume: boolean,
+  resume: { reason: ResumeReason | null } | null,
 ): Promise<ChatMessage[]> {
   const unfinished = await ctx.store.listUnfinishedToolCalls(sessionId);
   for (const call of unfinished) {
@@ -126,13 +130,8 @@ async function buildHistory(
   }
   const stored = (await ctx.store.loadTranscript(sessionId)).map((m) => m.message);
   const history = normalizeHistory(stored);
-  if (resume) return [...history, { role: "system", content: RESUME_NOTE }];
-  const last = history[history.length - 1];
-  const before = history.slice(0, -1);
-  if (last?.role === "user" && endsWithUnansweredToolResults(before)) {
-    return [...before, { role: "system", content: AUTO_CONTINUE_NOTE }, last];
-  }
-  return history;
+  if (resume) return [...history, { role: "system", content: resumeNote(resume.reason) }];
+  return withAutoContinueNote(history);
 }
 
 function createJournal(

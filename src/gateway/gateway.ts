@@ -111,6 +111,7 @@ export class Gateway implements ControlSurface {
       isReadOnlyTool: deps.agent.isReadOnlyTool,
       busyInputMode: config.display.busy_input_mode,
       maxConcurrentTurns: config.agent.max_concurrent_turns,
+      resumeFreshnessMs: config.agent.auto_resume_freshness * 1000,
       logger: logger.child({ component: "runner" }),
       control: {
         requestRestart: (from) => this.restartFromChat(from.address, from.messageId),

@@ -45,6 +45,11 @@ export interface RunnerOptions {
   isReadOnlyTool: IsReadOnlyTool;
   busyInputMode: BusyInputMode;
   maxConcurrentTurns: number;
+  /**
+   * `agent.auto_resume_freshness` in ms: a resume-pending session marked longer ago than this
+   * starts fresh on its next message (lifecycle.md). Unset: never stale.
+   */
+  resumeFreshnessMs?: number;
   logger: Logger;
   control: GatewayControl;
   /** Wakes the outbox dispatcher. */
@@ -176,8 +181,8 @@ export class Runner implements InboundSink {
       await this.answer(item, TEXT.noModel, "done");
       return;
     }
-    if (await this.startsFresh(item))
-      await this.notice(item.sessionKey, item.address, SUSPENDED_NOTICE);
+    const freshStart = await this.startsFresh(item);
+    if (freshStart) await this.notice(item.sessionKey, item.address, freshStart);
     if (busy && lane?.active) {
       await this.applyBusyMode(lane.active, item);
       return;
@@ -185,16 +190,27 @@ export class Runner implements InboundSink {
     this.enqueue(item.sessionKey, { kind: "message", item }, false);
   }
 
-  /** A suspended session starts fresh on its next message; a stale resume mark is dropped. */
-  private async startsFresh(item: InboxItem): Promise<boolean> {
-    const session = await this.options.store.getSession(item.sessionKey);
-    if (!session || this.lanes.get(item.sessionKey)?.active) return false;
+  /**
+   * A suspended session, or a resume-pending one too old to continue, starts fresh on its next
+   * message; returns the notice to send then. A fresh resume mark is dropped: the message
+   * continues the session.
+   */
+  private async startsFresh(item: InboxItem): Promise<string | null> {
+    const { store, resumeFreshnessMs } = this.options;
+    const session = await store.getSession(item.sessionKey);
+    if (!session || this.lanes.get(item.sessionKey)?.active) return null;
     if (session.suspended) {
-      await this.options.store.resetSession(item.sessionKey);
-      return true;
+      await store.resetSession(item.sessionKey);
+      return SUSPENDED_NOTICE;
     }
-    if (session.resumePending) await this.options.store.clearResumePending(item.sessionKey);
-    return false;
+    if (!session.resumePending) return null;
+    const markedAt = session.resumeMarkedAt ?? session.updatedAt;
+    if (resumeFreshnessMs !== undefined && this.now() - markedAt > resumeFreshnessMs) {
+      await store.resetSession(item.sessionKey);
+      return TEXT.stale;
+    }
+    await store.clearResumePending(item.sessionKey);
+    return null;
   }
 
   private async applyBusyMode(active: ActiveTurn, item: InboxItem): Promise<void> {

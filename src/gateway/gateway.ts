@@ -7,15 +7,15 @@ import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
 import { createControlRoutes } from "../control/control-routes.js";
 import type { ControlSurface, GatewayStatus } from "../control/control-surface.js";
+import { isLoopbackPeer, secretsEqual } from "../control/http-auth.js";
 import { HttpServer } from "../control/http-server.js";
+import { createWebRoutes } from "../control/web-routes.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import { OpenAiApiAdapter } from "../platforms/openai-api/adapter.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { TelegramAdapter } from "../platforms/telegram/adapter.js";
 import { WebchatAdapter } from "../platforms/webchat/adapter.js";
 import { webSocketToken } from "../platforms/webchat/upgrade-auth.js";
-import { createWebRoutes } from "../control/web-routes.js";
-import { isLoopbackPeer, secretsEqual } from "../control/http-auth.js";
 import type { AgentRun, IsReadOnlyTool } from "../runner/agent-run.js";
 import { ONLINE_NOTICE, RESTARTED_NOTICE, restartCommandReply } from "../runner/lifecycle-texts.js";
 import { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
@@ -60,6 +60,8 @@ export interface GatewayDeps {
   supervisor: Supervisor;
   /** How to start a successor: the CLI's argv for `keel gateway run`. */
   relaunch: ShutdownHooks["relaunch"];
+  /** Platforms beyond those the config enables (an embedder's own, or a test platform). */
+  extraAdapters?: PlatformAdapter[];
   now?: () => number;
 }
 
@@ -146,6 +148,7 @@ export class Gateway implements ControlSurface {
 
   private buildAdapters(): void {
     const { config, logger } = this.deps;
+    this.adapters.push(...(this.deps.extraAdapters ?? []));
     if (config.platforms.api.enabled) {
       const api = new OpenAiApiAdapter({
         apiKey: config.platforms.api.key,
@@ -170,8 +173,14 @@ export class Gateway implements ControlSurface {
       });
       this.runner.onEvent((event) => {
         const { sessionKey, sessionId } = event;
-        if (event.type === "turn_end") webchat.publishTurnEvent({ sessionKey, sessionId, event: { type: "turn_end", stopReason: event.stopReason } });
-        else if (event.type === "turn_start") webchat.publishTurnEvent({ sessionKey, sessionId, event: { type: "turn_start" } });
+        if (event.type === "turn_end")
+          webchat.publishTurnEvent({
+            sessionKey,
+            sessionId,
+            event: { type: "turn_end", stopReason: event.stopReason },
+          });
+        else if (event.type === "turn_start")
+          webchat.publishTurnEvent({ sessionKey, sessionId, event: { type: "turn_start" } });
         else webchat.publishTurnEvent({ sessionKey, sessionId, event });
       });
       this.adapters.push(webchat);

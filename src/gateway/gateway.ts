@@ -84,6 +84,8 @@ export class Gateway implements ControlSurface {
   private phase: LifecyclePhase = "starting";
   private ready = false;
   private releasePid: (() => Promise<void>) | null = null;
+  /** This process's start time as `gateway.pid` records it (what `keel gateway stop` names). */
+  private processStartTime: number | null = null;
   private boundPort = 0;
   /** Resolves with the process exit code once a stop or restart has finished. */
   readonly exited: Promise<number>;
@@ -218,6 +220,7 @@ export class Gateway implements ControlSurface {
     if (!pid.ok)
       throw new AlreadyRunningError(`${pid.message} Stop it with \`keel gateway stop\` first.`);
     this.releasePid = pid.release;
+    this.processStartTime = pid.record.start_time;
     try {
       await this.startParts();
     } catch (err) {
@@ -279,7 +282,7 @@ export class Gateway implements ControlSurface {
     this.watchers.push(
       startPlannedStopWatcher({
         home: config.home,
-        self: { pid: process.pid, startTime: this.status$.current().start_time },
+        self: { pid: process.pid, startTime: this.processStartTime },
         getPhase: () => this.phase,
         onPlannedStop: () => void this.requestStop({ restart: false, signalInitiated: false }),
         logger,

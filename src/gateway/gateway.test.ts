@@ -17,7 +17,8 @@ import {
 } from "../runner/lifecycle-texts.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import { AlreadyRunningError } from "./gateway.js";
-import { CLEAN_SHUTDOWN_FILE, RESTART_NOTIFY_FILE } from "./markers.js";
+import { CLEAN_SHUTDOWN_FILE, RESTART_NOTIFY_FILE, writePlannedStop } from "./markers.js";
+import { readPidFile } from "./pid-file.js";
 import { readRuntimeStatus } from "./runtime-status.js";
 
 describe("Gateway lifecycle (in process)", () => {
@@ -104,6 +105,22 @@ describe("Gateway lifecycle (in process)", () => {
     expect(existsSync(join(dir.path, CLEAN_SHUTDOWN_FILE))).toBe(true);
     await boot();
     expect(existsSync(join(dir.path, CLEAN_SHUTDOWN_FILE))).toBe(false);
+  });
+
+  it("a planned-stop marker naming this pid and the start time in gateway.pid stops it (as keel gateway stop writes it)", async () => {
+    const gw = await boot();
+    const record = await readPidFile(dir.path);
+    expect(record?.pid).toBe(process.pid);
+    await writePlannedStop(dir.path, {
+      pid: record!.pid,
+      startTime: record!.start_time,
+      now: Date.now(),
+    });
+    let code: number | null = null;
+    void gw.gateway.exited.then((c) => (code = c));
+    await waitFor(() => code !== null, { message: "the planned-stop watcher's stop" });
+    expect(code).toBe(0);
+    expect((await readRuntimeStatus(dir.path))?.gateway_state).toBe("stopped");
   });
 
   it("refuses a second gateway on the same home, naming the running pid", async () => {

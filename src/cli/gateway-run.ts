@@ -57,7 +57,9 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
   io.out(`  dashboard: ${url}/dashboard  (control token: ${join(config.home, "control_token")})`);
   io.out(`  API:       ${url}/v1  (OpenAI-compatible)`);
   if (!config.model.base_url || !config.model.name) {
-    io.out("  model:     not configured — set OPENAI_BASE_URL and KEEL_MODEL (or model.* in config.yaml)");
+    io.out(
+      "  model:     not configured — set OPENAI_BASE_URL and KEEL_MODEL (or model.* in config.yaml)",
+    );
   }
   io.out(`  logs:      ${join(config.home, "logs", "gateway.log")}`);
   const budgetMs = config.agent.restart_drain_timeout * 1000 + STOP_MARGIN_MS;

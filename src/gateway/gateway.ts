@@ -60,6 +60,8 @@ export interface GatewayDeps {
   supervisor: Supervisor;
   /** How to start a successor: the CLI's argv for `keel gateway run`. */
   relaunch: ShutdownHooks["relaunch"];
+  /** Platforms beyond those the config enables (an embedder's own, or a test platform). */
+  extraAdapters?: PlatformAdapter[];
   now?: () => number;
 }
 
@@ -82,6 +84,8 @@ export class Gateway implements ControlSurface {
   private phase: LifecyclePhase = "starting";
   private ready = false;
   private releasePid: (() => Promise<void>) | null = null;
+  /** This process's start time as `gateway.pid` records it (what `keel gateway stop` names). */
+  private processStartTime: number | null = null;
   private boundPort = 0;
   /** Resolves with the process exit code once a stop or restart has finished. */
   readonly exited: Promise<number>;
@@ -146,6 +150,7 @@ export class Gateway implements ControlSurface {
 
   private buildAdapters(): void {
     const { config, logger } = this.deps;
+    this.adapters.push(...(this.deps.extraAdapters ?? []));
     if (config.platforms.api.enabled) {
       const api = new OpenAiApiAdapter({
         apiKey: config.platforms.api.key,
@@ -216,6 +221,7 @@ export class Gateway implements ControlSurface {
     if (!pid.ok)
       throw new AlreadyRunningError(`${pid.message} Stop it with \`keel gateway stop\` first.`);
     this.releasePid = pid.release;
+    this.processStartTime = pid.record.start_time;
     try {
       await this.startParts();
     } catch (err) {
@@ -279,7 +285,7 @@ export class Gateway implements ControlSurface {
     this.watchers.push(
       startPlannedStopWatcher({
         home: config.home,
-        self: { pid: process.pid, startTime: this.status$.current().start_time },
+        self: { pid: process.pid, startTime: this.processStartTime },
         getPhase: () => this.phase,
         onPlannedStop: () => void this.requestStop({ restart: false, signalInitiated: false }),
         logger,
@@ -293,7 +299,6 @@ export class Gateway implements ControlSurface {
       }),
     );
   }
-
 
   /** Greets the chat that asked for `/restart`, or the home channels after another planned restart. */
   private async greetAfterRestart(breakerTripped: boolean): Promise<void> {

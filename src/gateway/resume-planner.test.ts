@@ -1,12 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ChatMessage } from "../agent/types.js";
-import {
-  autoContinueNote,
-  planResume,
-  type ResumeCandidate,
-  resumeNote,
-  withAutoContinueNote,
-} from "./resume-planner.js";
+import { planResume, type ResumeCandidate } from "./resume-planner.js";
 
 const NOW = 10_000_000;
 const HOUR = 3_600_000;
@@ -103,64 +96,5 @@ describe("resume planner", () => {
     const result = plan([session({ origin: null })], [NOW - 5000, NOW - 3000]);
     expect(result.countsAsBoot).toBe(false);
     expect(result.breakerTripped).toBe(false);
-  });
-});
-
-describe("auto-continue note", () => {
-  const toolCall = {
-    role: "assistant",
-    content: null,
-    tool_calls: [{ id: "t1", type: "function", function: { name: "terminal", arguments: "{}" } }],
-  } as const satisfies ChatMessage;
-
-  it("is added when the history ends with a tool result", () => {
-    const history: ChatMessage[] = [
-      { role: "user", content: "run it" },
-      toolCall,
-      { role: "tool", tool_call_id: "t1", content: "ok" },
-    ];
-    expect(autoContinueNote(history)).toMatch(/^\[System note: .*tool result/);
-  });
-
-  it("is added after several trailing tool results", () => {
-    const history: ChatMessage[] = [
-      toolCall,
-      { role: "tool", tool_call_id: "t1", content: "a" },
-      { role: "tool", tool_call_id: "t2", content: "b" },
-    ];
-    expect(autoContinueNote(history)).not.toBeNull();
-  });
-
-  it("is not added when the history ends with an assistant message", () => {
-    expect(
-      autoContinueNote([
-        { role: "user", content: "hi" },
-        { role: "assistant", content: "hello" },
-      ]),
-    ).toBeNull();
-  });
-
-  it("is not added when the history ends with a user message", () => {
-    expect(autoContinueNote([{ role: "user", content: "hi" }])).toBeNull();
-  });
-
-  it("is not added for an empty history", () => {
-    expect(autoContinueNote([])).toBeNull();
-  });
-
-  it("keeps the user's new message intact after the note", () => {
-    const history: ChatMessage[] = [toolCall, { role: "tool", tool_call_id: "t1", content: "ok" }];
-    const text = withAutoContinueNote(history, "what happened?\nline two");
-    expect(text.endsWith("\n\nwhat happened?\nline two")).toBe(true);
-    expect(text.startsWith("[System note:")).toBe(true);
-    expect(withAutoContinueNote([], "plain")).toBe("plain");
-  });
-});
-
-describe("resume note", () => {
-  it("names the reason and keeps a new message after it", () => {
-    expect(resumeNote("restart_timeout", "hello")).toMatch(/a gateway restart[\s\S]*\n\nhello$/);
-    expect(resumeNote("shutdown_timeout", "")).toContain("a gateway shutdown");
-    expect(resumeNote("restart_interrupted", "")).toContain("restored");
   });
 });

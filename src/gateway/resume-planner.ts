@@ -2,9 +2,9 @@
  * Pure decisions about interrupted sessions at start: which continue by themselves (a synthetic
  * empty turn), which are stale (reset on their next message), which are suspended (cut off by
  * too many restarts in a row), and whether the restart-loop breaker holds everything back.
- * Also the system notes the agent sees on such turns.
+ * The notes the agent sees on such turns live with the runner, which builds the model input
+ * (src/runner/history.ts).
  */
-import type { ChatMessage } from "../agent/types.js";
 import type { ChatAddress } from "../platforms/platform.js";
 import type { ResumeReason } from "../sessions/store.js";
 
@@ -100,45 +100,4 @@ export function planResume(input: ResumePlanInput): ResumePlan {
 export function isFresh(session: ResumeCandidate, now: number, freshnessMs: number): boolean {
   const markedAt = session.resumeMarkedAt ?? session.updatedAt ?? null;
   return markedAt !== null && now - markedAt <= freshnessMs;
-}
-
-const AUTO_CONTINUE_NOTE =
-  "[System note: The gateway restarted before you could act on the last tool result(s) above. " +
-  "Finish handling those results and say briefly what was done, then answer the user's new message below.]";
-
-/**
- * The note for a turn whose history ends with tool results the agent never answered; null
- * for an empty history or one ending with an assistant or user message.
- */
-export function autoContinueNote(history: readonly ChatMessage[]): string | null {
-  return history.at(-1)?.role === "tool" ? AUTO_CONTINUE_NOTE : null;
-}
-
-/** The user's text with the auto-continue note in front when one applies; the text itself is kept intact after it. */
-export function withAutoContinueNote(history: readonly ChatMessage[], userText: string): string {
-  const note = autoContinueNote(history);
-  return note === null ? userText : `${note}\n\n${userText}`;
-}
-
-const REASON_PHRASES: Record<ResumeReason, string> = {
-  restart_timeout: "a gateway restart",
-  shutdown_timeout: "a gateway shutdown",
-  restart_interrupted: "an unexpected gateway stop",
-  queued_during_stop: "a gateway restart",
-};
-
-/**
- * The note for a resumed session's turn. With an empty `userText` (the synthetic resume turn)
- * the agent is asked to tell the user the session is back; otherwise to answer the new message.
- */
-export function resumeNote(reason: ResumeReason, userText: string): string {
-  const guidance =
-    userText.length === 0
-      ? "Tell the user their session was restored and what state the interrupted work is in."
-      : "Answer the user's new message below first.";
-  const note =
-    `[System note: Your previous turn was cut off by ${REASON_PHRASES[reason]}; the gateway is back. ` +
-    "A restart or stop command in the history has already taken effect: do not run it again. " +
-    `Do not repeat tool calls whose outcome is unknown without checking first. ${guidance}]`;
-  return userText.length === 0 ? note : `${note}\n\n${userText}`;
 }

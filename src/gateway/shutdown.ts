@@ -15,6 +15,7 @@ import { renderSystemdRestartCommand, SYSTEMD_UNIT_NAME } from "../service/syste
 import type { Store } from "../sessions/store.js";
 import { EXIT_RESTART, type Supervisor } from "./exit-code.js";
 import { writeCleanShutdown, writeRestartPending } from "./markers.js";
+import { markCutOff } from "./recovery.js";
 import { spawnDetachedSuccessor } from "./restart-helper.js";
 import type { RuntimeStatusWriter } from "./runtime-status.js";
 import {
@@ -104,7 +105,7 @@ function createParticipants(
         agentStarted: t.agentStarted,
       })),
     notify: (address, text) => deliverNotice(ctx, address, text),
-    markResumePending: (keys, reason) => store.markResumePending(keys, reason),
+    markResumePending: (keys, reason) => markCutOff(store, keys, reason),
     clearResumePending: async (keys) => {
       for (const key of keys) await store.clearResumePending(key);
     },

@@ -1,6 +1,14 @@
 import { describe, expect, it } from "vitest";
 import type { ChatMessage, ToolCall } from "../agent/types.js";
-import { endsWithUnansweredToolResults, NOT_RUN_RESULT, normalizeHistory } from "./history.js";
+import {
+  AUTO_CONTINUE_NOTE,
+  endsWithUnansweredToolResults,
+  NOT_RUN_RESULT,
+  normalizeHistory,
+  resumeNote,
+  withAutoContinueNote,
+  withNoteBeforeTail,
+} from "./history.js";
 
 const call = (id: string): ToolCall => ({
   id,
@@ -49,5 +57,108 @@ describe("endsWithUnansweredToolResults", () => {
     expect(endsWithUnansweredToolResults([{ role: "assistant", content: "done" }])).toBe(false);
     expect(endsWithUnansweredToolResults([{ role: "user", content: "hi" }])).toBe(false);
     expect(endsWithUnansweredToolResults([])).toBe(false);
+  });
+});
+
+describe("auto-continue note", () => {
+  const toolCall = {
+    role: "assistant",
+    content: null,
+    tool_calls: [call("t1"), call("t2")],
+  } as const satisfies ChatMessage;
+  const note: ChatMessage = { role: "system", content: AUTO_CONTINUE_NOTE };
+  const next: ChatMessage = { role: "user", content: "what happened?\nline two" };
+
+  it("is added when the history ends with a tool result", () => {
+    const history: ChatMessage[] = [
+      { role: "user", content: "run it" },
+      toolCall,
+      { role: "tool", tool_call_id: "t1", content: "ok" },
+    ];
+    expect(withAutoContinueNote([...history, next])).toEqual([...history, note, next]);
+    expect(AUTO_CONTINUE_NOTE).toMatch(/^\[System note: .*tool result/);
+  });
+
+  it("is added once after several trailing tool results", () => {
+    const history: ChatMessage[] = [
+      toolCall,
+      { role: "tool", tool_call_id: "t1", content: "a" },
+      { role: "tool", tool_call_id: "t2", content: "b" },
+    ];
+    const input = withAutoContinueNote([...history, next]);
+    expect(input.filter((m) => m.role === "system")).toHaveLength(1);
+    expect(input).toEqual([...history, note, next]);
+  });
+
+  it("is not added when the history ends with an assistant message", () => {
+    const history: ChatMessage[] = [
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "hello" },
+    ];
+    expect(withAutoContinueNote([...history, next])).toEqual([...history, next]);
+  });
+
+  it("is not added when the history ends with a user message", () => {
+    const history: ChatMessage[] = [{ role: "user", content: "hi" }];
+    expect(withAutoContinueNote([...history, next])).toEqual([...history, next]);
+  });
+
+  it("is not added for an empty history", () => {
+    expect(withAutoContinueNote([next])).toEqual([next]);
+    expect(withAutoContinueNote([])).toEqual([]);
+  });
+
+  it("keeps the user's new message intact after the note", () => {
+    const history: ChatMessage[] = [toolCall, { role: "tool", tool_call_id: "t1", content: "ok" }];
+    const input = withAutoContinueNote([...history, next]);
+    expect(input.at(-2)).toEqual(note);
+    expect(input.at(-1)).toBe(next);
+    expect(next.content).toBe("what happened?\nline two");
+  });
+
+  it("does nothing when the input does not end with a new user message", () => {
+    const history: ChatMessage[] = [toolCall, { role: "tool", tool_call_id: "t1", content: "ok" }];
+    expect(withAutoContinueNote(history)).toEqual(history);
+  });
+});
+
+describe("resume note", () => {
+  it("names the reason that cut the turn off and asks to tell the user the session is back", () => {
+    expect(resumeNote("restart_timeout")).toContain("a gateway restart");
+    expect(resumeNote("shutdown_timeout")).toContain("a gateway shutdown");
+    expect(resumeNote("restart_interrupted")).toContain("an unexpected gateway stop");
+    expect(resumeNote("restart_interrupted")).toContain("restored");
+    expect(resumeNote(null)).toMatch(/^\[System note: /);
+  });
+});
+
+describe("withNoteBeforeTail", () => {
+  const note: ChatMessage = { role: "system", content: "note" };
+
+  it("puts the note before a trailing user message", () => {
+    const h: ChatMessage[] = [
+      { role: "assistant", content: "a" },
+      { role: "user", content: "u" },
+    ];
+    expect(withNoteBeforeTail(h, note)).toEqual([h[0], note, h[1]]);
+  });
+
+  it("puts the note before a trailing assistant whose tool calls still lack results", () => {
+    const h: ChatMessage[] = [
+      { role: "user", content: "u" },
+      { role: "assistant", content: null, tool_calls: [call("a"), call("b")] },
+      { role: "tool", tool_call_id: "a", content: "A" },
+    ];
+    expect(withNoteBeforeTail(h, note)).toEqual([h[0], note, h[1], h[2]]);
+  });
+
+  it("appends the note after answered tool results and after a final answer", () => {
+    const answered: ChatMessage[] = [
+      { role: "assistant", content: null, tool_calls: [call("a")] },
+      { role: "tool", tool_call_id: "a", content: "A" },
+    ];
+    expect(withNoteBeforeTail(answered, note)).toEqual([...answered, note]);
+    const done: ChatMessage[] = [{ role: "assistant", content: "done" }];
+    expect(withNoteBeforeTail(done, note)).toEqual([...done, note]);
   });
 });

@@ -1,8 +1,11 @@
 /**
  * Builds the message list a turn sends to the model from the stored transcript, so that it is
- * always a valid OpenAI conversation whatever point a crash or interruption left it at.
+ * always a valid OpenAI conversation whatever point a crash or interruption left it at, and
+ * holds the system notes that tell the model it is continuing interrupted work. The notes live
+ * only in the model input, never in the stored transcript.
  */
 import type { ChatMessage, ToolCall } from "../agent/types.js";
+import type { ResumeReason } from "../sessions/store.js";
 
 export const NOT_RUN_RESULT =
   "[Keel: this tool call was not run because the turn was interrupted.]";
@@ -35,10 +38,67 @@ function placeholder(call: ToolCall): ChatMessage {
 }
 
 /** True when the history ends with tool results the agent never answered (auto-continue). */
-export function endsWithUnansweredToolResults(messages: ChatMessage[]): boolean {
-  return messages.length > 0 && messages[messages.length - 1]!.role === "tool";
+export function endsWithUnansweredToolResults(messages: readonly ChatMessage[]): boolean {
+  return messages.at(-1)?.role === "tool";
 }
 
+/** Told to the model when earlier tool results went unanswered (lifecycle.md, auto-continue). */
 export const AUTO_CONTINUE_NOTE =
-  "[System note: your previous turn was interrupted after these tool results and you never " +
-  "answered them. Take them into account; the user's new message follows.]";
+  "[System note: Your previous turn was interrupted before you could act on the last tool " +
+  "result(s) above. Finish handling those results and say briefly what was done, then answer " +
+  "the user's new message below.]";
+
+/**
+ * The model input for a turn answering a new user message (the last element of `input`): when
+ * the history before it ends with unanswered tool results, the auto-continue note goes in
+ * between as a system message; the user's message itself is kept intact after it. Never for
+ * a history ending with an assistant or user message, or for an empty one.
+ */
+export function withAutoContinueNote(input: readonly ChatMessage[]): ChatMessage[] {
+  const last = input.at(-1);
+  const before = input.slice(0, -1);
+  if (last?.role !== "user" || !endsWithUnansweredToolResults(before)) return [...input];
+  return [...before, { role: "system", content: AUTO_CONTINUE_NOTE }, last];
+}
+
+const REASON_PHRASES: Record<ResumeReason, string> = {
+  restart_timeout: "a gateway restart",
+  shutdown_timeout: "a gateway shutdown",
+  restart_interrupted: "an unexpected gateway stop",
+  queued_during_stop: "a gateway restart",
+};
+
+/**
+ * The one system note of a synthetic resume turn (no user message): names what cut the turn
+ * off and asks the agent to continue and tell the user the session is back.
+ */
+export function resumeNote(reason: ResumeReason | null): string {
+  const cause = reason ? REASON_PHRASES[reason] : "a gateway restart";
+  return (
+    `[System note: Your previous turn was cut off by ${cause}; the gateway is back. Your ` +
+    "earlier progress is in the history above: continue the task where you left off. A restart " +
+    "or stop command in the history has already taken effect: do not run it again. Do not " +
+    "repeat tool calls whose outcome is unknown without checking first. Tell the user their " +
+    "session was restored and what state the interrupted work is in.]"
+  );
+}
+
+/**
+ * Adds a system note for the model, keeping last what must stay last: a trailing user message
+ * (the new input), or a trailing assistant message whose tool calls still lack results (the
+ * agent loop runs those before the next model call, so they must end the history).
+ */
+export function withNoteBeforeTail(
+  history: readonly ChatMessage[],
+  note: ChatMessage,
+): ChatMessage[] {
+  let tail = history.length;
+  while (tail > 0 && history[tail - 1]!.role === "tool") tail -= 1;
+  const before = history[tail - 1];
+  const pendingCalls =
+    before?.role === "assistant" && (before.tool_calls?.length ?? 0) > history.length - tail;
+  if (pendingCalls) tail -= 1;
+  else if (tail === history.length && history.at(-1)?.role === "user") tail -= 1;
+  else tail = history.length;
+  return [...history.slice(0, tail), note, ...history.slice(tail)];
+}

@@ -8,20 +8,26 @@ import type { ChatMessage, TurnResult } from "../agent/types.js";
 import type { InboundMessage } from "../platforms/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { AgentRun, AgentRunInput } from "./agent-run.js";
+import { AUTO_CONTINUE_NOTE, resumeNote } from "./history.js";
 import {
   DRAIN_REFUSAL,
+  drainingBeforeRestartText,
   notAcceptingText,
   queuedForAfterRestartText,
   SUSPENDED_NOTICE,
 } from "./lifecycle-texts.js";
 import { OutboxDispatcher } from "./outbox-dispatcher.js";
-import { type BusyInputMode, Runner } from "./runner.js";
+import { type BusyInputMode, Runner, type RunnerOptions } from "./runner.js";
 import { TEXT } from "./texts.js";
 
-/** A scripted agent: replies "echo: <last user text>", or waits for abort when the text says "block". */
-function scriptedAgent(seen: ChatMessage[][]): AgentRun {
+/**
+ * A scripted agent: replies "echo: <last user text>", or waits for abort when the text says
+ * "block". Records each turn's model input in `seen` and its abort signal in `signals`.
+ */
+function scriptedAgent(seen: ChatMessage[][], signals: AbortSignal[] = []): AgentRun {
   return async (input: AgentRunInput): Promise<TurnResult> => {
     seen.push(input.history);
+    signals.push(input.signal);
     const last = [...input.history].reverse().find((m) => m.role === "user");
     const text = last?.content ?? "";
     if (text.startsWith("block")) {
@@ -59,7 +65,8 @@ function scriptedAgent(seen: ChatMessage[][]): AgentRun {
           resolve();
         });
       });
-      if (input.signal.aborted) return { stopReason: "aborted", reply: "", finalMessage: null, iterations: 1 };
+      if (input.signal.aborted)
+        return { stopReason: "aborted", reply: "", finalMessage: null, iterations: 1 };
     }
     input.onEvent({ type: "text_delta", text: `echo: ${text}` });
     return {
@@ -76,12 +83,14 @@ describe("Runner", () => {
   let store: SqliteStore;
   let adapter: RecordingAdapter;
   let seen: ChatMessage[][];
+  let signals: AbortSignal[];
   let nextId: number;
   let runnerClock: number;
 
   function makeRunner(
     mode: BusyInputMode = "interrupt",
-    agent: AgentRun | null = scriptedAgent(seen),
+    agent: AgentRun | null = scriptedAgent(seen, signals),
+    extra: Partial<RunnerOptions> = {},
   ) {
     const logger = pino({ level: "silent" });
     const dispatcher = new OutboxDispatcher({
@@ -103,6 +112,7 @@ describe("Runner", () => {
       onReplyQueued: () => dispatcher.kick(),
       crashPoint: () => {},
       now: () => runnerClock,
+      ...extra,
     });
     return runner;
   }
@@ -124,6 +134,7 @@ describe("Runner", () => {
     store = new SqliteStore(join(dir.path, "state.db"));
     adapter = new RecordingAdapter();
     seen = [];
+    signals = [];
     nextId = 0;
     runnerClock = Date.now();
   });
@@ -264,33 +275,6 @@ describe("Runner", () => {
     expect(adapter.texts().filter((t) => t === "echo: persist")).toHaveLength(1);
   });
 
-  it("starts a suspended session fresh on its next message, with a notice", async () => {
-    const runner = makeRunner();
-    const first = await runner.receive(msg("one"));
-    await waitFor(() => adapter.texts().includes("echo: one"));
-    await store.setSuspended("agent:main:test:dm:1", true);
-    const second = await runner.receive(msg("two"));
-    await waitFor(() => adapter.texts().includes("echo: two"));
-    expect(adapter.texts()).toContain(SUSPENDED_NOTICE);
-    const session = await store.getSession("agent:main:test:dm:1");
-    expect(session?.sessionId).not.toBe(first.sessionId);
-    expect(session?.suspended).toBe(false);
-    expect(seen.at(-1)?.map((m) => m.content)).toEqual(["two"]);
-    expect(second.accepted).toBe(true);
-  });
-
-  it("resets a session whose interruption is older than the freshness window", async () => {
-    const runner = makeRunner();
-    const first = await runner.receive(msg("one"));
-    await waitFor(() => adapter.texts().includes("echo: one"));
-    await store.markResumePending(["agent:main:test:dm:1"], "restart_interrupted");
-    runnerClock += 2 * 3_600_000;
-    await runner.receive(msg("two"));
-    await waitFor(() => adapter.texts().includes("echo: two"));
-    expect(adapter.texts(), JSON.stringify(adapter.texts())).toContain(TEXT.stale);
-    expect((await store.getSession("agent:main:test:dm:1"))?.sessionId).not.toBe(first.sessionId);
-  });
-
   it("keeps a fresh resume-pending session and tells the model it is resuming", async () => {
     const runner = makeRunner();
     const first = await runner.receive(msg("one"));
@@ -313,6 +297,256 @@ describe("Runner", () => {
     const runner = makeRunner("interrupt");
     expect(await runner.dispatchOpenInbox()).toBe(3);
     await waitFor(() => adapter.texts().length === 3);
-    expect(adapter.texts()).toEqual(["echo: pause first", "echo: pause second", "echo: pause third"]);
+    expect(adapter.texts()).toEqual([
+      "echo: pause first",
+      "echo: pause second",
+      "echo: pause third",
+    ]);
+  });
+
+  describe("lifecycle", () => {
+    const key = (chatId = "1") => `agent:main:test:dm:${chatId}`;
+
+    /** Stores a past exchange that was cut off after a tool result the agent never answered. */
+    async function seedInterruptedTurn(chatId = "1"): Promise<string> {
+      const { item } = await store.acceptInbound(msg("run it", chatId));
+      const turn = await store.startTurn({
+        sessionKey: key(chatId),
+        inboxId: item.id,
+        userMessage: { role: "user", content: "run it" },
+      });
+      await store.appendMessages(turn.sessionId, turn.id, [
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            { id: "t1", type: "function", function: { name: "terminal", arguments: "{}" } },
+          ],
+        },
+        { role: "tool", tool_call_id: "t1", content: "done" },
+      ]);
+      await store.finishTurn({
+        turnId: turn.id,
+        state: "interrupted",
+        finalMessage: null,
+        reply: null,
+      });
+      return turn.sessionId;
+    }
+
+    it("/restart while busy answers with the gateway's reply and does not interrupt the running turn", async () => {
+      const asked: { address: unknown; messageId: string }[] = [];
+      const runner: Runner = makeRunner("interrupt", scriptedAgent(seen, signals), {
+        control: {
+          requestRestart: async (from) => {
+            asked.push(from);
+            return drainingBeforeRestartText(runner.activeTurns().length);
+          },
+          setHomeChannel: async () => {},
+        },
+      });
+      await runner.receive(msg("block"));
+      await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
+      const restart = msg("/restart");
+      await runner.receive(restart);
+      await waitFor(() =>
+        adapter.texts().includes("⏳ Draining 1 active agent(s) before restart..."),
+      );
+      expect(asked).toEqual([{ address: restart.address, messageId: restart.platformMessageId }]);
+      expect(signals[0]?.aborted).toBe(false);
+      expect(runner.activeTurns()).toHaveLength(1);
+      runner.interruptAll();
+      await runner.waitForIdle(2000);
+    });
+
+    it("in queue mode a follow-up during a restart is queued durably without interrupting, and runs after the restart", async () => {
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const echo = scriptedAgent(seen, signals);
+      const agent: AgentRun = async (input) => {
+        const last = input.history.findLast((m) => m.role === "user");
+        if (last?.content !== "hold") return echo(input);
+        signals.push(input.signal);
+        await input.journal.recordMessages([]);
+        await held;
+        return {
+          stopReason: "stop",
+          reply: "first done",
+          finalMessage: { role: "assistant", content: "first done" },
+          iterations: 1,
+        };
+      };
+      const runner = makeRunner("queue", agent);
+      await runner.receive(msg("hold"));
+      await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
+      runner.setAdmission("restarting");
+      const followUp = await runner.receive(msg("follow up"));
+      await waitFor(() => adapter.texts().includes(queuedForAfterRestartText(true)));
+      expect(adapter.texts()).toContain(
+        "⏳ Gateway restarting — queued for the next turn after it comes back.",
+      );
+      expect(signals[0]?.aborted).toBe(false);
+      release();
+      await waitFor(() => adapter.texts().includes("first done"));
+      expect(await runner.waitForIdle(2000)).toBe(true);
+      const open = await store.listOpenInbox();
+      expect(open.map((i) => [i.id, i.state])).toEqual([[followUp.inboxId, "pending"]]);
+      expect(adapter.texts()).not.toContain("echo: follow up");
+
+      const next = makeRunner("queue", agent);
+      expect(await next.dispatchOpenInbox()).toBe(1);
+      await waitFor(() => adapter.texts().includes("echo: follow up"));
+    });
+
+    it("refuses a new session's message while restarting, and says shutting down while stopping", async () => {
+      const runner = makeRunner();
+      runner.setAdmission("restarting");
+      const first = await runner.receive(msg("hello", "fresh"));
+      await waitFor(() =>
+        adapter
+          .texts()
+          .includes("⏳ Gateway is restarting and is not accepting new work right now."),
+      );
+      runner.setAdmission("stopping");
+      await runner.receive(msg("hello again", "other"));
+      await waitFor(() => adapter.texts("other").includes(notAcceptingText(false)));
+      expect(notAcceptingText(false)).toContain("shutting down");
+      expect(seen).toHaveLength(0);
+      expect((await store.listOpenInbox()).map((i) => i.id)).not.toContain(first.inboxId);
+    });
+
+    it("adds the auto-continue note to the model input only: the stored user message has no system note", async () => {
+      const sessionId = await seedInterruptedTurn();
+      const runner = makeRunner();
+      await runner.receive(msg("what now?"));
+      await waitFor(() => adapter.texts().includes("echo: what now?"));
+      const input = seen.at(-1)!;
+      expect(input.slice(-2)).toEqual([
+        { role: "system", content: AUTO_CONTINUE_NOTE },
+        { role: "user", content: "what now?" },
+      ]);
+      const stored = (await store.loadTranscript(sessionId)).map((m) => m.message);
+      expect(stored.filter((m) => m.role === "system")).toEqual([]);
+      expect(stored.at(-2)).toEqual({ role: "user", content: "what now?" });
+    });
+
+    it("a suspended session's next message starts fresh with a notice and no auto-continue note", async () => {
+      const oldId = await seedInterruptedTurn();
+      await store.setSuspended(key(), true);
+      const runner = makeRunner();
+      const result = await runner.receive(msg("hello again"));
+      await waitFor(() => adapter.texts().includes("echo: hello again"));
+      expect(adapter.texts()).toEqual([SUSPENDED_NOTICE, "echo: hello again"]);
+      expect(seen.at(-1)).toEqual([{ role: "user", content: "hello again" }]);
+      const session = await store.getSession(key());
+      expect(session?.sessionId).not.toBe(oldId);
+      expect(session?.suspended).toBe(false);
+      expect(result.accepted).toBe(true);
+    });
+
+    it("a stale resume-pending session is reset on its next message; a fresh one continues", async () => {
+      const HOUR = 3_600_000;
+      const staleId = await seedInterruptedTurn("stale");
+      const freshId = await seedInterruptedTurn("fresh");
+      await store.markResumePending([key("stale"), key("fresh")], "restart_timeout");
+      const later = Date.now() + 2 * HOUR;
+      const staleRunner = makeRunner("interrupt", scriptedAgent(seen, signals), {
+        autoResumeFreshnessMs: HOUR,
+        now: () => later,
+      });
+      await staleRunner.receive(msg("hi", "stale"));
+      await waitFor(() => adapter.texts("stale").includes("echo: hi"));
+      expect(adapter.texts("stale")).toEqual([TEXT.stale, "echo: hi"]);
+      expect(seen.at(-1)).toEqual([{ role: "user", content: "hi" }]);
+      expect((await store.getSession(key("stale")))?.sessionId).not.toBe(staleId);
+
+      const freshRunner = makeRunner("interrupt", scriptedAgent(seen, signals), {
+        autoResumeFreshnessMs: HOUR,
+      });
+      await freshRunner.receive(msg("hi", "fresh"));
+      await waitFor(() => adapter.texts("fresh").includes("echo: hi"));
+      expect(adapter.texts("fresh")).toEqual(["echo: hi"]);
+      const session = await store.getSession(key("fresh"));
+      expect(session?.sessionId).toBe(freshId);
+      expect(session?.resumePending).toBe(false);
+    });
+
+    it("stop leaves unfinished inbox items open for the next start", async () => {
+      const runner = makeRunner("queue");
+      await runner.receive(msg("block"));
+      await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
+      const queued = await runner.receive(msg("later"));
+      await waitFor(() => adapter.texts().includes(TEXT.queued));
+      runner.setAdmission("stopping");
+      runner.interruptAll("shutdown");
+      expect(await runner.waitForIdle(2000)).toBe(true);
+      expect((await store.listOpenInbox()).map((i) => i.id)).toEqual([queued.inboxId]);
+      expect(adapter.texts()).not.toContain("echo: later");
+
+      const next = makeRunner("queue");
+      await next.dispatchOpenInbox();
+      await waitFor(() => adapter.texts().includes("echo: later"));
+    });
+
+    it("an interrupted turn releases its model call (abort signal fired) and ends as interrupted", async () => {
+      const runner = makeRunner();
+      const result = await runner.receive(msg("block"));
+      await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
+      expect(signals[0]?.aborted).toBe(false);
+      runner.interruptAll("shutdown");
+      expect(signals[0]?.aborted).toBe(true);
+      expect(await runner.waitForIdle(2000)).toBe(true);
+      expect(runner.activeTurns()).toEqual([]);
+      expect(await store.listRunningTurns()).toEqual([]);
+      const transcript = await store.loadTranscript(result.sessionId);
+      expect(transcript.map((m) => m.message.role)).toEqual(["user"]);
+    });
+
+    it("a resume turn adds one system note and no user message", async () => {
+      const sessionId = await seedInterruptedTurn();
+      await store.markResumePending([key()], "restart_timeout");
+      const runner = makeRunner();
+      runner.resume((await store.getSession(key()))!);
+      await waitFor(() => adapter.texts().includes("echo: run it"));
+      const input = seen.at(-1)!;
+      expect(input.filter((m) => m.role === "system")).toEqual([
+        { role: "system", content: resumeNote("restart_timeout") },
+      ]);
+      expect(input.at(-1)).toEqual({ role: "system", content: resumeNote("restart_timeout") });
+      const stored = (await store.loadTranscript(sessionId)).map((m) => m.message);
+      expect(stored.filter((m) => m.role === "user")).toEqual([
+        { role: "user", content: "run it" },
+      ]);
+      expect((await store.getSession(key()))?.resumePending).toBe(false);
+    });
+
+    it("an interrupted resume turn leaves the session resume-pending", async () => {
+      let block = true;
+      const echo = scriptedAgent(seen, signals);
+      const agent: AgentRun = async (input) => {
+        if (!block) return echo(input);
+        signals.push(input.signal);
+        await input.journal.recordMessages([]);
+        await new Promise<void>((resolve) =>
+          input.signal.addEventListener("abort", () => resolve(), { once: true }),
+        );
+        return { stopReason: "aborted", reply: "", finalMessage: null, iterations: 1 };
+      };
+      await seedInterruptedTurn();
+      await store.markResumePending([key()], "restart_interrupted");
+      const runner = makeRunner("interrupt", agent);
+      runner.resume((await store.getSession(key()))!);
+      await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
+      runner.interruptAll("shutdown");
+      expect(await runner.waitForIdle(2000)).toBe(true);
+      const session = await store.getSession(key());
+      expect(session?.resumePending).toBe(true);
+      expect(session?.resumeReason).toBe("restart_interrupted");
+      block = false;
+      runner.resume(session!);
+      await waitFor(() => adapter.texts().includes("echo: run it"));
+      await runner.waitForIdle(2000);
+      expect((await store.getSession(key()))?.resumePending).toBe(false);
+    });
   });
 });

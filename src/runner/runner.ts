@@ -200,7 +200,8 @@ export class Runner implements InboundSink {
     const session = await this.options.store.getSession(item.sessionKey);
     if (!session || this.lanes.get(item.sessionKey)?.active) return null;
     const markedAt = session.resumeMarkedAt ?? session.updatedAt;
-    const stale = session.resumePending && this.now() - markedAt > this.options.autoResumeFreshnessMs;
+    const stale =
+      session.resumePending && this.now() - markedAt > this.options.autoResumeFreshnessMs;
     if (!session.suspended && !stale) return null;
     await this.options.store.resetSession(item.sessionKey);
     return session.suspended ? SUSPENDED_NOTICE : TEXT.stale;

@@ -27,12 +27,6 @@ export const TEXT = {
     `I stopped after ${n} steps without finishing. Send a message to continue.`,
 } as const;
 
-/** The note the model gets on a resumed turn (not shown to the user). */
-export const RESUME_NOTE =
-  "[System note: the gateway restarted while you were working on this conversation. Your earlier " +
-  "progress is in the history above. Continue the task where you left off; do not repeat tool calls " +
-  "whose results you already have.]";
-
 /** Tool result recorded for a tool call cut off by a crash or restart. */
 export const UNKNOWN_OUTCOME =
   "[Keel: the gateway restarted while this tool call was running. Its outcome is unknown: it may " +

@@ -6,12 +6,17 @@ import type { Logger } from "pino";
 import type { ChatMessage } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import type { ChatAddress } from "../platforms/platform.js";
-import type { Store } from "../sessions/store.js";
+import type { ResumeReason, Store } from "../sessions/store.js";
 import type { AgentRun, IsReadOnlyTool, TurnJournal } from "./agent-run.js";
 import type { EventFanout } from "./events.js";
-import { AUTO_CONTINUE_NOTE, endsWithUnansweredToolResults, normalizeHistory } from "./history.js";
+import {
+  normalizeHistory,
+  resumeNote,
+  withAutoContinueNote,
+  withNoteBeforeTail,
+} from "./history.js";
 import type { ActiveTurn } from "./lane.js";
-import { RESUME_NOTE, UNKNOWN_OUTCOME } from "./texts.js";
+import { UNKNOWN_OUTCOME } from "./texts.js";
 
 export interface TurnContext {
   store: Store;
@@ -52,8 +57,15 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
 
   // A resumed turn, or a new message in a session an interruption left resume-pending, is told
   // what happened so the model continues instead of starting over.
-  const resuming = work.kind === "resume" || (await ctx.store.getSession(active.sessionKey))?.resumePending === true;
-  const history = await buildHistory(ctx, turn.sessionId, resuming);
+  const resumeFrom =
+    work.kind === "resume"
+      ? work.session
+      : await ctx.store.getSession(active.sessionKey).then((s) => (s?.resumePending ? s : null));
+  const history = await buildHistory(
+    ctx,
+    turn.sessionId,
+    resumeFrom ? { reason: resumeFrom.resumeReason } : null,
+  );
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
   const result = await ctx.agent({
@@ -115,7 +127,7 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
 async function buildHistory(
   ctx: TurnContext,
   sessionId: string,
-  resume: boolean,
+  resume: { reason: ResumeReason | null } | null,
 ): Promise<ChatMessage[]> {
   const unfinished = await ctx.store.listUnfinishedToolCalls(sessionId);
   for (const call of unfinished) {
@@ -129,17 +141,9 @@ async function buildHistory(
   }
   const stored = (await ctx.store.loadTranscript(sessionId)).map((m) => m.message);
   const history = normalizeHistory(stored);
-  const last = history[history.length - 1];
-  const before = history.slice(0, -1);
-  if (resume) {
-    const note: ChatMessage = { role: "system", content: RESUME_NOTE };
-    // The user's new message (if any) stays last, after the note.
-    return last?.role === "user" ? [...before, note, last] : [...history, note];
-  }
-  if (last?.role === "user" && endsWithUnansweredToolResults(before)) {
-    return [...before, { role: "system", content: AUTO_CONTINUE_NOTE }, last];
-  }
-  return history;
+  if (resume)
+    return withNoteBeforeTail(history, { role: "system", content: resumeNote(resume.reason) });
+  return withAutoContinueNote(history);
 }
 
 function createJournal(

@@ -1,0 +1,183 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { resumeNote } from "../../src/runner/history.js";
+import {
+  queuedForAfterRestartText,
+  RESTART_NOTICE_AUTO_RESUME,
+  SUSPENDED_NOTICE,
+} from "../../src/runner/lifecycle-texts.js";
+import { SqliteStore } from "../../src/sessions/sqlite-store.js";
+import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
+import {
+  type InProcessGateway,
+  type InProcessGatewayOptions,
+  startInProcessGateway,
+  testSessionKey,
+} from "../helpers/in-process-gateway.js";
+import { createTempDir } from "../helpers/temp-home.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+describe("lifecycle: resume after a restart (in-process gateways on one home)", () => {
+  let dir: ReturnType<typeof createTempDir>;
+  let fake: FakeOpenAI;
+  let running: InProcessGateway[];
+
+  async function boot(options: Partial<InProcessGatewayOptions> = {}): Promise<InProcessGateway> {
+    const gw = await startInProcessGateway({
+      home: dir.path,
+      modelBaseUrl: fake.baseUrl,
+      supervisor: "container",
+      ...options,
+    });
+    running.push(gw);
+    return gw;
+  }
+
+  /** A restart as the control API asks for it; resolves with the exit code (75 in a container). */
+  async function restart(gw: InProcessGateway): Promise<number> {
+    expect(gw.gateway.requestStop({ restart: true, signalInitiated: false }).accepted).toBe(true);
+    return gw.gateway.exited;
+  }
+
+  const agentStarted = (gw: InProcessGateway) =>
+    gw.gateway.runner.activeTurns().some((t) => t.agentStarted);
+
+  beforeEach(async () => {
+    dir = createTempDir();
+    fake = await startFakeOpenAI();
+    running = [];
+  });
+
+  afterEach(async () => {
+    for (const gw of running) await gw.shutdown();
+    await fake.close();
+    dir.cleanup();
+  });
+
+  it("an interrupted session continues by itself after restart, and its reply goes to its chat", async () => {
+    const first = await boot();
+    const { sessionId } = await first.send("slow: 1500 continued after restart");
+    await waitFor(() => agentStarted(first));
+    expect(await restart(first)).toBe(75);
+    expect(first.platform.texts()).toEqual([RESTART_NOTICE_AUTO_RESUME]);
+
+    const second = await boot();
+    await waitFor(() => second.platform.texts().includes("continued after restart"));
+    const resumeRequest = fake.requests.at(-1)!;
+    expect(resumeRequest.messages.at(-1)).toMatchObject({
+      role: "system",
+      content: resumeNote("restart_timeout"),
+    });
+    const transcript = await second.gateway.store.loadTranscript(sessionId);
+    expect(transcript.map((m) => [m.message.role, m.message.content])).toEqual([
+      ["user", "slow: 1500 continued after restart"],
+      ["assistant", "continued after restart"],
+    ]);
+    await waitFor(async () => {
+      const session = await second.gateway.store.getSession(testSessionKey());
+      return session?.resumePending === false;
+    });
+  });
+
+  it("a follow-up queued during a restart runs after the restart", async () => {
+    const env = { KEEL_GATEWAY_BUSY_INPUT_MODE: "queue", KEEL_RESTART_DRAIN_TIMEOUT: "30" };
+    const first = await boot({ env });
+    await first.send("slow: 1200 first answer");
+    await waitFor(() => agentStarted(first));
+    expect(first.gateway.requestStop({ restart: true, signalInitiated: false }).accepted).toBe(
+      true,
+    );
+    // The notice goes out once admission is closed.
+    await waitFor(() => first.platform.texts().includes(RESTART_NOTICE_AUTO_RESUME));
+    await first.send("echo: the follow-up");
+    await waitFor(() => first.platform.texts().includes(queuedForAfterRestartText(true)));
+    expect(await first.gateway.exited).toBe(75);
+    expect(first.platform.texts()).toContain("first answer");
+    expect(first.platform.texts()).not.toContain("the follow-up");
+
+    const second = await boot({ env });
+    await waitFor(() => second.platform.texts().includes("the follow-up"));
+    expect(second.platform.texts().filter((t) => t === "the follow-up")).toHaveLength(1);
+  });
+
+  it("a session cut off by three restarts in a row is suspended: its next message starts fresh with a notice", async () => {
+    const first = await boot();
+    const { sessionId } = await first.send("slow: 30000 never finishes");
+    await waitFor(() => agentStarted(first));
+    expect(await restart(first)).toBe(75);
+    for (let boots = 2; boots <= 3; boots += 1) {
+      // The session resumes by itself, and the restart cuts off the resumed turn again.
+      const gw = await boot();
+      await waitFor(() => agentStarted(gw));
+      expect(await restart(gw)).toBe(75);
+    }
+    const fourth = await boot();
+    const session = await fourth.gateway.store.getSession(testSessionKey());
+    expect(session).toMatchObject({ suspended: true, resumePending: false });
+    expect(fourth.gateway.runner.activeTurns()).toEqual([]);
+
+    await fourth.send("echo: hello again");
+    await waitFor(() => fourth.platform.texts().includes("hello again"));
+    expect(fourth.platform.texts()).toEqual([SUSPENDED_NOTICE, "hello again"]);
+    const fresh = await fourth.gateway.store.getSession(testSessionKey());
+    expect(fresh?.sessionId).not.toBe(sessionId);
+    expect(fake.requests.at(-1)?.messages.filter((m) => m.role !== "system")).toEqual([
+      { role: "user", content: "echo: hello again" },
+    ]);
+  });
+
+  it("the restart-loop breaker holds back resumes on the third boot within the window, and the markers stay", async () => {
+    let now = Date.now();
+    const clock = () => now;
+    const seedInterrupted = async (chatId: string) => {
+      const store = new SqliteStore(join(dir.path, "state.db"), { now: clock });
+      const { item } = await store.acceptInbound({
+        platform: "test",
+        chatId,
+        platformMessageId: `seed-${chatId}`,
+        sessionKey: testSessionKey(chatId),
+        text: `echo: resumed ${chatId}`,
+        address: { platform: "test", chatId },
+      });
+      const turn = await store.startTurn({
+        sessionKey: testSessionKey(chatId),
+        inboxId: item.id,
+        userMessage: { role: "user", content: `echo: resumed ${chatId}` },
+      });
+      await store.finishTurn({
+        turnId: turn.id,
+        state: "interrupted",
+        finalMessage: null,
+        reply: null,
+      });
+      await store.markResumePending([testSessionKey(chatId)], "restart_timeout");
+      await store.close();
+    };
+    // A clean-shutdown marker keeps recovery from marking anything else.
+    const cleanStart = () => writeFileSync(join(dir.path, ".clean_shutdown"), String(now));
+
+    for (const [index, chatId] of ["a", "b"].entries()) {
+      await seedInterrupted(chatId);
+      cleanStart();
+      const gw = await boot({ now: clock });
+      await waitFor(() => gw.platform.texts(chatId).includes(`resumed ${chatId}`));
+      expect(await gw.shutdown()).toBe(0);
+      now += 10_000 * (index + 1);
+    }
+    await seedInterrupted("c");
+    cleanStart();
+    const tripped = await boot({ now: clock });
+    await waitFor(async () => (await tripped.gateway.store.listPendingOutbox()).length === 0);
+    expect(tripped.gateway.runner.activeTurns()).toEqual([]);
+    expect(tripped.platform.delivered).toEqual([]);
+    expect((await tripped.gateway.store.getSession(testSessionKey("c")))?.resumePending).toBe(true);
+    expect(await tripped.shutdown()).toBe(0);
+
+    // Outside the window the marker left behind resumes as usual.
+    now += 120_000;
+    cleanStart();
+    const later = await boot({ now: clock });
+    await waitFor(() => later.platform.texts("c").includes("resumed c"));
+  });
+});

@@ -135,12 +135,13 @@ describe("resume note", () => {
 describe("withNoteBeforeTail", () => {
   const note: ChatMessage = { role: "system", content: "note" };
 
-  it("puts the note before a trailing user message", () => {
+  it("puts the note before a trailing user message that is the turn's new input", () => {
     const h: ChatMessage[] = [
       { role: "assistant", content: "a" },
       { role: "user", content: "u" },
     ];
-    expect(withNoteBeforeTail(h, note)).toEqual([h[0], note, h[1]]);
+    expect(withNoteBeforeTail(h, note, { keepUserLast: true })).toEqual([h[0], note, h[1]]);
+    expect(withNoteBeforeTail(h, note, { keepUserLast: false })).toEqual([...h, note]);
   });
 
   it("puts the note before a trailing assistant whose tool calls still lack results", () => {
@@ -149,7 +150,7 @@ describe("withNoteBeforeTail", () => {
       { role: "assistant", content: null, tool_calls: [call("a"), call("b")] },
       { role: "tool", tool_call_id: "a", content: "A" },
     ];
-    expect(withNoteBeforeTail(h, note)).toEqual([h[0], note, h[1], h[2]]);
+    expect(withNoteBeforeTail(h, note, { keepUserLast: false })).toEqual([h[0], note, h[1], h[2]]);
   });
 
   it("appends the note after answered tool results and after a final answer", () => {
@@ -157,8 +158,8 @@ describe("withNoteBeforeTail", () => {
       { role: "assistant", content: null, tool_calls: [call("a")] },
       { role: "tool", tool_call_id: "a", content: "A" },
     ];
-    expect(withNoteBeforeTail(answered, note)).toEqual([...answered, note]);
+    expect(withNoteBeforeTail(answered, note, { keepUserLast: true })).toEqual([...answered, note]);
     const done: ChatMessage[] = [{ role: "assistant", content: "done" }];
-    expect(withNoteBeforeTail(done, note)).toEqual([...done, note]);
+    expect(withNoteBeforeTail(done, note, { keepUserLast: true })).toEqual([...done, note]);
   });
 });

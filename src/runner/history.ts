@@ -84,13 +84,14 @@ export function resumeNote(reason: ResumeReason | null): string {
 }
 
 /**
- * Adds a system note for the model, keeping last what must stay last: a trailing user message
- * (the new input), or a trailing assistant message whose tool calls still lack results (the
- * agent loop runs those before the next model call, so they must end the history).
+ * Adds a system note for the model. A trailing assistant message whose tool calls still lack
+ * results stays last (the agent loop runs those calls before the next model call), and so does
+ * a trailing user message when `keepUserLast` (it is the turn's new input).
  */
 export function withNoteBeforeTail(
   history: readonly ChatMessage[],
   note: ChatMessage,
+  options: { keepUserLast: boolean },
 ): ChatMessage[] {
   let tail = history.length;
   while (tail > 0 && history[tail - 1]!.role === "tool") tail -= 1;
@@ -98,7 +99,7 @@ export function withNoteBeforeTail(
   const pendingCalls =
     before?.role === "assistant" && (before.tool_calls?.length ?? 0) > history.length - tail;
   if (pendingCalls) tail -= 1;
-  else if (tail === history.length && history.at(-1)?.role === "user") tail -= 1;
+  else if (options.keepUserLast && history.at(-1)?.role === "user") tail = history.length - 1;
   else tail = history.length;
   return [...history.slice(0, tail), note, ...history.slice(tail)];
 }

@@ -64,7 +64,7 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
   const history = await buildHistory(
     ctx,
     turn.sessionId,
-    resumeFrom ? { reason: resumeFrom.resumeReason } : null,
+    resumeFrom ? { reason: resumeFrom.resumeReason, newInput: work.kind !== "resume" } : null,
   );
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
@@ -127,7 +127,7 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
 async function buildHistory(
   ctx: TurnContext,
   sessionId: string,
-  resume: { reason: ResumeReason | null } | null,
+  resume: { reason: ResumeReason | null; newInput: boolean } | null,
 ): Promise<ChatMessage[]> {
   const unfinished = await ctx.store.listUnfinishedToolCalls(sessionId);
   for (const call of unfinished) {
@@ -141,8 +141,10 @@ async function buildHistory(
   }
   const stored = (await ctx.store.loadTranscript(sessionId)).map((m) => m.message);
   const history = normalizeHistory(stored);
-  if (resume)
-    return withNoteBeforeTail(history, { role: "system", content: resumeNote(resume.reason) });
+  if (resume) {
+    const note: ChatMessage = { role: "system", content: resumeNote(resume.reason) };
+    return withNoteBeforeTail(history, note, { keepUserLast: resume.newInput });
+  }
   return withAutoContinueNote(history);
 }
 

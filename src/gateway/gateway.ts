@@ -250,6 +250,8 @@ export class Gateway implements ControlSurface {
     });
     if (report.interruptedTurns > 0 || report.markedSessions.length > 0)
       logger.warn({ ...report, clean }, "recovered interrupted work");
+    // Messages arriving while we start are stored, and dispatched after the resumes below.
+    this.runner.holdIntake();
     for (const adapter of this.adapters) {
       this.dispatcher.register(adapter);
       await adapter.start(this.runner);

@@ -18,6 +18,8 @@ export interface ChatCommandHost {
   stopTurn(active: ActiveTurn, cause: AbortCause): void;
   retry(sessionKey: string, text: string, address: ChatAddress): void;
   answer(item: InboxItem, text: string): Promise<void>;
+  /** Answers with the refusal a message gets while the gateway stops or drains. */
+  refuse(item: InboxItem): Promise<void>;
   admission(): Admission;
   draining(): boolean;
 }
@@ -49,6 +51,8 @@ export async function handleChatCommand(
       return host.store.closeInboxItem(item.id, "done");
     }
     case "retry":
+      // A retry is new work: refused like any message while stopping or drained.
+      if (host.admission() !== "open" || host.draining()) return host.refuse(item);
       return retryLast(host, item, active);
     case "status":
       return host.answer(item, await statusText(host, item, active));

@@ -225,6 +225,7 @@ describe("Runner", () => {
     runner.setDraining(true);
     const accepted = await runner.receive(msg("hi"));
     await waitFor(() => adapter.texts().includes(DRAIN_REFUSAL));
+    await store.markResumePending(["agent:main:test:dm:1"], "restart_interrupted");
     const session = await store.getSession("agent:main:test:dm:1");
     runner.resume(session!);
     await waitFor(() => adapter.texts().some((t) => t.startsWith("echo:")));
@@ -548,5 +549,30 @@ describe("Runner", () => {
       await runner.waitForIdle(2000);
       expect((await store.getSession(key()))?.resumePending).toBe(false);
     });
+  });
+
+  it("stores messages arriving while intake is held and dispatches each exactly once when it opens", async () => {
+    const runner = makeRunner("queue");
+    runner.holdIntake();
+    await runner.receive(msg("pause early"));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(adapter.texts()).toEqual([]);
+    const opening = runner.dispatchOpenInbox();
+    await runner.receive(msg("pause during"));
+    expect(await opening).toBe(1);
+    await waitFor(() => adapter.texts().length >= 2);
+    await runner.waitForIdle(2000);
+    expect(adapter.texts()).toEqual(["echo: pause early", "echo: pause during"]);
+    expect(seen.filter((h) => h.at(-1)?.content === "pause early")).toHaveLength(1);
+  });
+
+  it("starts nothing new once stopping, not even a /retry", async () => {
+    const runner = makeRunner();
+    await runner.receive(msg("once"));
+    await waitFor(() => adapter.texts().includes("echo: once"));
+    runner.setAdmission("restarting");
+    await runner.receive(msg("/retry"));
+    await waitFor(() => adapter.texts().includes(notAcceptingText(true)));
+    expect(adapter.texts().filter((t) => t === "echo: once")).toHaveLength(1);
   });
 });

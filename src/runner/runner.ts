@@ -76,6 +76,9 @@ export class Runner implements InboundSink {
   private admission: Admission = "open";
   private draining = false;
   private idleWaiters: (() => void)[] = [];
+  private intakeHeld = false;
+  /** Inbox ids dispatched by `receive` while `dispatchOpenInbox` runs (so it skips them). */
+  private startupDispatched: Set<number> | null = null;
 
   constructor(private readonly options: RunnerOptions) {
     this.now = options.now ?? Date.now;
@@ -85,19 +88,47 @@ export class Runner implements InboundSink {
     return this.events.subscribe(listener);
   }
 
-  /** Commits the message to the inbox, then handles it in the background. */
+  /**
+   * Commits the message to the inbox, then handles it in the background. While intake is held
+   * (gateway start-up), the message is only stored: `dispatchOpenInbox` picks it up.
+   */
   async receive(message: InboundMessage): Promise<AcceptResult> {
     const { accepted, item } = await this.options.store.acceptInbound(message);
     this.options.crashPoint("after_inbox_commit");
-    if (accepted) this.dispatch(item).catch((err: unknown) => this.logFailure(err, item));
+    if (accepted && !this.intakeHeld) {
+      this.startupDispatched?.add(item.id);
+      this.dispatch(item).catch((err: unknown) => this.logFailure(err, item));
+    }
     return { accepted, inboxId: item.id, sessionId: item.sessionId };
   }
 
-  /** Re-dispatches inbox items left open by a previous process (after recovery has run). */
+  /**
+   * Stores incoming messages without dispatching them until `dispatchOpenInbox`: at start-up,
+   * resumes must be queued before new messages, and nothing may be dispatched twice.
+   */
+  holdIntake(): void {
+    this.intakeHeld = true;
+  }
+
+  /**
+   * Dispatches the inbox items left open by a previous process or stored while intake was held,
+   * each once, in order, and opens intake.
+   */
   async dispatchOpenInbox(): Promise<number> {
-    const items = await this.options.store.listOpenInbox();
-    for (const item of items) await this.dispatch(item, true);
-    return items.length;
+    this.intakeHeld = false;
+    this.startupDispatched = new Set();
+    try {
+      const items = await this.options.store.listOpenInbox();
+      let count = 0;
+      for (const item of items) {
+        if (this.startupDispatched.has(item.id)) continue;
+        await this.dispatch(item, true);
+        count += 1;
+      }
+      return count;
+    } finally {
+      this.startupDispatched = null;
+    }
   }
 
   /** Queues a synthetic turn that continues an interrupted session (an internal event: allowed while draining). */
@@ -243,8 +274,9 @@ export class Runner implements InboundSink {
     this.pump();
   }
 
-  /** Starts queued work on idle lanes while there is a free slot. */
+  /** Starts queued work on idle lanes while there is a free slot; nothing new once stopping. */
   private pump(): void {
+    if (this.admission !== "open") return;
     for (const [key, lane] of this.lanes) {
       if (this.running >= this.options.maxConcurrentTurns) return;
       if (lane.active || lane.queue.length === 0) continue;
@@ -277,7 +309,8 @@ export class Runner implements InboundSink {
   private async run(active: ActiveTurn): Promise<void> {
     const session = await this.options.store.getSession(active.sessionKey);
     active.address = replyAddress(active, session?.origin ?? null);
-    if (active.work.kind === "resume" && !active.address) return;
+    // A resume is moot once a newer turn has continued the session (its mark is gone).
+    if (active.work.kind === "resume" && (!active.address || !session?.resumePending)) return;
     const stopTyping = active.address ? this.options.showTyping?.(active.address) : undefined;
     try {
       await executeTurn(this.turnContext(), active);
@@ -330,6 +363,10 @@ export class Runner implements InboundSink {
       retry: (sessionKey, text, address) =>
         this.enqueue(sessionKey, { kind: "retry", sessionKey, text, address }, false),
       answer: (item, text) => this.answer(item, text, "done"),
+      refuse: (item) =>
+        this.admission !== "open"
+          ? this.answer(item, notAcceptingText(this.admission === "restarting"), "cancelled")
+          : this.answer(item, DRAIN_REFUSAL, "cancelled"),
       admission: () => this.admission,
       draining: () => this.draining,
     };

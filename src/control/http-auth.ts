@@ -42,3 +42,24 @@ export function isAcceptedHost(hostHeader: string | undefined, configuredHost: s
   // Listening on all interfaces: the operator exposed it on purpose and set both secrets.
   return configuredHost === "0.0.0.0" || configuredHost === "::";
 }
+
+/**
+ * True for a state-changing request sent by a page of another site: a browser lets any page
+ * POST to 127.0.0.1 (a "simple" request needs no preflight), so such requests must be refused
+ * even from loopback. Non-browser clients send no Origin and pass.
+ */
+export function isCrossSiteWrite(
+  method: string,
+  origin: string | undefined,
+  host: string | undefined,
+  fetchSite: string | undefined,
+): boolean {
+  if (method === "GET" || method === "HEAD" || method === "OPTIONS") return false;
+  if (fetchSite === "cross-site") return true;
+  if (!origin) return false;
+  try {
+    return new URL(origin).host !== host;
+  } catch {
+    return true;
+  }
+}

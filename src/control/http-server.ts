@@ -10,7 +10,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Logger } from "pino";
 import { GatewayError } from "../lib/errors.js";
-import { isAcceptedHost } from "./http-auth.js";
+import { isAcceptedHost, isCrossSiteWrite } from "./http-auth.js";
 
 export type AppEnv = { Bindings: HttpBindings };
 
@@ -52,6 +52,22 @@ export class HttpServer {
         return c.json(
           { error: { code: "HOST_REFUSED", message: "Unrecognized Host header." } },
           421,
+        );
+      }
+      return next();
+    });
+    app.use(async (c, next) => {
+      if (
+        isCrossSiteWrite(
+          c.req.method,
+          c.req.header("origin"),
+          c.req.header("host"),
+          c.req.header("sec-fetch-site"),
+        )
+      ) {
+        return c.json(
+          { error: { code: "CROSS_SITE_REFUSED", message: "Cross-site requests are refused." } },
+          403,
         );
       }
       return next();

@@ -110,6 +110,13 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   }
 
   private async complete(c: Context<AppEnv>): Promise<Response> {
+    // JSON only: a form or text/plain body is what a cross-site page could send without a preflight.
+    if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
+      return c.json(
+        errorBody("Content-Type must be application/json.", "invalid_request_error"),
+        415,
+      );
+    }
     let body: unknown;
     try {
       body = await readJson(c.req.raw);

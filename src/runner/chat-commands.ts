@@ -48,7 +48,8 @@ export async function handleChatCommand(
       if (!active) return host.answer(item, TEXT.nothingToStop);
       host.stopTurn(active, "user_stop");
       // The "Stopped." notice follows once the turn has really ended.
-      return host.store.closeInboxItem(item.id, "done");
+      await host.store.closeInboxItem(item.id, "done");
+      return;
     }
     case "retry":
       // A retry is new work: refused like any message while stopping or drained.
@@ -65,7 +66,8 @@ export async function handleChatCommand(
         messageId: item.platformMessageId,
       });
       if (text) return host.answer(item, text);
-      return host.store.closeInboxItem(item.id, "done");
+      await host.store.closeInboxItem(item.id, "done");
+      return;
     }
     case "sethome": {
       await host.control.setHomeChannel(item.address);

@@ -329,7 +329,8 @@ export class Runner implements InboundSink {
     this.options.onActiveTurnsChange?.(this.running);
     if (lane.active === active) lane.active = null;
     // Steered messages the turn never took get their own turn next.
-    for (const item of active.steer) lane.queue.unshift({ kind: "message", item });
+    // (and those taken but never recorded, e.g. when the turn was aborted in between).
+    for (const item of [...active.steerTaken, ...active.steer]) lane.queue.unshift({ kind: "message", item });
     if (!lane.active && lane.queue.length === 0) this.lanes.delete(sessionKey);
     if (this.running === 0) for (const w of this.idleWaiters.splice(0)) w();
     if (this.admission === "open") this.pump();
@@ -374,8 +375,8 @@ export class Runner implements InboundSink {
 
   /** Replies to an inbox item with a notice and closes it. */
   private async answer(item: InboxItem, text: string, state: "done" | "cancelled"): Promise<void> {
-    await this.options.store.closeInboxItem(item.id, state);
-    await this.notice(item.sessionKey, item.address, text);
+    await this.options.store.closeInboxItem(item.id, state, text);
+    this.options.onReplyQueued();
   }
 
   private async notice(sessionKey: string, address: ChatAddress, text: string): Promise<void> {

@@ -94,7 +94,6 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
     finalMessage: result.finalMessage,
     reply: replyText && address ? { address, text: replyText } : null,
   });
-  await closeSteered(ctx, active);
   if (outbox) {
     ctx.crashPoint("after_reply_queued");
     ctx.onReplyQueued();
@@ -157,7 +156,9 @@ function createJournal(
   return {
     recordMessages: async (messages) => {
       active.agentStarted = true;
-      await ctx.store.appendMessages(sessionId, turnId, messages);
+      // Steered input taken just before is recorded and its inbox rows closed at once.
+      const steered = active.steerTaken.splice(0).map((item) => item.id);
+      await ctx.store.appendMessages(sessionId, turnId, messages, steered);
       ctx.crashPoint("after_model_call");
     },
     recordToolStart: async (call) => {
@@ -184,16 +185,13 @@ function createJournal(
   };
 }
 
-/** Hands steered messages to the loop; their inbox rows close when the turn has recorded them. */
+/** Hands steered messages to the loop; their inbox rows close when the loop records them. */
 function takeSteered(active: ActiveTurn): string[] {
   const items = active.steer.splice(0);
   active.steerTaken.push(...items);
   return items.map((item) => item.text);
 }
 
-async function closeSteered(ctx: TurnContext, active: ActiveTurn): Promise<void> {
-  for (const item of active.steerTaken.splice(0)) await ctx.store.closeInboxItem(item.id, "done");
-}
 
 /** The address a turn's reply goes to: the message's chat, or the session's origin on resume. */
 export function replyAddress(

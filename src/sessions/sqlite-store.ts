@@ -210,9 +210,14 @@ export class SqliteStore implements Store {
     );
   }
 
-  closeInboxItem(inboxId: number, state: "done" | "cancelled"): Promise<void> {
+  closeInboxItem(inboxId: number, state: "done" | "cancelled", notice?: string): Promise<OutboxItem | null> {
     return this.tx(() => {
       this.db.prepare("UPDATE inbox SET state = ? WHERE id = ?").run(state, inboxId);
+      if (notice === undefined) return null;
+      const row = this.db.prepare("SELECT * FROM inbox WHERE id = ?").get(inboxId) as InboxRow | undefined;
+      if (!row) throw new Error(`unknown inbox item ${inboxId}`);
+      const session = this.ensureSessionSync(row.session_key, JSON.parse(row.address) as ChatAddress);
+      return this.insertOutbox(row.session_key, session.session_id, null, JSON.parse(row.address) as ChatAddress, notice, "notice");
     });
   }
 
@@ -326,8 +331,17 @@ export class SqliteStore implements Store {
     for (const m of messages) insert.run(sessionId, turnId, m.role, JSON.stringify(m), now);
   }
 
-  appendMessages(sessionId: string, turnId: number | null, messages: ChatMessage[]): Promise<void> {
-    return this.tx(() => this.appendSync(sessionId, turnId, messages));
+  appendMessages(
+    sessionId: string,
+    turnId: number | null,
+    messages: ChatMessage[],
+    closeInboxIds: number[] = [],
+  ): Promise<void> {
+    return this.tx(() => {
+      this.appendSync(sessionId, turnId, messages);
+      const close = this.db.prepare("UPDATE inbox SET state = 'done' WHERE id = ?");
+      for (const id of closeInboxIds) close.run(id);
+    });
   }
 
   startTurn(input: {

@@ -107,8 +107,12 @@ export interface Store {
   acceptInbound(message: InboundMessage): Promise<{ accepted: boolean; item: InboxItem }>;
   /** Inbox items not yet finished (pending or running), oldest first. */
   listOpenInbox(): Promise<InboxItem[]>;
-  /** Marks an inbox item done or cancelled without a turn (commands, refused messages). */
-  closeInboxItem(inboxId: number, state: "done" | "cancelled"): Promise<void>;
+  /**
+   * Marks an inbox item done or cancelled without a turn (commands, refused messages); with
+   * `notice`, queues that answer to the item's chat in the same transaction, so a crash can never
+   * leave a message closed but unanswered.
+   */
+  closeInboxItem(inboxId: number, state: "done" | "cancelled", notice?: string): Promise<OutboxItem | null>;
 
   getSession(key: string): Promise<SessionRecord | null>;
   getSessionById(sessionId: string): Promise<SessionRecord | null>;
@@ -120,7 +124,13 @@ export interface Store {
 
   loadTranscript(sessionId: string): Promise<StoredMessage[]>;
   /** Appends messages to a transcript in one transaction (e.g. a model call's assistant message). */
-  appendMessages(sessionId: string, turnId: number | null, messages: ChatMessage[]): Promise<void>;
+  appendMessages(
+    sessionId: string,
+    turnId: number | null,
+    messages: ChatMessage[],
+    /** Inbox items these messages carry (steered input): closed in the same transaction. */
+    closeInboxIds?: number[],
+  ): Promise<void>;
 
   /**
    * Starts a turn: the inbox item (if any) goes to `running`, the turn row is created and the

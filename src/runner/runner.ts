@@ -330,7 +330,8 @@ export class Runner implements InboundSink {
     if (lane.active === active) lane.active = null;
     // Steered messages the turn never took get their own turn next.
     // (and those taken but never recorded, e.g. when the turn was aborted in between).
-    for (const item of [...active.steerTaken, ...active.steer]) lane.queue.unshift({ kind: "message", item });
+    const untaken = [...active.steerTaken, ...active.steer];
+    lane.queue.unshift(...untaken.map((item): Work => ({ kind: "message", item })));
     if (!lane.active && lane.queue.length === 0) this.lanes.delete(sessionKey);
     if (this.running === 0) for (const w of this.idleWaiters.splice(0)) w();
     if (this.admission === "open") this.pump();

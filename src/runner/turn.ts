@@ -192,7 +192,6 @@ function takeSteered(active: ActiveTurn): string[] {
   return items.map((item) => item.text);
 }
 
-
 /** The address a turn's reply goes to: the message's chat, or the session's origin on resume. */
 export function replyAddress(
   active: Pick<ActiveTurn, "work">,

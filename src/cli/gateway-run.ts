@@ -21,7 +21,7 @@ import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 
 /** Beyond the drain timeout, the most a stop may take before the process exits anyway. */
-const STOP_MARGIN_MS = 12_000;
+const STOP_MARGIN_MS = 10_000;
 
 export interface GatewayRunOptions extends GlobalOptions {
   /** `--no-supervisor` sets false: started in the background by `keel gateway start`. */
@@ -39,6 +39,17 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
   });
   for (const warning of warnings) logger.warn(warning);
   const gateway = createGateway(config, logger, io, options.supervisor !== false);
+  const overBudget = watchStopBudget(gateway, config, logger);
+  // Signals are handled from the first moment: one arriving while the gateway starts is kept
+  // and acted on once start-up has finished (SIGUSR1 would otherwise open Node's inspector).
+  const self = { pid: process.pid, startTime: null };
+  io.onSignal("SIGTERM", () => {
+    void consumePlannedStopForSelf(config.home, self, Date.now()).then((planned) =>
+      gateway.requestStop({ restart: false, signalInitiated: !planned }),
+    );
+  });
+  io.onSignal("SIGINT", () => gateway.requestStop({ restart: false, signalInitiated: false }));
+  io.onSignal("SIGUSR1", () => gateway.requestStop({ restart: true, signalInitiated: false }));
   try {
     await gateway.start();
   } catch (err) {
@@ -51,7 +62,32 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
     return EXIT.failure;
   }
   void warnAboutServiceTimeout(config, logger);
-  const url = `http://${config.http.host}:${gateway.port}`;
+  printWelcome(io, config, gateway.port);
+  const code = await Promise.race([gateway.exited, overBudget]);
+  logger.flush();
+  return code;
+}
+
+/**
+ * The one stop budget: once a stop or restart begins (however it was asked for), the process
+ * ends within restart_drain_timeout + STOP_MARGIN_MS even if something hangs.
+ */
+function watchStopBudget(gateway: Gateway, config: Config, logger: Logger): Promise<number> {
+  const budgetMs = config.agent.restart_drain_timeout * 1000 + STOP_MARGIN_MS;
+  return new Promise<number>((resolve) => {
+    gateway.onStopRequested((request) => {
+      setTimeout(() => {
+        logger.error({ budgetMs }, "stop exceeded its budget; exiting anyway");
+        // A restart leaves it to the supervisor (75); without one the gateway stays down.
+        if (request.restart) resolve(EXIT.restart);
+        else resolve(request.signalInitiated ? EXIT.failure : EXIT.ok);
+      }, budgetMs).unref();
+    });
+  });
+}
+
+function printWelcome(io: CliIo, config: Config, port: number): void {
+  const url = `http://${config.http.host}:${port}`;
   io.out(`Keel ${KEEL_VERSION} is running (pid ${process.pid}).`);
   io.out(`  web chat:  ${url}/`);
   io.out(`  dashboard: ${url}/dashboard  (control token: ${join(config.home, "control_token")})`);
@@ -62,34 +98,6 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
     );
   }
   io.out(`  logs:      ${join(config.home, "logs", "gateway.log")}`);
-  const budgetMs = config.agent.restart_drain_timeout * 1000 + STOP_MARGIN_MS;
-  let armBudget: ((restart: boolean) => void) | null = null;
-  const overBudget = new Promise<number>((resolve) => {
-    armBudget = (restart) => {
-      armBudget = null;
-      setTimeout(() => {
-        logger.error({ budgetMs }, "stop exceeded its budget; exiting anyway");
-        resolve(restart ? EXIT.restart : EXIT.failure);
-      }, budgetMs);
-    };
-  });
-  const stop = (input: Parameters<Gateway["requestStop"]>[0]) => {
-    gateway.requestStop(input);
-    armBudget?.(input.restart);
-  };
-  const self = { pid: process.pid, startTime: null };
-  io.onSignal("SIGTERM", () => {
-    void consumePlannedStopForSelf(config.home, self, Date.now()).then((planned) =>
-      stop({ restart: false, signalInitiated: !planned }),
-    );
-  });
-  io.onSignal("SIGINT", () => stop({ restart: false, signalInitiated: false }));
-  io.onSignal("SIGUSR1", () => stop({ restart: true, signalInitiated: false }));
-  // Stops asked over HTTP, from chat or by the planned-stop watcher get the same budget.
-  gateway.onStopRequested((restart) => armBudget?.(restart));
-  const code = await Promise.race([gateway.exited, overBudget]);
-  logger.flush();
-  return code;
 }
 
 function createGateway(config: Config, logger: Logger, io: CliIo, supervised: boolean): Gateway {

@@ -77,7 +77,10 @@ export class Gateway implements ControlSurface {
   private readonly now: () => number;
   private readonly statusListeners = new Set<() => void>();
   private readonly watchers: Watcher[] = [];
-  private readonly stopListeners: ((restart: boolean) => void)[] = [];
+  private readonly stopListeners: ((request: StopRequest) => void)[] = [];
+  /** Settles when start() has finished: true when the gateway came up. */
+  private readonly startSettled: Promise<boolean>;
+  private settleStart!: (ok: boolean) => void;
   private readonly startedAt: number;
   private readonly status$: RuntimeStatusWriter;
   private readonly stopGuard: StopGuard<number>;
@@ -96,6 +99,7 @@ export class Gateway implements ControlSurface {
     this.now = deps.now ?? Date.now;
     this.startedAt = this.now();
     this.exited = new Promise((resolve) => (this.resolveExit = resolve));
+    this.startSettled = new Promise((resolve) => (this.settleStart = resolve));
     this.store = new SqliteStore(join(config.home, "state.db"), { now: this.now });
     this.status$ = createRuntimeStatusWriter({
       home: config.home,
@@ -218,8 +222,11 @@ export class Gateway implements ControlSurface {
   async start(): Promise<void> {
     const { config } = this.deps;
     const pid = await acquirePidFile(config.home, { argv: process.argv, now: this.now });
-    if (!pid.ok)
+    if (!pid.ok) {
+      this.settleStart(false);
+      await this.store.close();
       throw new AlreadyRunningError(`${pid.message} Stop it with \`keel gateway stop\` first.`);
+    }
     this.releasePid = pid.release;
     this.processStartTime = pid.record.start_time;
     try {
@@ -230,8 +237,10 @@ export class Gateway implements ControlSurface {
       for (const adapter of this.adapters) await adapter.stop().catch(() => {});
       await this.store.close();
       await pid.release();
+      this.settleStart(false);
       throw err;
     }
+    this.settleStart(true);
   }
 
   private async startParts(): Promise<void> {
@@ -358,7 +367,7 @@ export class Gateway implements ControlSurface {
     };
     const { accepted, done } = this.stopGuard.request(request);
     if (accepted) {
-      for (const listener of this.stopListeners) listener(request.restart);
+      for (const listener of this.stopListeners) listener(request);
       done.then(
         (code) => this.resolveExit(code),
         (err: unknown) => {
@@ -393,6 +402,9 @@ export class Gateway implements ControlSurface {
   }
 
   private async runStop(request: StopRequest): Promise<number> {
+    // A stop asked for while starting waits for start-up to finish; a failed start already
+    // closed everything.
+    if (!(await this.startSettled)) return 1;
     this.phase = "stopping";
     this.ready = false;
     await this.writeStatus("draining", { restart_requested: request.restart });
@@ -531,7 +543,7 @@ export class Gateway implements ControlSurface {
   }
 
   /** Called once when a stop or restart begins, however it was asked for. */
-  onStopRequested(listener: (restart: boolean) => void): void {
+  onStopRequested(listener: (request: StopRequest) => void): void {
     this.stopListeners.push(listener);
   }
 

@@ -70,7 +70,7 @@ export async function runShutdown(request: StopRequest, ctx: ShutdownContext): P
     autoResume: true,
     logger,
   });
-  await withTimeout(ctx.closeHttp(), 1000);
+  await withTimeout(ctx.closeHttp(), 500);
   await ctx.store.close();
   await ctx.releasePid();
   const plan =

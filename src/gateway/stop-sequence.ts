@@ -54,12 +54,14 @@ export interface StopBudgets {
   persistMs: number;
 }
 
+// Worst case after the drain: notify 1.5 + interrupt 1.5 + grace 1.5 + kill 1 + disconnect 2 +
+// persist 0.5 = 8 s, leaving room under the 10 s margin for closing HTTP and the store.
 export const DEFAULT_STOP_BUDGETS: StopBudgets = {
-  notifyMs: 2000,
-  markMs: 1500,
-  interruptGraceMs: 2000,
-  killMs: 1500,
-  disconnectMs: 2500,
+  notifyMs: 1500,
+  markMs: 1000,
+  interruptGraceMs: 1500,
+  killMs: 1000,
+  disconnectMs: 2000,
   persistMs: 500,
 };
 

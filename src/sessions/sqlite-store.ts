@@ -210,14 +210,30 @@ export class SqliteStore implements Store {
     );
   }
 
-  closeInboxItem(inboxId: number, state: "done" | "cancelled", notice?: string): Promise<OutboxItem | null> {
+  closeInboxItem(
+    inboxId: number,
+    state: "done" | "cancelled",
+    notice?: string,
+  ): Promise<OutboxItem | null> {
     return this.tx(() => {
       this.db.prepare("UPDATE inbox SET state = ? WHERE id = ?").run(state, inboxId);
       if (notice === undefined) return null;
-      const row = this.db.prepare("SELECT * FROM inbox WHERE id = ?").get(inboxId) as InboxRow | undefined;
+      const row = this.db.prepare("SELECT * FROM inbox WHERE id = ?").get(inboxId) as
+        | InboxRow
+        | undefined;
       if (!row) throw new Error(`unknown inbox item ${inboxId}`);
-      const session = this.ensureSessionSync(row.session_key, JSON.parse(row.address) as ChatAddress);
-      return this.insertOutbox(row.session_key, session.session_id, null, JSON.parse(row.address) as ChatAddress, notice, "notice");
+      const session = this.ensureSessionSync(
+        row.session_key,
+        JSON.parse(row.address) as ChatAddress,
+      );
+      return this.insertOutbox(
+        row.session_key,
+        session.session_id,
+        null,
+        JSON.parse(row.address) as ChatAddress,
+        notice,
+        "notice",
+      );
     });
   }
 

@@ -112,7 +112,11 @@ export interface Store {
    * `notice`, queues that answer to the item's chat in the same transaction, so a crash can never
    * leave a message closed but unanswered.
    */
-  closeInboxItem(inboxId: number, state: "done" | "cancelled", notice?: string): Promise<OutboxItem | null>;
+  closeInboxItem(
+    inboxId: number,
+    state: "done" | "cancelled",
+    notice?: string,
+  ): Promise<OutboxItem | null>;
 
   getSession(key: string): Promise<SessionRecord | null>;
   getSessionById(sessionId: string): Promise<SessionRecord | null>;

@@ -150,6 +150,7 @@ async function deliverNotice(
     address,
     text,
     kind: "notice",
+    direct: true,
   });
   try {
     await adapter.deliver({

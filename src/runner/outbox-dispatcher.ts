@@ -1,7 +1,8 @@
 /**
  * Delivers queued replies and notices. A row is recorded before it is sent and marked delivered
  * after the platform confirms, so a crash in between sends it once more after the restart (the
- * one documented duplicate window). Order is kept within a chat; chats are served in parallel.
+ * one documented duplicate window). Order is kept within a chat; chats are served independently,
+ * so a platform that hangs on one chat holds up nothing else.
  */
 import type { Logger } from "pino";
 import type { CrashPoint } from "../lib/crash-point.js";
@@ -20,7 +21,8 @@ export interface OutboxDispatcherOptions {
 
 export class OutboxDispatcher {
   private readonly adapters = new Map<string, PlatformAdapter>();
-  private readonly inFlight = new Set<number>();
+  /** Chats with a delivery run under way: a pass leaves them to that run. */
+  private readonly busyChats = new Set<string>();
   private flushing: Promise<void> | null = null;
   private dirty = false;
   private retryTimer: NodeJS.Timeout | null = null;
@@ -48,41 +50,52 @@ export class OutboxDispatcher {
     }
   }
 
-  /** Resolves when the current delivery pass (if any) has finished. */
-  async idle(): Promise<void> {
-    while (this.flushing) await this.flushing;
-  }
-
   stop(): void {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
   }
 
+  /** Lists pending rows and starts one delivery run per idle chat; does not wait for them. */
   private async loop(): Promise<void> {
     while (this.dirty && !this.stopped) {
       this.dirty = false;
       const rows = await this.options.store.listPendingOutbox();
       const byChat = new Map<string, OutboxItem[]>();
       for (const row of rows) {
-        if (this.inFlight.has(row.id) || !this.adapters.has(row.address.platform)) continue;
+        if (!this.adapters.has(row.address.platform)) continue;
         const key = `${row.address.platform}:${row.address.chatId}:${row.address.threadId ?? ""}`;
+        if (this.busyChats.has(key)) continue;
         byChat.set(key, [...(byChat.get(key) ?? []), row]);
       }
-      await Promise.all([...byChat.values()].map((chatRows) => this.deliverInOrder(chatRows)));
+      for (const [key, chatRows] of byChat) {
+        this.busyChats.add(key);
+        this.deliverInOrder(chatRows)
+          .catch((err: unknown) => {
+            if (!this.stopped) this.options.logger.error({ err }, "outbox delivery run failed");
+            this.scheduleRetry();
+            return false;
+          })
+          .then((completed) => {
+            this.busyChats.delete(key);
+            // Rows queued for this chat meanwhile were skipped by other passes: look again
+            // (after a failure the retry timer does, so a failing chat does not spin).
+            if (completed) this.kick();
+          });
+      }
     }
   }
 
-  private async deliverInOrder(rows: OutboxItem[]): Promise<void> {
+  /** Delivers a chat's rows in order; false when one failed (later rows wait behind it). */
+  private async deliverInOrder(rows: OutboxItem[]): Promise<boolean> {
     for (const row of rows) {
-      if (this.stopped) return;
-      const ok = await this.deliver(row);
-      if (!ok) return; // keep later rows of this chat behind the failed one
+      if (this.stopped) return false;
+      if (!(await this.deliver(row))) return false;
     }
+    return true;
   }
 
   private async deliver(row: OutboxItem): Promise<boolean> {
     const adapter = this.adapters.get(row.address.platform)!;
-    this.inFlight.add(row.id);
     try {
       await adapter.deliver({
         outboxId: row.id,
@@ -112,8 +125,6 @@ export class OutboxDispatcher {
       }
       this.scheduleRetry();
       return false;
-    } finally {
-      this.inFlight.delete(row.id);
     }
   }
 

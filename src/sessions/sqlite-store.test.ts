@@ -120,6 +120,22 @@ describe("SqliteStore", () => {
     expect(await store.listPendingOutbox()).toHaveLength(0);
   });
 
+  it("never lists a row sent directly by its writer (a stop notice must not arrive late)", async () => {
+    const s = await store.ensureSession("k", { platform: "telegram", chatId: "1" });
+    const row = await store.enqueueOutbox({
+      sessionKey: "k",
+      sessionId: s.sessionId,
+      address: { platform: "telegram", chatId: "1" },
+      text: "restarting",
+      kind: "notice",
+      direct: true,
+    });
+    expect(row.state).toBe("sending");
+    expect(await store.listPendingOutbox()).toHaveLength(0);
+    await store.markDeliveryFailed(row.id, 1);
+    expect(await store.listPendingOutbox()).toHaveLength(0);
+  });
+
   it("gives up on an outbox row after the maximum attempts", async () => {
     const s = await store.ensureSession("k", { platform: "telegram", chatId: "1" });
     const row = await store.enqueueOutbox({

@@ -433,11 +433,12 @@ export class SqliteStore implements Store {
     address: ChatAddress,
     text: string,
     kind: "reply" | "notice",
+    state: "pending" | "sending" = "pending",
   ): OutboxItem {
     const { lastInsertRowid } = this.db
       .prepare(
         `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
       .run(
         sessionKey,
@@ -447,6 +448,7 @@ export class SqliteStore implements Store {
         JSON.stringify(address),
         text,
         kind,
+        state,
         this.now(),
       );
     return toOutbox(
@@ -527,6 +529,7 @@ export class SqliteStore implements Store {
     address: ChatAddress;
     text: string;
     kind: "reply" | "notice";
+    direct?: boolean;
   }): Promise<OutboxItem> {
     return this.tx(() =>
       this.insertOutbox(
@@ -536,6 +539,7 @@ export class SqliteStore implements Store {
         input.address,
         input.text,
         input.kind,
+        input.direct ? "sending" : "pending",
       ),
     );
   }
@@ -568,7 +572,7 @@ export class SqliteStore implements Store {
         .prepare(
           `UPDATE outbox SET attempts = attempts + 1,
              state = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE state END
-           WHERE id = ? AND state = 'pending'`,
+           WHERE id = ? AND state IN ('pending', 'sending')`,
         )
         .run(maxAttempts, outboxId);
     });

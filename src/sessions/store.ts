@@ -64,7 +64,11 @@ export interface ToolCallRecord {
   finishedAt: number | null;
 }
 
-export type OutboxState = "pending" | "delivered" | "failed";
+/**
+ * `pending` rows are the dispatcher's to send; `sending` rows are being sent directly by their
+ * writer (stop notices) and are never picked up later: a stale notice must not arrive late.
+ */
+export type OutboxState = "pending" | "sending" | "delivered" | "failed";
 
 export interface OutboxItem {
   id: number;
@@ -183,6 +187,8 @@ export interface Store {
     address: ChatAddress;
     text: string;
     kind: "reply" | "notice";
+    /** The caller sends it itself right away (state `sending`): the dispatcher never will. */
+    direct?: boolean;
   }): Promise<OutboxItem>;
   listPendingOutbox(platform?: string): Promise<OutboxItem[]>;
   markDelivered(outboxId: number): Promise<void>;

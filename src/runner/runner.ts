@@ -306,21 +306,36 @@ export class Runner implements InboundSink {
     active.done = this.run(active).finally(() => this.finish(sessionKey, lane, active));
   }
 
+  /** Runs one piece of work; never rejects (a failure is logged and reported to listeners). */
   private async run(active: ActiveTurn): Promise<void> {
-    const session = await this.options.store.getSession(active.sessionKey);
-    active.address = replyAddress(active, session?.origin ?? null);
-    // A resume is moot once a newer turn has continued the session (its mark is gone).
-    if (active.work.kind === "resume" && (!active.address || !session?.resumePending)) return;
-    const stopTyping = active.address ? this.options.showTyping?.(active.address) : undefined;
+    const item = active.work.kind === "message" ? active.work.item : null;
     try {
-      await executeTurn(this.turnContext(), active);
+      const session = await this.options.store.getSession(active.sessionKey);
+      active.address = replyAddress(active, session?.origin ?? null);
+      // A resume is moot once a newer turn has continued the session (its mark is gone).
+      if (active.work.kind === "resume" && (!active.address || !session?.resumePending)) return;
+      const stopTyping = active.address ? this.options.showTyping?.(active.address) : undefined;
+      try {
+        await executeTurn(this.turnContext(), active);
+      } finally {
+        stopTyping?.();
+      }
+      if (active.abortCause === "user_stop" && active.address) {
+        await this.notice(active.sessionKey, active.address, TEXT.stopped);
+      }
     } catch (err) {
-      this.logFailure(err, active.work.kind === "message" ? active.work.item : null);
-    } finally {
-      stopTyping?.();
-    }
-    if (active.abortCause === "user_stop" && active.address) {
-      await this.notice(active.sessionKey, active.address, TEXT.stopped);
+      // Typically the store failing (disk full): the turn stays `running` in the record and is
+      // recovered at the next start. Waiting clients must not hang meanwhile.
+      this.logFailure(err, item);
+      this.events.emit({
+        sessionKey: active.sessionKey,
+        sessionId: active.sessionId,
+        turnId: active.turnId ?? -1,
+        type: "turn_end",
+        inboxId: item?.id ?? null,
+        stopReason: "error",
+        reply: "Keel could not record this turn; it will be retried after the gateway restarts.",
+      });
     }
   }
 

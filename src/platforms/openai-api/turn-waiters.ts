@@ -95,7 +95,9 @@ export class TurnWaiters {
   private apply(waiter: Waiter, event: RunnerEvent): void {
     if (event.type === "turn_start" && event.inboxId === waiter.inboxId)
       waiter.turnId = event.turnId;
-    if (waiter.turnId !== event.turnId) return;
+    // A turn that failed before it could start still ends with its inbox id.
+    const ownEnd = event.type === "turn_end" && event.inboxId !== null && event.inboxId === waiter.inboxId;
+    if (waiter.turnId !== event.turnId && !ownEnd) return;
     if (event.type === "text_delta") {
       if (waiter.onDelta) waiter.onDelta(event.text);
       else waiter.pendingText += event.text;

@@ -7,15 +7,9 @@ import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
 import { createControlRoutes } from "../control/control-routes.js";
 import type { ControlSurface, GatewayStatus } from "../control/control-surface.js";
-import { isLoopbackPeer, secretsEqual } from "../control/http-auth.js";
 import { HttpServer } from "../control/http-server.js";
-import { createWebRoutes } from "../control/web-routes.js";
 import type { CrashPoint } from "../lib/crash-point.js";
-import { OpenAiApiAdapter } from "../platforms/openai-api/adapter.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
-import { TelegramAdapter } from "../platforms/telegram/adapter.js";
-import { WebchatAdapter } from "../platforms/webchat/adapter.js";
-import { webSocketToken } from "../platforms/webchat/upgrade-auth.js";
 import type { AgentRun, IsReadOnlyTool } from "../runner/agent-run.js";
 import { ONLINE_NOTICE, RESTARTED_NOTICE, restartCommandReply } from "../runner/lifecycle-texts.js";
 import { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
@@ -37,6 +31,7 @@ import {
 } from "./markers.js";
 import { acquirePidFile } from "./pid-file.js";
 import { startPlannedStopWatcher } from "./planned-stop-watcher.js";
+import { createPlatformAdapters } from "./platform-wiring.js";
 import { recoverInterruptedWork } from "./recovery.js";
 import { createRuntimeStatusWriter, type RuntimeStatusWriter } from "./runtime-status.js";
 import { runShutdown, type ShutdownHooks } from "./shutdown.js";
@@ -149,64 +144,17 @@ export class Gateway implements ControlSurface {
         }),
       ],
     });
-    this.buildAdapters();
-  }
-
-  private buildAdapters(): void {
-    const { config, logger } = this.deps;
-    this.adapters.push(...(this.deps.extraAdapters ?? []));
-    if (config.platforms.api.enabled) {
-      const api = new OpenAiApiAdapter({
-        apiKey: config.platforms.api.key,
-        modelName: config.model.name,
+    this.adapters.push(
+      ...(deps.extraAdapters ?? []),
+      ...createPlatformAdapters({
+        config,
+        logger,
         store: this.store,
-        subscribe: (listener) => this.runner.onEvent(listener),
-        logger: logger.child({ component: "api" }),
-      });
-      this.adapters.push(api);
-      this.http.addRoutes(api.routes());
-    }
-    if (config.platforms.webchat.enabled) {
-      const webchat = new WebchatAdapter({
-        store: this.store,
-        logger: logger.child({ component: "webchat" }),
-        // Loopback clients need no token; others must present the control token.
-        isAllowed: (req) => {
-          if (isLoopbackPeer(req)) return true;
-          const token = webSocketToken(req);
-          return token !== null && secretsEqual(token, config.controlToken);
-        },
-      });
-      this.runner.onEvent((event) => {
-        const { sessionKey, sessionId } = event;
-        if (event.type === "turn_end")
-          webchat.publishTurnEvent({
-            sessionKey,
-            sessionId,
-            event: { type: "turn_end", stopReason: event.stopReason },
-          });
-        else if (event.type === "turn_start")
-          webchat.publishTurnEvent({ sessionKey, sessionId, event: { type: "turn_start" } });
-        else webchat.publishTurnEvent({ sessionKey, sessionId, event });
-      });
-      this.adapters.push(webchat);
-      this.http.addUpgrade("/ws", (req, socket, head) => webchat.handleUpgrade(req, socket, head));
-      this.http.addRoutes(createWebRoutes());
-    }
-    const telegram = config.platforms.telegram;
-    if (config.telegramEnabled && telegram.token) {
-      this.adapters.push(
-        new TelegramAdapter({
-          token: telegram.token,
-          apiRoot: telegram.api_root,
-          allowedUsers: telegram.allowed_users,
-          groupSessionsPerUser: telegram.group_sessions_per_user,
-          pairing: this.store,
-          logger: logger.child({ component: "telegram" }),
-          onStatusChange: () => this.onPlatformStatusChange(),
-        }),
-      );
-    }
+        runner: this.runner,
+        http: this.http,
+        onPlatformStatusChange: () => this.onPlatformStatusChange(),
+      }),
+    );
   }
 
   /** The HTTP port actually bound (differs from the config with port 0). */

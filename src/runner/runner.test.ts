@@ -559,10 +559,11 @@ describe("Runner", () => {
     expect(adapter.texts()).toEqual([]);
     const opening = runner.dispatchOpenInbox();
     await runner.receive(msg("pause during"));
-    expect(await opening).toBe(1);
-    await waitFor(() => adapter.texts().length >= 2);
+    expect(await opening).toBeLessThanOrEqual(2);
+    const replies = () => adapter.texts().filter((t) => t.startsWith("echo:"));
+    await waitFor(() => replies().length >= 2);
     await runner.waitForIdle(2000);
-    expect(adapter.texts()).toEqual(["echo: pause early", "echo: pause during"]);
+    expect(replies()).toEqual(["echo: pause early", "echo: pause during"]);
     expect(seen.filter((h) => h.at(-1)?.content === "pause early")).toHaveLength(1);
   });
 

@@ -61,6 +61,7 @@ export class SqliteStore implements Store {
   /** Methods waiting for the next group commit, in call order. */
   private pending: PendingTx[] = [];
   private flushScheduled = false;
+  private readonly statements = new Map<string, Database.Statement>();
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -90,6 +91,28 @@ export class SqliteStore implements Store {
         this.db.exec(MIGRATIONS[v]!);
         this.db.pragma(`user_version = ${v + 1}`);
       })();
+    }
+  }
+
+  /** A prepared statement, compiled once per SQL text (preparing is a large part of a call's cost). */
+  private stmt(sql: string): Database.Statement {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  /**
+   * Runs a read at once, outside the group commit: it sees everything committed so far, which
+   * includes every write a caller has awaited. Reads never wait for another batch's fsync.
+   */
+  private read<T>(fn: () => T): Promise<T> {
+    try {
+      return Promise.resolve(fn());
+    } catch (err) {
+      return Promise.reject(err);
     }
   }
 
@@ -135,9 +158,7 @@ export class SqliteStore implements Store {
   }
 
   private sessionRow(key: string): SessionRow | undefined {
-    return this.db.prepare("SELECT * FROM sessions WHERE key = ?").get(key) as
-      | SessionRow
-      | undefined;
+    return this.stmt("SELECT * FROM sessions WHERE key = ?").get(key) as SessionRow | undefined;
   }
 
   private ensureSessionSync(key: string, origin: ChatAddress | null): SessionRow {
@@ -146,17 +167,13 @@ export class SqliteStore implements Store {
     const now = this.now();
     const sessionId = newSessionId(now);
     const platform = origin?.platform ?? null;
-    this.db
-      .prepare(
-        `INSERT INTO sessions (key, session_id, platform, origin, created_at, updated_at)
+    this.stmt(
+      `INSERT INTO sessions (key, session_id, platform, origin, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?)`,
-      )
-      .run(key, sessionId, platform, origin ? JSON.stringify(origin) : null, now, now);
-    this.db
-      .prepare(
-        "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
-      )
-      .run(sessionId, key, platform, now);
+    ).run(key, sessionId, platform, origin ? JSON.stringify(origin) : null, now, now);
+    this.stmt(
+      "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
+    ).run(sessionId, key, platform, now);
     return this.sessionRow(key)!;
   }
 
@@ -164,48 +181,46 @@ export class SqliteStore implements Store {
     return this.tx(() => {
       const session = this.ensureSessionSync(message.sessionKey, message.address);
       const now = this.now();
-      const inserted = this.db
-        .prepare(
-          `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
+      const inserted = this.stmt(
+        `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
              sender_id, sender_name, address, state, received_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
            ON CONFLICT (platform, chat_id, platform_message_id) DO NOTHING`,
-        )
-        .run(
-          message.platform,
-          message.chatId,
-          message.platformMessageId,
-          message.sessionKey,
-          session.session_id,
-          message.text,
-          message.senderId ?? null,
-          message.senderName ?? null,
+      ).run(
+        message.platform,
+        message.chatId,
+        message.platformMessageId,
+        message.sessionKey,
+        session.session_id,
+        message.text,
+        message.senderId ?? null,
+        message.senderName ?? null,
+        JSON.stringify(message.address),
+        now,
+      );
+      if (inserted.changes === 1) {
+        this.stmt("UPDATE sessions SET origin = ?, updated_at = ? WHERE key = ?").run(
           JSON.stringify(message.address),
           now,
+          message.sessionKey,
         );
-      if (inserted.changes === 1) {
-        this.db
-          .prepare("UPDATE sessions SET origin = ?, updated_at = ? WHERE key = ?")
-          .run(JSON.stringify(message.address), now, message.sessionKey);
         if (message.history?.length && !this.hasMessages(session.session_id)) {
           this.appendSync(session.session_id, null, message.history);
         }
       }
-      const row = this.db
-        .prepare(
-          "SELECT * FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?",
-        )
-        .get(message.platform, message.chatId, message.platformMessageId) as InboxRow;
+      const row = this.stmt(
+        "SELECT * FROM inbox WHERE platform = ? AND chat_id = ? AND platform_message_id = ?",
+      ).get(message.platform, message.chatId, message.platformMessageId) as InboxRow;
       return { accepted: inserted.changes === 1, item: toInbox(row) };
     });
   }
 
   listOpenInbox(): Promise<InboxItem[]> {
-    return this.tx(() =>
+    return this.read(() =>
       (
-        this.db
-          .prepare("SELECT * FROM inbox WHERE state IN ('pending', 'running') ORDER BY id")
-          .all() as InboxRow[]
+        this.stmt(
+          "SELECT * FROM inbox WHERE state IN ('pending', 'running') ORDER BY id",
+        ).all() as InboxRow[]
       ).map(toInbox),
     );
   }
@@ -216,9 +231,9 @@ export class SqliteStore implements Store {
     notice?: string,
   ): Promise<OutboxItem | null> {
     return this.tx(() => {
-      this.db.prepare("UPDATE inbox SET state = ? WHERE id = ?").run(state, inboxId);
+      this.stmt("UPDATE inbox SET state = ? WHERE id = ?").run(state, inboxId);
       if (notice === undefined) return null;
-      const row = this.db.prepare("SELECT * FROM inbox WHERE id = ?").get(inboxId) as
+      const row = this.stmt("SELECT * FROM inbox WHERE id = ?").get(inboxId) as
         | InboxRow
         | undefined;
       if (!row) throw new Error(`unknown inbox item ${inboxId}`);
@@ -238,20 +253,20 @@ export class SqliteStore implements Store {
   }
 
   getSession(key: string): Promise<SessionRecord | null> {
-    return this.tx(() => {
+    return this.read(() => {
       const row = this.sessionRow(key);
       return row ? toSession(row) : null;
     });
   }
 
   getSessionById(sessionId: string): Promise<SessionRecord | null> {
-    return this.tx(() => {
-      const row = this.db.prepare("SELECT * FROM sessions WHERE session_id = ?").get(sessionId) as
+    return this.read(() => {
+      const row = this.stmt("SELECT * FROM sessions WHERE session_id = ?").get(sessionId) as
         | SessionRow
         | undefined;
       if (row) return toSession(row);
       // A transcript left behind by /new: report it under its key with the old id.
-      const t = this.db.prepare("SELECT * FROM transcripts WHERE session_id = ?").get(sessionId) as
+      const t = this.stmt("SELECT * FROM transcripts WHERE session_id = ?").get(sessionId) as
         | { session_key: string; created_at: number }
         | undefined;
       if (!t) return null;
@@ -269,40 +284,34 @@ export class SqliteStore implements Store {
       const existing = this.ensureSessionSync(key, null);
       const now = this.now();
       const sessionId = newSessionId(now);
-      this.db
-        .prepare(
-          `UPDATE sessions SET session_id = ?, resume_pending = 0, resume_reason = NULL,
+      this.stmt(
+        `UPDATE sessions SET session_id = ?, resume_pending = 0, resume_reason = NULL,
              resume_marked_at = NULL, interrupt_count = 0, suspended = 0, updated_at = ? WHERE key = ?`,
-        )
-        .run(sessionId, now, key);
+      ).run(sessionId, now, key);
       const platform = existing.origin
         ? (JSON.parse(existing.origin) as ChatAddress).platform
         : null;
-      this.db
-        .prepare(
-          "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
-        )
-        .run(sessionId, key, platform, now);
+      this.stmt(
+        "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
+      ).run(sessionId, key, platform, now);
       return toSession(this.sessionRow(key)!);
     });
   }
 
   listSessions(options: { limit?: number; platform?: string } = {}): Promise<SessionSummary[]> {
-    return this.tx(() => {
-      const rows = this.db
-        .prepare(
-          `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
+    return this.read(() => {
+      const rows = this.stmt(
+        `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
              (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
              (SELECT body FROM messages m WHERE m.session_id = s.session_id ORDER BY seq DESC LIMIT 1) AS last_body
            FROM sessions s
            WHERE (? IS NULL OR s.platform = ?)
            ORDER BY s.updated_at DESC LIMIT ?`,
-        )
-        .all(
-          options.platform ?? null,
-          options.platform ?? null,
-          options.limit ?? 100,
-        ) as (SessionRow & {
+      ).all(
+        options.platform ?? null,
+        options.platform ?? null,
+        options.limit ?? 100,
+      ) as (SessionRow & {
         platform: string | null;
         message_count: number;
         last_body: string | null;
@@ -321,26 +330,23 @@ export class SqliteStore implements Store {
   }
 
   loadTranscript(sessionId: string) {
-    return this.tx(() =>
+    return this.read(() =>
       (
-        this.db
-          .prepare(
-            "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = ? ORDER BY seq",
-          )
-          .all(sessionId) as MessageRow[]
+        this.stmt(
+          "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = ? ORDER BY seq",
+        ).all(sessionId) as MessageRow[]
       ).map(toStoredMessage),
     );
   }
 
   private hasMessages(sessionId: string): boolean {
     return (
-      this.db.prepare("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1").get(sessionId) !==
-      undefined
+      this.stmt("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1").get(sessionId) !== undefined
     );
   }
 
   private appendSync(sessionId: string, turnId: number | null, messages: ChatMessage[]): void {
-    const insert = this.db.prepare(
+    const insert = this.stmt(
       "INSERT INTO messages (session_id, turn_id, role, body, created_at) VALUES (?, ?, ?, ?, ?)",
     );
     const now = this.now();
@@ -355,7 +361,7 @@ export class SqliteStore implements Store {
   ): Promise<void> {
     return this.tx(() => {
       this.appendSync(sessionId, turnId, messages);
-      const close = this.db.prepare("UPDATE inbox SET state = 'done' WHERE id = ?");
+      const close = this.stmt("UPDATE inbox SET state = 'done' WHERE id = ?");
       for (const id of closeInboxIds) close.run(id);
     });
   }
@@ -368,21 +374,17 @@ export class SqliteStore implements Store {
     return this.tx(() => {
       const session = this.ensureSessionSync(input.sessionKey, null);
       const now = this.now();
-      const { lastInsertRowid } = this.db
-        .prepare(
-          `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
+      const { lastInsertRowid } = this.stmt(
+        `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
            VALUES (?, ?, ?, 'running', ?)`,
-        )
-        .run(input.sessionKey, session.session_id, input.inboxId, now);
+      ).run(input.sessionKey, session.session_id, input.inboxId, now);
       const turnId = Number(lastInsertRowid);
       if (input.inboxId !== null) {
-        this.db.prepare("UPDATE inbox SET state = 'running' WHERE id = ?").run(input.inboxId);
+        this.stmt("UPDATE inbox SET state = 'running' WHERE id = ?").run(input.inboxId);
       }
       if (input.userMessage) this.appendSync(session.session_id, turnId, [input.userMessage]);
-      this.db
-        .prepare("UPDATE sessions SET updated_at = ? WHERE key = ?")
-        .run(now, input.sessionKey);
-      return toTurn(this.db.prepare("SELECT * FROM turns WHERE id = ?").get(turnId) as TurnRow);
+      this.stmt("UPDATE sessions SET updated_at = ? WHERE key = ?").run(now, input.sessionKey);
+      return toTurn(this.stmt("SELECT * FROM turns WHERE id = ?").get(turnId) as TurnRow);
     });
   }
 
@@ -393,26 +395,26 @@ export class SqliteStore implements Store {
     reply: { address: ChatAddress; text: string } | null;
   }): Promise<OutboxItem | null> {
     return this.tx(() => {
-      const turn = this.db.prepare("SELECT * FROM turns WHERE id = ?").get(input.turnId) as
+      const turn = this.stmt("SELECT * FROM turns WHERE id = ?").get(input.turnId) as
         | TurnRow
         | undefined;
       if (!turn) throw new Error(`unknown turn ${input.turnId}`);
       const now = this.now();
-      this.db
-        .prepare("UPDATE turns SET state = ?, finished_at = ? WHERE id = ?")
-        .run(input.state, now, input.turnId);
+      this.stmt("UPDATE turns SET state = ?, finished_at = ? WHERE id = ?").run(
+        input.state,
+        now,
+        input.turnId,
+      );
       if (turn.inbox_id !== null) {
-        this.db.prepare("UPDATE inbox SET state = 'done' WHERE id = ?").run(turn.inbox_id);
+        this.stmt("UPDATE inbox SET state = 'done' WHERE id = ?").run(turn.inbox_id);
       }
       if (input.finalMessage) this.appendSync(turn.session_id, input.turnId, [input.finalMessage]);
       if (input.state === "done") {
         // A finished turn ends the interruption streak and any pending resume.
-        this.db
-          .prepare(
-            `UPDATE sessions SET interrupt_count = 0, resume_pending = 0, resume_reason = NULL,
+        this.stmt(
+          `UPDATE sessions SET interrupt_count = 0, resume_pending = 0, resume_reason = NULL,
                resume_marked_at = NULL, updated_at = ? WHERE key = ? AND session_id = ?`,
-          )
-          .run(now, turn.session_key, turn.session_id);
+        ).run(now, turn.session_key, turn.session_id);
       }
       if (!input.reply) return null;
       return this.insertOutbox(
@@ -435,34 +437,30 @@ export class SqliteStore implements Store {
     kind: "reply" | "notice",
     state: "pending" | "sending" = "pending",
   ): OutboxItem {
-    const { lastInsertRowid } = this.db
-      .prepare(
-        `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state, created_at)
+    const { lastInsertRowid } = this.stmt(
+      `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        sessionKey,
-        sessionId,
-        turnId,
-        address.platform,
-        JSON.stringify(address),
-        text,
-        kind,
-        state,
-        this.now(),
-      );
+    ).run(
+      sessionKey,
+      sessionId,
+      turnId,
+      address.platform,
+      JSON.stringify(address),
+      text,
+      kind,
+      state,
+      this.now(),
+    );
     return toOutbox(
-      this.db.prepare("SELECT * FROM outbox WHERE id = ?").get(lastInsertRowid) as OutboxRow,
+      this.stmt("SELECT * FROM outbox WHERE id = ?").get(lastInsertRowid) as OutboxRow,
     );
   }
 
   listRunningTurns(): Promise<TurnRecord[]> {
-    return this.tx(() =>
-      (
-        this.db
-          .prepare("SELECT * FROM turns WHERE state = 'running' ORDER BY id")
-          .all() as TurnRow[]
-      ).map(toTurn),
+    return this.read(() =>
+      (this.stmt("SELECT * FROM turns WHERE state = 'running' ORDER BY id").all() as TurnRow[]).map(
+        toTurn,
+      ),
     );
   }
 
@@ -474,20 +472,18 @@ export class SqliteStore implements Store {
     arguments: string;
   }): Promise<void> {
     return this.tx(() => {
-      this.db
-        .prepare(
-          `INSERT INTO tool_calls (tool_call_id, turn_id, session_id, name, arguments, state, started_at)
+      this.stmt(
+        `INSERT INTO tool_calls (tool_call_id, turn_id, session_id, name, arguments, state, started_at)
            VALUES (?, ?, ?, ?, ?, 'started', ?)
            ON CONFLICT (turn_id, tool_call_id) DO UPDATE SET state = 'started', started_at = excluded.started_at`,
-        )
-        .run(
-          input.toolCallId,
-          input.turnId,
-          input.sessionId,
-          input.name,
-          input.arguments,
-          this.now(),
-        );
+      ).run(
+        input.toolCallId,
+        input.turnId,
+        input.sessionId,
+        input.name,
+        input.arguments,
+        this.now(),
+      );
     });
   }
 
@@ -499,12 +495,10 @@ export class SqliteStore implements Store {
   }): Promise<void> {
     return this.tx(() => {
       const now = this.now();
-      this.db
-        .prepare(
-          `UPDATE tool_calls SET state = 'finished', result = ?, finished_at = ?
+      this.stmt(
+        `UPDATE tool_calls SET state = 'finished', result = ?, finished_at = ?
            WHERE turn_id = ? AND tool_call_id = ? AND state = 'started'`,
-        )
-        .run(input.result, now, input.turnId, input.toolCallId);
+      ).run(input.result, now, input.turnId, input.toolCallId);
       this.appendSync(input.sessionId, input.turnId, [
         { role: "tool", tool_call_id: input.toolCallId, content: input.result },
       ]);
@@ -512,13 +506,11 @@ export class SqliteStore implements Store {
   }
 
   listUnfinishedToolCalls(sessionId: string) {
-    return this.tx(() =>
+    return this.read(() =>
       (
-        this.db
-          .prepare(
-            "SELECT * FROM tool_calls WHERE session_id = ? AND state = 'started' ORDER BY id",
-          )
-          .all(sessionId) as ToolCallRow[]
+        this.stmt(
+          "SELECT * FROM tool_calls WHERE session_id = ? AND state = 'started' ORDER BY id",
+        ).all(sessionId) as ToolCallRow[]
       ).map(toToolCall),
     );
   }
@@ -545,43 +537,37 @@ export class SqliteStore implements Store {
   }
 
   listPendingOutbox(platform?: string): Promise<OutboxItem[]> {
-    return this.tx(() =>
+    return this.read(() =>
       (
-        this.db
-          .prepare(
-            "SELECT * FROM outbox WHERE state = 'pending' AND (? IS NULL OR platform = ?) ORDER BY id",
-          )
-          .all(platform ?? null, platform ?? null) as OutboxRow[]
+        this.stmt(
+          "SELECT * FROM outbox WHERE state = 'pending' AND (? IS NULL OR platform = ?) ORDER BY id",
+        ).all(platform ?? null, platform ?? null) as OutboxRow[]
       ).map(toOutbox),
     );
   }
 
   markDelivered(outboxId: number): Promise<void> {
     return this.tx(() => {
-      this.db
-        .prepare(
-          "UPDATE outbox SET state = 'delivered', delivered_at = ?, attempts = attempts + 1 WHERE id = ?",
-        )
-        .run(this.now(), outboxId);
+      this.stmt(
+        "UPDATE outbox SET state = 'delivered', delivered_at = ?, attempts = attempts + 1 WHERE id = ?",
+      ).run(this.now(), outboxId);
     });
   }
 
   markDeliveryFailed(outboxId: number, maxAttempts: number): Promise<void> {
     return this.tx(() => {
-      this.db
-        .prepare(
-          `UPDATE outbox SET attempts = attempts + 1,
+      this.stmt(
+        `UPDATE outbox SET attempts = attempts + 1,
              state = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE state END
            WHERE id = ? AND state IN ('pending', 'sending')`,
-        )
-        .run(maxAttempts, outboxId);
+      ).run(maxAttempts, outboxId);
     });
   }
 
   markResumePending(keys: string[], reason: ResumeReason): Promise<void> {
     return this.tx(() => {
       const now = this.now();
-      const update = this.db.prepare(
+      const update = this.stmt(
         `UPDATE sessions SET
            resume_reason = CASE WHEN resume_pending = 1 THEN resume_reason ELSE ? END,
            resume_marked_at = CASE WHEN resume_pending = 1 THEN resume_marked_at ELSE ? END,
@@ -595,41 +581,35 @@ export class SqliteStore implements Store {
 
   clearResumePending(key: string): Promise<void> {
     return this.tx(() => {
-      this.db
-        .prepare(
-          "UPDATE sessions SET resume_pending = 0, resume_reason = NULL, resume_marked_at = NULL WHERE key = ?",
-        )
-        .run(key);
+      this.stmt(
+        "UPDATE sessions SET resume_pending = 0, resume_reason = NULL, resume_marked_at = NULL WHERE key = ?",
+      ).run(key);
     });
   }
 
   listSessionsActiveSince(sinceMs: number): Promise<SessionRecord[]> {
-    return this.tx(() =>
+    return this.read(() =>
       (
-        this.db
-          .prepare(
-            "SELECT * FROM sessions WHERE updated_at >= ? AND resume_pending = 0 ORDER BY updated_at",
-          )
-          .all(sinceMs) as SessionRow[]
+        this.stmt(
+          "SELECT * FROM sessions WHERE updated_at >= ? AND resume_pending = 0 ORDER BY updated_at",
+        ).all(sinceMs) as SessionRow[]
       ).map(toSession),
     );
   }
 
   listResumePending(): Promise<SessionRecord[]> {
-    return this.tx(() =>
+    return this.read(() =>
       (
-        this.db
-          .prepare("SELECT * FROM sessions WHERE resume_pending = 1 ORDER BY updated_at")
-          .all() as SessionRow[]
+        this.stmt(
+          "SELECT * FROM sessions WHERE resume_pending = 1 ORDER BY updated_at",
+        ).all() as SessionRow[]
       ).map(toSession),
     );
   }
 
   setSuspended(key: string, suspended: boolean): Promise<void> {
     return this.tx(() => {
-      this.db
-        .prepare("UPDATE sessions SET suspended = ? WHERE key = ?")
-        .run(suspended ? 1 : 0, key);
+      this.stmt("UPDATE sessions SET suspended = ? WHERE key = ?").run(suspended ? 1 : 0, key);
     });
   }
 
@@ -643,44 +623,36 @@ export class SqliteStore implements Store {
   }): Promise<PairingRequest | null> {
     return this.tx(() => {
       const now = this.now();
-      const live = this.db
-        .prepare(
-          "SELECT * FROM pairing WHERE platform = ? AND approved_at IS NULL AND expires_at > ? ORDER BY created_at",
-        )
-        .all(input.platform, now) as PairingRow[];
+      const live = this.stmt(
+        "SELECT * FROM pairing WHERE platform = ? AND approved_at IS NULL AND expires_at > ? ORDER BY created_at",
+      ).all(input.platform, now) as PairingRow[];
       const mine = live.find((r) => r.user_id === input.userId);
       if (mine) return toPairing(mine);
       if (live.length >= input.maxPending) return null;
       const code = newPairingCode();
-      this.db
-        .prepare(
-          `INSERT INTO pairing (code, platform, user_id, user_name, chat_id, created_at, expires_at)
+      this.stmt(
+        `INSERT INTO pairing (code, platform, user_id, user_name, chat_id, created_at, expires_at)
            VALUES (?, ?, ?, ?, ?, ?, ?)`,
-        )
-        .run(
-          code,
-          input.platform,
-          input.userId,
-          input.userName,
-          input.chatId,
-          now,
-          now + input.ttlMs,
-        );
-      return toPairing(
-        this.db.prepare("SELECT * FROM pairing WHERE code = ?").get(code) as PairingRow,
+      ).run(
+        code,
+        input.platform,
+        input.userId,
+        input.userName,
+        input.chatId,
+        now,
+        now + input.ttlMs,
       );
+      return toPairing(this.stmt("SELECT * FROM pairing WHERE code = ?").get(code) as PairingRow);
     });
   }
 
   listPairingRequests(platform?: string): Promise<PairingRequest[]> {
-    return this.tx(() =>
+    return this.read(() =>
       (
-        this.db
-          .prepare(
-            `SELECT * FROM pairing WHERE approved_at IS NULL AND expires_at > ? AND (? IS NULL OR platform = ?)
+        this.stmt(
+          `SELECT * FROM pairing WHERE approved_at IS NULL AND expires_at > ? AND (? IS NULL OR platform = ?)
              ORDER BY created_at`,
-          )
-          .all(this.now(), platform ?? null, platform ?? null) as PairingRow[]
+        ).all(this.now(), platform ?? null, platform ?? null) as PairingRow[]
       ).map(toPairing),
     );
   }
@@ -688,44 +660,42 @@ export class SqliteStore implements Store {
   approvePairing(code: string): Promise<PairingRequest | null> {
     return this.tx(() => {
       const now = this.now();
-      const row = this.db
-        .prepare("SELECT * FROM pairing WHERE code = ? AND approved_at IS NULL AND expires_at > ?")
-        .get(code.trim().toUpperCase(), now) as PairingRow | undefined;
+      const row = this.stmt(
+        "SELECT * FROM pairing WHERE code = ? AND approved_at IS NULL AND expires_at > ?",
+      ).get(code.trim().toUpperCase(), now) as PairingRow | undefined;
       if (!row) return null;
-      this.db.prepare("UPDATE pairing SET approved_at = ? WHERE code = ?").run(now, row.code);
+      this.stmt("UPDATE pairing SET approved_at = ? WHERE code = ?").run(now, row.code);
       return toPairing({ ...row, approved_at: now });
     });
   }
 
   isUserApproved(platform: string, userId: string): Promise<boolean> {
-    return this.tx(
+    return this.read(
       () =>
-        this.db
-          .prepare(
-            "SELECT 1 FROM pairing WHERE platform = ? AND user_id = ? AND approved_at IS NOT NULL LIMIT 1",
-          )
-          .get(platform, userId) !== undefined,
+        this.stmt(
+          "SELECT 1 FROM pairing WHERE platform = ? AND user_id = ? AND approved_at IS NOT NULL LIMIT 1",
+        ).get(platform, userId) !== undefined,
     );
   }
 
   appendChannelEvent(channel: string, payload: unknown): Promise<number> {
     return this.tx(() =>
       Number(
-        this.db
-          .prepare("INSERT INTO channel_events (channel, payload, created_at) VALUES (?, ?, ?)")
-          .run(channel, JSON.stringify(payload), this.now()).lastInsertRowid,
+        this.stmt("INSERT INTO channel_events (channel, payload, created_at) VALUES (?, ?, ?)").run(
+          channel,
+          JSON.stringify(payload),
+          this.now(),
+        ).lastInsertRowid,
       ),
     );
   }
 
   listChannelEvents(channel: string, afterSeq: number, limit = 1000) {
-    return this.tx(() =>
+    return this.read(() =>
       (
-        this.db
-          .prepare(
-            "SELECT seq, payload FROM channel_events WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
-          )
-          .all(channel, afterSeq, limit) as { seq: number; payload: string }[]
+        this.stmt(
+          "SELECT seq, payload FROM channel_events WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
+        ).all(channel, afterSeq, limit) as { seq: number; payload: string }[]
       ).map((r) => ({ seq: r.seq, payload: JSON.parse(r.payload) as unknown })),
     );
   }

@@ -126,13 +126,37 @@ async function buildHistory(
   }
   const stored = (await ctx.store.loadTranscript(sessionId)).map((m) => m.message);
   const history = normalizeHistory(stored);
-  if (resume) return [...history, { role: "system", content: RESUME_NOTE }];
+  if (resume) return withResumeNote(history);
   const last = history[history.length - 1];
   const before = history.slice(0, -1);
   if (last?.role === "user" && endsWithUnansweredToolResults(before)) {
     return [...before, { role: "system", content: AUTO_CONTINUE_NOTE }, last];
   }
   return history;
+}
+
+/**
+ * Adds the resume note. It goes last, unless the history ends with tool calls that still have to
+ * run (asked for, never started, or read-only): the agent loop runs only trailing calls, so the
+ * note goes before their assistant message instead of hiding them.
+ */
+function withResumeNote(history: ChatMessage[]): ChatMessage[] {
+  const note: ChatMessage = { role: "system", content: RESUME_NOTE };
+  const at = history.findLastIndex((m) => m.role === "assistant");
+  if (!endsWithCallsToRun(history, at)) return [...history, note];
+  return [...history.slice(0, at), note, ...history.slice(at)];
+}
+
+/** True when the assistant message at `at` asked for tools, only results follow, and some are missing. */
+function endsWithCallsToRun(history: ChatMessage[], at: number): boolean {
+  const assistant = history[at];
+  if (assistant?.role !== "assistant" || !assistant.tool_calls?.length) return false;
+  const answered = new Set<string>();
+  for (const m of history.slice(at + 1)) {
+    if (m.role !== "tool") return false;
+    answered.add(m.tool_call_id);
+  }
+  return assistant.tool_calls.some((call) => !answered.has(call.id));
 }
 
 function createJournal(

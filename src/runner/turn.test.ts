@@ -3,7 +3,7 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import type { ChatMessage, ToolCall } from "../agent/types.js";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress, InboundMessage } from "../platforms/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { AgentRun } from "./agent-run.js";
 import { EventFanout } from "./events.js";
@@ -76,9 +76,14 @@ describe("executeTurn after a crash (resume)", () => {
 
   async function resume(): Promise<ChatMessage[]> {
     const session = (await store.getSession(KEY))!;
-    const active: ActiveTurn = {
+    await run(activeTurn({ kind: "resume", session }, session.sessionId), agent);
+    return histories.at(-1)!;
+  }
+
+  function activeTurn(work: ActiveTurn["work"], sessionId: string): ActiveTurn {
+    return {
       sessionKey: KEY,
-      sessionId: session.sessionId,
+      sessionId,
       turnId: null,
       address: ADDRESS,
       startedAt: 0,
@@ -88,13 +93,16 @@ describe("executeTurn after a crash (resume)", () => {
       abortCause: null,
       steer: [],
       steerTaken: [],
-      work: { kind: "resume", session },
+      work,
       done: Promise.resolve(),
     };
+  }
+
+  async function run(active: ActiveTurn, turnAgent: AgentRun): Promise<void> {
     await executeTurn(
       {
         store,
-        agent,
+        agent: turnAgent,
         isReadOnlyTool: (name) => name === "read_file",
         events: new EventFanout(),
         logger: pino({ level: "silent" }),
@@ -103,7 +111,6 @@ describe("executeTurn after a crash (resume)", () => {
       },
       active,
     );
-    return histories.at(-1)!;
   }
 
   it("ends with the resume note when nothing is left to run", async () => {
@@ -146,5 +153,35 @@ describe("executeTurn after a crash (resume)", () => {
       { role: "assistant", content: null, tool_calls: [terminal, read] },
       { role: "tool", tool_call_id: "c1", content: UNKNOWN_OUTCOME },
     ]);
+  });
+
+  it("closes a steered message's inbox row as soon as the journal records it", async () => {
+    const inbound = (id: string, text: string): InboundMessage => ({
+      platform: "telegram",
+      chatId: "1",
+      platformMessageId: id,
+      sessionKey: KEY,
+      text,
+      address: ADDRESS,
+    });
+    const { item } = await store.acceptInbound(inbound("1", "first"));
+    const { item: steered } = await store.acceptInbound(inbound("2", "also this"));
+    const active = activeTurn({ kind: "message", item }, item.sessionId);
+    active.steer.push(steered);
+    let openWhileRunning: number[] = [];
+    await run(active, async (input) => {
+      const texts = input.takeSteeredInput();
+      await input.journal.recordMessages(texts.map((content) => ({ role: "user", content })));
+      // A crash from here on must not hand the steered message to a second turn.
+      openWhileRunning = (await store.listOpenInbox()).map((i) => i.id);
+      return {
+        stopReason: "stop",
+        reply: "ok",
+        finalMessage: { role: "assistant", content: "ok" },
+        iterations: 1,
+      };
+    });
+    expect(openWhileRunning).toEqual([item.id]);
+    expect(await store.listOpenInbox()).toEqual([]);
   });
 });

@@ -169,6 +169,9 @@ function createJournal(
     recordMessages: async (messages) => {
       active.agentStarted = true;
       await ctx.store.appendMessages(sessionId, turnId, messages);
+      // Steered messages are in the transcript now: close their inbox rows at once, or a crash
+      // before the turn ends would dispatch them again after the restart (a second turn).
+      await closeSteered(ctx, active);
       ctx.crashPoint("after_model_call");
     },
     recordToolStart: async (call) => {
@@ -195,7 +198,7 @@ function createJournal(
   };
 }
 
-/** Hands steered messages to the loop; their inbox rows close when the turn has recorded them. */
+/** Hands steered messages to the loop; their inbox rows close once the journal has recorded them. */
 function takeSteered(active: ActiveTurn): string[] {
   const items = active.steer.splice(0);
   active.steerTaken.push(...items);

@@ -98,4 +98,20 @@ describe("recoverInterruptedWork", () => {
     expect(report).toEqual({ interruptedTurns: 1, markedSessions: [] });
     expect(await store.getSession("a")).toMatchObject({ interruptCount: 1 });
   });
+
+  it("survives a crash in the middle of recovery: the next start still resumes the session", async () => {
+    await sessionWithTurn("a", "running");
+    const crash = () => {
+      throw new Error("killed mid-recovery");
+    };
+    await expect(
+      recoverInterruptedWork(store, { cleanShutdown: true, now: NOW, crashPoint: crash }),
+    ).rejects.toThrow("killed mid-recovery");
+    // Long after: the 120 s rule cannot help, only the record can.
+    const later = NOW + 10 * RECENT_ACTIVITY_MS;
+    const report = await recoverInterruptedWork(store, { cleanShutdown: false, now: later });
+    expect(report.interruptedTurns).toBe(1);
+    expect(await store.listRunningTurns()).toEqual([]);
+    expect(await store.getSession("a")).toMatchObject({ resumePending: true, interruptCount: 1 });
+  });
 });

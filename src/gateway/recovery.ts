@@ -4,6 +4,7 @@
  * that interrupted them); without a clean-shutdown marker, every session active in the last
  * 120 s is presumed cut off too (lifecycle.md) — unless its transcript shows nothing left to do.
  */
+import type { CrashPoint } from "../lib/crash-point.js";
 import type { SessionRecord, Store } from "../sessions/store.js";
 
 export const RECENT_ACTIVITY_MS = 120_000;
@@ -15,19 +16,10 @@ export interface RecoveryReport {
 
 export async function recoverInterruptedWork(
   store: Store,
-  options: { cleanShutdown: boolean; now: number },
+  options: { cleanShutdown: boolean; now: number; crashPoint?: CrashPoint },
 ): Promise<RecoveryReport> {
   const running = await store.listRunningTurns();
-  const keys = new Set<string>();
-  for (const turn of running) {
-    await store.finishTurn({
-      turnId: turn.id,
-      state: "interrupted",
-      finalMessage: null,
-      reply: null,
-    });
-    keys.add(turn.sessionKey);
-  }
+  const keys = new Set(running.map((turn) => turn.sessionKey));
   if (!options.cleanShutdown) {
     for (const session of await store.listSessionsActiveSince(options.now - RECENT_ACTIVITY_MS)) {
       // A session whose last turn answered was not cut off: marking it would count a restart
@@ -37,7 +29,19 @@ export async function recoverInterruptedWork(
   }
   const alreadyPending = new Set((await store.listResumePending()).map((s) => s.key));
   const toMark = [...keys].filter((k) => !alreadyPending.has(k));
+  // Marks first, turns closed after: a crash in between leaves the turns running, so the next
+  // start finds them again (their sessions already marked, not counted twice). The other order
+  // would leave closed turns whose sessions nobody resumes.
   await store.markResumePending(toMark, "restart_interrupted");
+  options.crashPoint?.("mid_recovery");
+  for (const turn of running) {
+    await store.finishTurn({
+      turnId: turn.id,
+      state: "interrupted",
+      finalMessage: null,
+      reply: null,
+    });
+  }
   return { interruptedTurns: running.length, markedSessions: toMark };
 }
 

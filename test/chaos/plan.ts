@@ -78,7 +78,8 @@ export function createEpisodes(rng: Rng): () => Episode {
     const point = scheduled ?? (rng.chance(0.3) ? rng.pick(CRASH_POINTS) : null);
     const hit = rng.int(1, 3);
     return {
-      crashPoint: point ? `${point}:${hit}` : null,
+      // Recovery runs once per start: its point can only be hit the first time.
+      crashPoint: point ? `${point}:${point === "mid_recovery" ? 1 : hit}` : null,
       killAfterMs: rng.int(100, 3500),
       downMs: rng.chance(0.3) ? rng.int(100, 1500) : 0,
       busyMode: rng.pick(BUSY_MODES),

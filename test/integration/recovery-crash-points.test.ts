@@ -143,6 +143,20 @@ describe("crash while the turn runs", () => {
   });
 });
 
+describe("crash during recovery", () => {
+  it("resumes a session whose recovery was itself cut off (mid_recovery)", async () => {
+    const r = await crashAt("after_turn_start", "c1.1 plain");
+    gateway = r.spawn({ crashPoint: "mid_recovery" });
+    expect(await gateway.waitExit(15_000)).toBe(true);
+    expect(turns(r).map((t) => t.state)).toEqual(["running"]);
+    await restart(r);
+    await answered(r, "c1.1");
+    await settle();
+    expect(turns(r).map((t) => t.state)).toEqual(["interrupted", "done"]);
+    expect(replies(r)).toHaveLength(1);
+  });
+});
+
 describe("crash around a tool call", () => {
   it("never re-runs a side-effecting tool that started but did not run (after_tool_started)", async () => {
     const r = await crashAt("after_tool_started", "c1.1 tool");

@@ -51,7 +51,7 @@ describe("recoverInterruptedWork", () => {
   }
 
   it("marks the turns left running as interrupted and their sessions resume-pending", async () => {
-    const turn = await sessionWithTurn("a", "running");
+    await sessionWithTurn("a", "running");
     const report = await recoverInterruptedWork(store, { cleanShutdown: true, now: NOW });
     expect(report).toEqual({ interruptedTurns: 1, markedSessions: ["a"] });
     expect(await store.listRunningTurns()).toEqual([]);
@@ -61,7 +61,6 @@ describe("recoverInterruptedWork", () => {
       resumeReason: "restart_interrupted",
       interruptCount: 1,
     });
-    expect(turn.state).toBe("running");
   });
 
   it("without a clean shutdown, marks a recently active session whose transcript is unfinished", async () => {

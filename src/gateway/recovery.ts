@@ -14,6 +14,7 @@ export interface RecoveryReport {
   markedSessions: string[];
 }
 
+/** Turns the previous process's cut-off work into resume marks; safe to run again after a crash. */
 export async function recoverInterruptedWork(
   store: Store,
   options: { cleanShutdown: boolean; now: number; crashPoint?: CrashPoint },

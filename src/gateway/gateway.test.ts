@@ -190,7 +190,7 @@ describe("Gateway lifecycle (in process)", () => {
     expect(third.platform.texts()).toEqual([]);
   });
 
-  it("after an unclean stop, sessions active in the last 120 s become resume-pending", async () => {
+  it("after an unclean stop, sessions active in the last 120 s with work left become resume-pending", async () => {
     const now = Date.now();
     for (const [chatId, at] of [
       ["recent", now - 10_000],
@@ -206,6 +206,8 @@ describe("Gateway lifecycle (in process)", () => {
         address: { platform: "test", chatId },
       });
       await clocked.closeInboxItem(item.id, "done");
+      // An unanswered message: the record shows work left to continue.
+      await clocked.appendMessages(item.sessionId, null, [{ role: "user", content: "hello" }]);
       await clocked.close();
     }
     // No .clean_shutdown: the previous process died. Freshness 0 keeps the marks visible

@@ -204,6 +204,7 @@ export class Gateway implements ControlSurface {
     const report = await recoverInterruptedWork(this.store, {
       cleanShutdown: clean,
       now: this.now(),
+      crashPoint: this.deps.crashPoint,
     });
     if (report.interruptedTurns > 0 || report.markedSessions.length > 0)
       logger.warn({ ...report, clean }, "recovered interrupted work");

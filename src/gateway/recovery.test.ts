@@ -50,12 +50,16 @@ describe("start-up recovery", () => {
     });
   });
 
-  it("without a clean shutdown also marks sessions active in the last 120 s, and only those", async () => {
+  it("without a clean shutdown also marks sessions active in the last 120 s with work left, and only those", async () => {
     const recent = `agent:main:test:dm:recent`;
     const old = `agent:main:test:dm:old`;
-    await store.ensureSession(old, null);
+    const withUnansweredMessage = async (key: string) => {
+      const session = await store.ensureSession(key, { platform: "test", chatId: key });
+      await store.appendMessages(session.sessionId, null, [{ role: "user", content: "hi" }]);
+    };
+    await withUnansweredMessage(old);
     now += RECENT_ACTIVITY_MS + 1000;
-    await store.ensureSession(recent, null);
+    await withUnansweredMessage(recent);
     const report = await recoverInterruptedWork(store, { cleanShutdown: false, now });
     expect(report.markedSessions).toEqual([recent]);
     expect((await store.listResumePending()).map((s) => s.key)).toEqual([recent]);

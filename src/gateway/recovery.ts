@@ -2,9 +2,10 @@
  * Start-up recovery: reads what the previous process left behind and turns it into resume
  * marks. Turns still `running` in the store were cut off (crash, SIGKILL, power loss, or a stop
  * that interrupted them); without a clean-shutdown marker, every session active in the last
- * 120 s is presumed cut off too (lifecycle.md).
+ * 120 s is presumed cut off too (lifecycle.md) — unless its transcript shows nothing left to do.
  */
-import type { ResumeReason, Store } from "../sessions/store.js";
+import type { CrashPoint } from "../lib/crash-point.js";
+import type { ResumeReason, SessionRecord, Store } from "../sessions/store.js";
 
 export const RECENT_ACTIVITY_MS = 120_000;
 
@@ -13,14 +14,18 @@ export interface RecoveryReport {
   markedSessions: string[];
 }
 
+/** Turns the previous process's cut-off work into resume marks; safe to run again after a crash. */
 export async function recoverInterruptedWork(
   store: Store,
-  options: { cleanShutdown: boolean; now: number },
+  options: { cleanShutdown: boolean; now: number; crashPoint?: CrashPoint },
 ): Promise<RecoveryReport> {
   const running = await store.listRunningTurns();
   const cutOff = [...new Set(running.map((turn) => turn.sessionKey))];
-  // Marked before the turns are closed: a crash in between leaves them `running` for next time.
-  await markCutOff(store, cutOff, "restart_interrupted");
+  const startedAt = new Map(running.map((turn) => [turn.sessionKey, turn.startedAt]));
+  // Marks first, turns closed after: a crash in between leaves the turns running, so the next
+  // start finds them again. The other order would leave closed turns nobody resumes.
+  await markCutOff(store, cutOff, "restart_interrupted", startedAt);
+  options.crashPoint?.("mid_recovery");
   for (const turn of running) {
     await store.finishTurn({
       turnId: turn.id,
@@ -33,7 +38,11 @@ export async function recoverInterruptedWork(
   if (!options.cleanShutdown) {
     // listSessionsActiveSince leaves out sessions already resume-pending.
     for (const session of await store.listSessionsActiveSince(options.now - RECENT_ACTIVITY_MS)) {
-      if (!cutOff.includes(session.key)) recent.push(session.key);
+      // A session whose last turn answered was not cut off: marking it would count a restart
+      // against it, and three such counts suspend a session that never lost anything.
+      if (!cutOff.includes(session.key) && (await hasWorkToContinue(store, session))) {
+        recent.push(session.key);
+      }
     }
     await store.markResumePending(recent, "restart_interrupted");
   }
@@ -42,17 +51,37 @@ export async function recoverInterruptedWork(
 
 /**
  * Marks sessions whose running turn was cut off, so that each cut-off counts toward suspension
- * (three in a row suspend a session). The store keeps the count of a session that is already
- * resume-pending (a resumed turn cut off again), so such a mark is cleared and set anew. A
- * crash in between loses nothing: the turn is still `running`, and the next start marks it.
+ * (three in a row suspend a session). A session already resume-pending whose mark is older than
+ * the cut-off turn (a resumed turn cut off again) is cleared and marked anew, which counts; one
+ * marked after that turn started (a recovery interrupted by a crash, run again) is not counted
+ * twice. `turnStartedAt` gives each key's cut-off turn start (epoch ms).
  */
 export async function markCutOff(
   store: Store,
   keys: string[],
   reason: ResumeReason,
+  turnStartedAt: ReadonlyMap<string, number> = new Map(),
 ): Promise<void> {
   if (keys.length === 0) return;
-  const pending = new Set((await store.listResumePending()).map((s) => s.key));
-  for (const key of keys) if (pending.has(key)) await store.clearResumePending(key);
-  await store.markResumePending(keys, reason);
+  const pending = new Map((await store.listResumePending()).map((s) => [s.key, s]));
+  const toMark: string[] = [];
+  for (const key of keys) {
+    const session = pending.get(key);
+    const startedAt = turnStartedAt.get(key);
+    if (session && startedAt !== undefined && (session.resumeMarkedAt ?? 0) >= startedAt) continue;
+    if (session) await store.clearResumePending(key);
+    toMark.push(key);
+  }
+  await store.markResumePending(toMark, reason);
+}
+
+/**
+ * False when the session's transcript is empty or ends with a final assistant answer (no tool
+ * calls): the record shows its last turn finished, so there is nothing to continue.
+ */
+export async function hasWorkToContinue(store: Store, session: SessionRecord): Promise<boolean> {
+  const transcript = await store.loadTranscript(session.sessionId);
+  const last = transcript.at(-1)?.message;
+  if (!last) return false;
+  return !(last.role === "assistant" && !last.tool_calls?.length);
 }

@@ -105,7 +105,13 @@ function createParticipants(
         agentStarted: t.agentStarted,
       })),
     notify: (address, text) => deliverNotice(ctx, address, text),
-    markResumePending: (keys, reason) => markCutOff(store, keys, reason),
+    markResumePending: (keys, reason) =>
+      markCutOff(
+        store,
+        keys,
+        reason,
+        new Map(runner.activeTurns().map((t) => [t.sessionKey, t.startedAt])),
+      ),
     clearResumePending: async (keys) => {
       for (const key of keys) await store.clearResumePending(key);
     },

@@ -4,8 +4,9 @@
  */
 import type { Logger } from "pino";
 import type { Runner } from "../runner/runner.js";
-import type { SessionRecord, Store } from "../sessions/store.js";
+import type { Store } from "../sessions/store.js";
 import { readBootHistory, recordBoot } from "./boot-history.js";
+import { hasWorkToContinue } from "./recovery.js";
 import { planResume } from "./resume-planner.js";
 
 export interface ResumeOptions {
@@ -65,12 +66,4 @@ export async function resumeInterruptedSessions(options: ResumeOptions): Promise
   }
   if (resumed.length > 0) logger.info({ sessions: resumed }, "resuming interrupted sessions");
   return { resumed, breakerTripped: false };
-}
-
-/** False when the transcript ends with a final assistant answer (or is empty). */
-async function hasWorkToContinue(store: Store, session: SessionRecord): Promise<boolean> {
-  const transcript = await store.loadTranscript(session.sessionId);
-  const last = transcript.at(-1)?.message;
-  if (!last) return false;
-  return !(last.role === "assistant" && !last.tool_calls?.length);
 }

@@ -14,6 +14,7 @@ export const CRASH_POINTS = [
   "after_tool_finished",
   "after_reply_queued",
   "after_reply_sent",
+  "mid_recovery",
 ] as const;
 
 export type CrashPointName = (typeof CRASH_POINTS)[number];

@@ -28,6 +28,8 @@ export interface FakeChatRequest {
 
 /** A tool call the fake model makes; object arguments are sent as JSON text. */
 export interface FakeToolCall {
+  /** The tool call id to send (default: a fresh `call_fakeNNNNNN`). */
+  id?: string;
   name: string;
   arguments: string | Record<string, unknown>;
 }
@@ -279,7 +281,7 @@ interface Reply {
 
 function buildReply(step: FakeStep, request: FakeChatRequest, context: AnswerContext): Reply {
   const toolCalls = (step.toolCalls ?? []).map((call) => ({
-    id: `call_fake${context.nextId()}`,
+    id: call.id ?? `call_fake${context.nextId()}`,
     name: call.name,
     arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
   }));

@@ -96,7 +96,8 @@ export class TurnWaiters {
     if (event.type === "turn_start" && event.inboxId === waiter.inboxId)
       waiter.turnId = event.turnId;
     // A turn that failed before it could start still ends with its inbox id.
-    const ownEnd = event.type === "turn_end" && event.inboxId !== null && event.inboxId === waiter.inboxId;
+    const ownEnd =
+      event.type === "turn_end" && event.inboxId !== null && event.inboxId === waiter.inboxId;
     if (waiter.turnId !== event.turnId && !ownEnd) return;
     if (event.type === "text_delta") {
       if (waiter.onDelta) waiter.onDelta(event.text);

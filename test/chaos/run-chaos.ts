@@ -1,0 +1,64 @@
+/**
+ * `npm run chaos -- [--turns N] [--seed S] [--conversations C] [--minutes M] [--verbose]`:
+ * runs the chaos harness against the built gateway and prints one line of figures. Exits 1 when
+ * a message was lost, a tool ran twice or an interrupted session did not resume (the work
+ * folder, with chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
+ */
+import { rmSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { formatFigures, runChaos } from "./chaos-run.js";
+
+function positiveInt(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) {
+    console.error(`chaos: --${name} must be a non-negative integer, got ${raw}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      turns: { type: "string" },
+      seed: { type: "string" },
+      conversations: { type: "string" },
+      minutes: { type: "string" },
+      verbose: { type: "boolean", default: false },
+      keep: { type: "boolean", default: false },
+    },
+  });
+  const turns = positiveInt("turns", values.turns, 200);
+  const seed = positiveInt("seed", values.seed, 1);
+  const conversations = values.conversations
+    ? positiveInt("conversations", values.conversations, 0)
+    : undefined;
+  const minutes = positiveInt("minutes", values.minutes, 15);
+  const started = Date.now();
+  const result = await runChaos({
+    turns,
+    seed,
+    conversations,
+    timeLimitMs: minutes * 60_000,
+    onProgress: values.verbose ? (line) => console.error(line) : undefined,
+  });
+  console.log(formatFigures(result.figures));
+  if (values.verbose) {
+    const seconds = Math.round((Date.now() - started) / 1000);
+    console.error(
+      `chaos: seed=${seed} ${seconds}s crash points hit: ${JSON.stringify(result.crashPointsHit)}`,
+    );
+  }
+  if (!result.ok) {
+    console.error(`chaos: FAILED (seed ${seed}); history kept in ${result.dir}`);
+    process.exit(1);
+  }
+  if (values.keep) console.error(`chaos: history kept in ${result.dir}`);
+  else rmSync(result.dir, { recursive: true, force: true });
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

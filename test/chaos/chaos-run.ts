@@ -160,7 +160,7 @@ async function killLoop(state: RunState, options: ChaosOptions): Promise<KillRec
     cutOffToolCalls: new Map(),
     unexpectedExits: 0,
   };
-  const nextEpisode = createEpisodes(createRng(options.seed ^ 0x5bd1e995));
+  const episodes = createEpisodes(createRng(options.seed ^ 0x5bd1e995));
   const deadline = Date.now() + (options.timeLimitMs ?? 10 * 60_000);
   let risky: number[] = [];
   while (!state.driversDone && Date.now() < deadline) {
@@ -168,7 +168,9 @@ async function killLoop(state: RunState, options: ChaosOptions): Promise<KillRec
       await calmEpisode(state, risky);
       record.calmKills += 1;
     } else {
-      await episode(state, nextEpisode(), record);
+      const planned = episodes.next();
+      const hit = await episode(state, planned, record);
+      if (planned.crashPoint && !hit) episodes.missed(planned.crashPoint);
     }
     record.kills += 1;
     state.kills = record.kills;
@@ -179,8 +181,8 @@ async function killLoop(state: RunState, options: ChaosOptions): Promise<KillRec
   return record;
 }
 
-/** One planned episode: a crash point or a SIGKILL at a random moment. */
-async function episode(state: RunState, planned: Episode, record: KillRecord): Promise<void> {
+/** One planned episode: a crash point or a SIGKILL at a random moment; true when a crash point was hit. */
+async function episode(state: RunState, planned: Episode, record: KillRecord): Promise<boolean> {
   const gateway = state.rig.spawn({
     crashPoint: planned.crashPoint ?? undefined,
     busyMode: planned.busyMode,
@@ -188,11 +190,13 @@ async function episode(state: RunState, planned: Episode, record: KillRecord): P
   const waitMs = planned.crashPoint ? CRASH_POINT_WAIT_MS : planned.killAfterMs;
   const died = await waitForDeath(state, gateway, waitMs);
   await gateway.kill();
-  if (died && gateway.exit?.signal === "SIGKILL" && planned.crashPoint) {
-    const name = planned.crashPoint.split(":")[0]!;
+  const hit = died && gateway.exit?.signal === "SIGKILL" && planned.crashPoint !== null;
+  if (hit) {
+    const name = planned.crashPoint!.split(":")[0]!;
     record.crashPointsHit[name] = (record.crashPointsHit[name] ?? 0) + 1;
   } else if (died) record.unexpectedExits += 1;
   if (planned.downMs > 0) await sleep(planned.downMs);
+  return hit;
 }
 
 /**
@@ -241,10 +245,13 @@ function chatsNearSuspension(rig: Rig): number[] {
           running: number;
         }[],
     );
-    return rows
-      .filter((r) => r.interrupt_count + (r.running && !r.resume_pending ? 1 : 0) >= 2)
-      .map((r) => Number(r.key.split(":").at(-1)))
-      .filter((id) => Number.isFinite(id));
+    return (
+      rows
+        // A running turn cut off now counts once more at recovery, resumed turns included.
+        .filter((r) => r.interrupt_count + (r.running ? 1 : 0) >= 2)
+        .map((r) => Number(r.key.split(":").at(-1)))
+        .filter((id) => Number.isFinite(id))
+    );
   } catch {
     return [];
   }

@@ -1,5 +1,5 @@
 /**
- * A short chaos run in the test suite: a few dozen turns, every named crash point once, random
+ * A short chaos run in the test suite: a hundred turns, every named crash point once, random
  * kills in between, the real gateway process. The long run is `npm run chaos -- --turns 1000`.
  */
 import { rmSync } from "node:fs";
@@ -22,11 +22,11 @@ afterEach(() => {
 
 describe("chaos (short run)", () => {
   it("loses no message, runs no tool twice and resumes every interrupted session", async () => {
-    result = await runChaos({ turns: 36, seed: 5, timeLimitMs: 60_000, settleMs: 20_000 });
+    result = await runChaos({ turns: 100, seed: 5, timeLimitMs: 60_000, settleMs: 20_000 });
     const figures = formatFigures(result.figures);
     const where = `${figures} (history in ${result.dir})`;
     expect(Object.keys(result.crashPointsHit).sort(), where).toEqual([...CRASH_POINTS].sort());
-    expect(result.figures.turns, where).toBe(36);
+    expect(result.figures.turns, where).toBe(100);
     expect(result.figures.kills, where).toBeGreaterThanOrEqual(CRASH_POINTS.length);
     expect(result.figures.lost, where).toBe(0);
     expect(result.figures.duplicate_tool_runs, where).toBe(0);

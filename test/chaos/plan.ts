@@ -69,20 +69,27 @@ export interface Episode {
 
 const BUSY_MODES: readonly BusyMode[] = ["interrupt", "queue", "steer"];
 
-/** An endless kill schedule: every crash point once (shuffled), then a random mix. */
-export function createEpisodes(rng: Rng): () => Episode {
-  const firstRound = rng.shuffle(CRASH_POINTS);
-  let index = 0;
-  return () => {
-    const scheduled = firstRound[index++];
-    const point = scheduled ?? (rng.chance(0.3) ? rng.pick(CRASH_POINTS) : null);
-    const hit = rng.int(1, 3);
-    return {
-      // Recovery runs once per start: its point can only be hit the first time.
-      crashPoint: point ? `${point}:${point === "mid_recovery" ? 1 : hit}` : null,
-      killAfterMs: rng.int(100, 3500),
-      downMs: rng.chance(0.3) ? rng.int(100, 1500) : 0,
-      busyMode: rng.pick(BUSY_MODES),
-    };
+/**
+ * An endless kill schedule: every crash point (shuffled) until each has been hit, then a random
+ * mix. `missed(point)` puts a crash point whose gateway never reached it back in the round, so
+ * that a run long enough covers every point whatever the timing.
+ */
+export function createEpisodes(rng: Rng): { next(): Episode; missed(point: string): void } {
+  const round = [...rng.shuffle(CRASH_POINTS)] as string[];
+  return {
+    next: () => episodeFrom(rng, round.shift()),
+    missed: (point) => round.push(point.split(":")[0]!),
+  };
+}
+
+function episodeFrom(rng: Rng, scheduled: string | undefined): Episode {
+  const point = scheduled ?? (rng.chance(0.3) ? rng.pick(CRASH_POINTS) : null);
+  const hit = rng.int(1, 3);
+  return {
+    // Recovery runs once per start: its point can only be hit the first time.
+    crashPoint: point ? `${point}:${point === "mid_recovery" ? 1 : hit}` : null,
+    killAfterMs: rng.int(100, 3500),
+    downMs: rng.chance(0.3) ? rng.int(100, 1500) : 0,
+    busyMode: rng.pick(BUSY_MODES),
   };
 }

@@ -199,6 +199,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     const created = Math.floor(Date.now() / 1000);
     const model = this.modelName();
     if (request.stream) return this.streamReply(c, waiter, id, model, created);
+    // A client that hangs up stops waiting; its turn goes on and its reply stays in the transcript.
+    c.req.raw.signal.addEventListener("abort", () => this.waiters.remove(waiter), { once: true });
     const done = await waiter.completion;
     this.waiters.remove(waiter);
     return this.finalResponse(c, done, id, model, created);

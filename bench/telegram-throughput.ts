@@ -9,12 +9,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import pino from "pino";
 import { loadConfig } from "../src/config/load-config.js";
-import { createAgentParts } from "../src/gateway/agent-wiring.js";
-import { Gateway } from "../src/gateway/gateway.js";
 import { startFakeOpenAI } from "../test/fakes/openai-server.js";
 import { type SentCall, startFakeTelegram } from "../test/fakes/telegram-server.js";
+import { createTestGateway, stopTestGateway } from "../test/helpers/in-process-gateway.js";
 
 export interface ThroughputOptions {
   /** Messages in total, spread evenly over the chats. */
@@ -70,25 +68,13 @@ export async function runTelegramThroughput(options: ThroughputOptions): Promise
       KEEL_HTTP_PORT: "0",
     },
   });
-  const logger = pino({ level: "silent" });
-  const gateway = new Gateway({
-    config,
-    logger,
-    agent: createAgentParts(config, logger),
-    crashPoint: () => {},
-    version: "bench",
-    supervisor: null,
-    relaunch: () => {
-      throw new Error("no successor in a benchmark");
-    },
-  });
+  const gateway = createTestGateway(config, { version: "bench" });
   try {
     await gateway.start();
     const result = await measure(options, chatIds, telegram);
     return { ...result, maxConcurrentTurns: config.agent.max_concurrent_turns };
   } finally {
-    gateway.requestStop({ restart: false, signalInitiated: false });
-    await gateway.exited;
+    await stopTestGateway(gateway);
     await telegram.close();
     await model.close();
     rmSync(home, { recursive: true, force: true });

@@ -8,20 +8,19 @@ import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import {
+  adoptSuccessor,
+  followRestart,
   freePort,
+  type GatewayProcess,
   REPO_ROOT,
-  type SpawnedGateway,
-  spawnGateway,
-  waitForSuccessor,
-} from "../helpers/spawn-gateway.js";
+  startGatewayProcess,
+} from "../helpers/gateway-process.js";
 import { createTempDir } from "../helpers/temp-home.js";
 
 /** Where screenshots go (gitignored). */
 export const ARTIFACTS = join(REPO_ROOT, "test-artifacts", "browser");
 
 const CHROMIUM = "/usr/bin/chromium";
-/** `keel gateway run` ends a planned restart with this code when a supervisor restarts it. */
-const RESTART_EXIT_CODE = 75;
 const CHROMIUM_ARGS = [
   "--headless",
   "--no-sandbox",
@@ -37,7 +36,7 @@ export interface Harness {
   readonly home: string;
   readonly port: number;
   /** The gateway currently serving (replaced by {@link Harness.adoptSuccessor}). */
-  gateway: SpawnedGateway;
+  gateway: GatewayProcess;
   readonly baseUrl: string;
   /** The control token the gateway wrote to `<home>/control_token`. */
   controlToken(): string;
@@ -55,7 +54,7 @@ export interface Harness {
    * code 75: starts the next process with the same home and port) or adopts the detached
    * successor (exit code 0). Returns the new gateway, not yet ready.
    */
-  followRestart(): Promise<SpawnedGateway>;
+  followRestart(): Promise<GatewayProcess>;
   /** Saves a full-page screenshot as `test-artifacts/browser/<name>.png`. */
   screenshot(page: Page, name: string): Promise<void>;
   close(): Promise<void>;
@@ -71,7 +70,7 @@ export async function startHarness(): Promise<Harness> {
     OPENAI_API_KEY: "sk-fake",
     KEEL_MODEL: "fake-model",
   };
-  const gateways: SpawnedGateway[] = [spawnGateway({ home: temp.path, port, env })];
+  const gateways: GatewayProcess[] = [await startGatewayProcess({ home: temp.path, port, env })];
   const contexts: BrowserContext[] = [];
   let browser: Browser | undefined;
   const harness: Harness = {
@@ -100,15 +99,7 @@ export async function startHarness(): Promise<Harness> {
       return fetch(`${harness.baseUrl}${path}`, { ...rest, headers });
     },
     async followRestart() {
-      const previous = harness.gateway;
-      const code = await previous.waitExit();
-      if (code !== 0 && code !== RESTART_EXIT_CODE) {
-        throw new Error(`the gateway exited with ${code}\n${previous.output().slice(-4000)}`);
-      }
-      const next =
-        code === RESTART_EXIT_CODE
-          ? spawnGateway({ home: temp.path, port, env })
-          : await waitForSuccessor(temp.path, port, previous.pid);
+      const next = await followRestart(harness.gateway);
       gateways.push(next);
       harness.gateway = next;
       return next;
@@ -124,19 +115,17 @@ export async function startHarness(): Promise<Harness> {
     async close() {
       for (const context of contexts) await context.close().catch(() => {});
       await browser?.close().catch(() => {});
-      for (const gateway of gateways) await gateway.kill().catch(() => {});
+      for (const gateway of gateways) await gateway.stop().catch(() => {});
       if (harness.restartRequested && gateways.length === 1) {
-        const orphan = await waitForSuccessor(temp.path, port, gateways[0]!.pid, 5000).catch(
-          () => null,
-        );
-        await orphan?.kill().catch(() => {});
+        const orphan = await adoptSuccessor(gateways[0]!, 5000).catch(() => null);
+        await orphan?.stop().catch(() => {});
       }
       await fake.close();
       temp.cleanup();
     },
   };
   try {
-    await harness.gateway.waitReady();
+    await harness.gateway.waitForReady();
   } catch (error) {
     await harness.close();
     throw error;

@@ -49,7 +49,7 @@ describe("web chat across a gateway restart", () => {
     await expect.poll(() => banner.isVisible(), { timeout: 10_000 }).toBe(true);
     await h.screenshot(chat, "chat-offline");
     const successor = await h.followRestart();
-    await successor.waitReady();
+    await successor.waitForReady();
     await expect.poll(() => banner.isHidden(), { timeout: 20_000 }).toBe(true);
 
     const replies = chat.locator("[data-testid=message][data-kind=reply]");

@@ -7,6 +7,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { GatewayProcess } from "../helpers/gateway-process.js";
 import { answeredIds } from "./chaos-model.js";
 import {
   type CutOffTurn,
@@ -15,7 +16,6 @@ import {
   type TurnRow,
   type Verdict,
 } from "./check-history.js";
-import type { GatewayProcess } from "./gateway-process.js";
 import { type Conversation, createEpisodes, type Episode, planConversations } from "./plan.js";
 import { createRng } from "./prng.js";
 import { createRig, type Rig } from "./rig.js";
@@ -183,14 +183,14 @@ async function killLoop(state: RunState, options: ChaosOptions): Promise<KillRec
 
 /** One planned episode: a crash point or a SIGKILL at a random moment; true when a crash point was hit. */
 async function episode(state: RunState, planned: Episode, record: KillRecord): Promise<boolean> {
-  const gateway = state.rig.spawn({
+  const gateway = await state.rig.spawn({
     crashPoint: planned.crashPoint ?? undefined,
     busyMode: planned.busyMode,
   });
   const waitMs = planned.crashPoint ? CRASH_POINT_WAIT_MS : planned.killAfterMs;
   const died = await waitForDeath(state, gateway, waitMs);
-  await gateway.kill();
-  const hit = died && gateway.exit?.signal === "SIGKILL" && planned.crashPoint !== null;
+  await gateway.stop();
+  const hit = died && gateway.exitStatus?.signal === "SIGKILL" && planned.crashPoint !== null;
   if (hit) {
     const name = planned.crashPoint!.split(":")[0]!;
     record.crashPointsHit[name] = (record.crashPointsHit[name] ?? 0) + 1;
@@ -206,8 +206,8 @@ async function episode(state: RunState, planned: Episode, record: KillRecord): P
  * resets its count) before it is killed. The record is read while the gateway runs (WAL).
  */
 async function calmEpisode(state: RunState, chats: number[]): Promise<void> {
-  const gateway = state.rig.spawn({ busyMode: "interrupt" });
-  await gateway.waitReady(20_000);
+  const gateway = await state.rig.spawn({ busyMode: "interrupt" });
+  await gateway.waitForRunning(20_000);
   const keys = chats.map((chatId) => state.rig.sessionKey(chatId));
   const streaksOver = () => {
     try {
@@ -224,7 +224,7 @@ async function calmEpisode(state: RunState, chats: number[]): Promise<void> {
     }
   };
   await until(() => state.driversDone || streaksOver(), CALM_TIMEOUT_MS, 200);
-  await gateway.kill();
+  await gateway.stop();
 }
 
 /** Chats whose session will count two or more cut-offs in a row once recovery has run. */
@@ -265,9 +265,9 @@ async function waitForDeath(
 ): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline && !state.driversDone) {
-    if (await gateway.waitExit(Math.min(100, deadline - Date.now()))) return true;
+    if (await gateway.exitsWithin(Math.min(100, deadline - Date.now()))) return true;
   }
-  return gateway.exit !== null;
+  return gateway.exitStatus !== null;
 }
 
 /** Reads, while the gateway is dead, which turns and tool calls the kill cut off. */
@@ -293,14 +293,14 @@ function noteCutOff(rig: Rig, record: KillRecord): void {
 /** A clean start that runs until every sent message is answered (bounded), then a clean stop. */
 async function settle(state: RunState, settleMs: number): Promise<void> {
   const { rig } = state;
-  const gateway = rig.spawn({ busyMode: "interrupt" });
+  const gateway = await rig.spawn({ busyMode: "interrupt" });
   try {
-    await gateway.waitReady(20_000);
+    await gateway.waitForRunning(20_000);
     await until(() => state.driversDone && allAnswered(state), settleMs);
     // Let a duplicate delivery or a late resume show itself before the record is read.
     await sleep(1000);
   } finally {
-    await gateway.stop();
+    await gateway.terminate();
   }
 }
 

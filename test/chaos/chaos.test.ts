@@ -5,8 +5,8 @@
 import { rmSync } from "node:fs";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CRASH_POINTS } from "../../src/lib/crash-point.js";
+import { isBuilt } from "../helpers/gateway-process.js";
 import { type ChaosResult, formatFigures, runChaos } from "./chaos-run.js";
-import { isBuilt } from "./gateway-process.js";
 
 let result: ChaosResult | null = null;
 

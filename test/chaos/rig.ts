@@ -10,13 +10,13 @@ import Database from "better-sqlite3";
 import type { BUSY_INPUT_MODES } from "../../src/config/schema.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type FakeTelegram, startFakeTelegram } from "../fakes/telegram-server.js";
+import { type GatewayProcess, startGatewayProcess } from "../helpers/gateway-process.js";
 import {
   type ChaosModel,
   createChaosModel,
   READ_FILE_NAME,
   READ_FILE_TEXT,
 } from "./chaos-model.js";
-import { GatewayProcess } from "./gateway-process.js";
 
 export type BusyMode = (typeof BUSY_INPUT_MODES)[number];
 
@@ -39,7 +39,7 @@ export interface Rig {
   readonly model: FakeOpenAI;
   readonly chaos: ChaosModel;
   /** Starts a gateway process (not waiting for it); `busyMode` is written to config.yaml first. */
-  spawn(options?: { crashPoint?: string; busyMode?: BusyMode }): GatewayProcess;
+  spawn(options?: { crashPoint?: string; busyMode?: BusyMode }): Promise<GatewayProcess>;
   /** Spawns and waits until it runs; throws if it does not within `timeoutMs`. */
   start(options?: {
     crashPoint?: string;
@@ -87,10 +87,12 @@ export async function createRig(options: RigOptions): Promise<Rig> {
   };
   const spawn = (spawnOptions: { crashPoint?: string; busyMode?: BusyMode } = {}) => {
     writeConfig(spawnOptions.busyMode ?? "interrupt");
-    return GatewayProcess.spawn({
+    // Nothing inherited but PATH: the harness's gateways see exactly this environment.
+    return startGatewayProcess({
       home,
       env,
-      crashPoint: spawnOptions.crashPoint,
+      inheritEnv: false,
+      ...(spawnOptions.crashPoint && { crashPoint: spawnOptions.crashPoint }),
       outputFile: join(dir, "gateway.out.log"),
     });
   };
@@ -103,9 +105,9 @@ export async function createRig(options: RigOptions): Promise<Rig> {
     chaos,
     spawn,
     async start(startOptions = {}) {
-      const gateway = spawn(startOptions);
-      if (!(await gateway.waitReady(startOptions.timeoutMs ?? 20_000))) {
-        await gateway.kill();
+      const gateway = await spawn(startOptions);
+      if (!(await gateway.waitForRunning(startOptions.timeoutMs ?? 20_000))) {
+        await gateway.stop();
         throw new Error(`gateway did not start (see ${join(dir, "gateway.out.log")})`);
       }
       return gateway;

@@ -9,7 +9,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
-import { freePort, type RunKeelResult, runKeel } from "../helpers/gateway-process.js";
+import {
+  isAlive as alive,
+  freePort,
+  killQuietly as kill,
+  type RunKeelResult,
+  readGatewayPid,
+  runKeel,
+} from "../helpers/gateway-process.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 interface StatusJson {
@@ -73,36 +80,8 @@ function processesMentioning(text: string): number[] {
   return pids;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return true;
-  }
-}
-
-function kill(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(pid, signal);
-  } catch {
-    // Already gone.
-  }
-}
-
 function readPid(): number | null {
-  const file = join(home, "gateway.pid");
-  if (!existsSync(file)) return null;
-  try {
-    return (JSON.parse(readFileSync(file, "utf8")) as { pid: number }).pid;
-  } catch {
-    return null;
-  }
+  return readGatewayPid(home)?.pid ?? null;
 }
 
 function readState(): { pid: number; gateway_state: string } | null {

@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -12,33 +11,25 @@ import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type FakeTelegram, startFakeTelegram } from "../fakes/telegram-server.js";
 import {
   bootedPids,
-  gatewayPid,
-  gatewayState,
+  freePort,
+  type GatewayProcess,
+  readGatewayState as gatewayState,
   isAlive,
-  type SpawnedGateway,
-  spawnGateway,
-} from "../helpers/restarting-gateway.js";
+  readGatewayPid,
+  startGatewayProcess,
+} from "../helpers/gateway-process.js";
 import { createTempDir } from "../helpers/temp-home.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const TOKEN = "123456:E2E-token";
 const USER = 4242;
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-  const address = server.address();
-  await new Promise<void>((done) => server.close(() => done()));
-  if (!address || typeof address !== "object") throw new Error("no free port");
-  return address.port;
-}
-
 describe("gateway lifecycle on Telegram (real processes)", () => {
   let home: ReturnType<typeof createTempDir>;
   let telegram: FakeTelegram;
   let model: FakeOpenAI;
   let port: number;
-  const spawned: SpawnedGateway[] = [];
+  const spawned: GatewayProcess[] = [];
 
   beforeEach(async () => {
     home = createTempDir("keel-tg-e2e-");
@@ -48,7 +39,7 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
   });
 
   afterEach(async () => {
-    for (const gateway of spawned.splice(0)) await gateway.cleanup();
+    for (const gateway of spawned.splice(0)) await gateway.stop();
     await telegram.close();
     await model.close();
     home.cleanup();
@@ -65,8 +56,13 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
     ...extra,
   });
 
-  async function start(extra: Record<string, string> = {}): Promise<SpawnedGateway> {
-    const gateway = spawnGateway(home.path, env(extra));
+  async function start(extra: Record<string, string> = {}): Promise<GatewayProcess> {
+    const gateway = await startGatewayProcess({
+      home: home.path,
+      env: env(extra),
+      restartOnExit75: true,
+      followSuccessor: true,
+    });
     spawned.push(gateway);
     const boots = bootedPids(home.path).length;
     await waitFor(() => bootedPids(home.path).length > boots, {
@@ -110,8 +106,8 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
       timeoutMs: 30_000,
       message: `restarted greeting; chat so far: ${JSON.stringify(botTexts(USER))}`,
     });
-    const successor = await waitForSuccessor(first.child.pid!);
-    expect([0, 75]).toContain(await first.waitForExit());
+    const successor = await waitForSuccessor(first.pid);
+    expect([0, 75]).toContain((await first.waitForExit(20_000)).code);
 
     const log = bot(USER);
     const draining = log.find((e) => e.text === "⏳ Draining 1 active agent(s) before restart...");
@@ -137,7 +133,7 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
     // The /restart was confirmed before the restart: it did not run again.
     expect(telegram.confirmedOffset()).toBeGreaterThan(restart.update_id);
     expect(bootedPids(home.path)).toHaveLength(2);
-    expect(gatewayPid(home.path)).toBe(successor);
+    expect(readGatewayPid(home.path)?.pid).toBe(successor);
     expect(botTexts(USER).filter((t) => t === RESTARTED_NOTICE)).toHaveLength(1);
   });
 
@@ -148,7 +144,7 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
       timeoutMs: 30_000,
       message: "restarted greeting",
     });
-    await waitForSuccessor(first.child.pid!);
+    await waitForSuccessor(first.pid);
     const ping = await roundTrip(USER, "still here");
     expect(bot(USER).map((e) => [e.text, e.replyToMessageId])).toEqual([
       [RESTARTED_NOTICE, restart.message_id],
@@ -163,10 +159,10 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
     telegram.failNext("getUpdates", { error_code: 502 });
     telegram.failNext("getUpdates", { error_code: 502 });
     const restart = telegram.sendUserMessage({ chatId: USER, text: "/restart" });
-    await first.waitForExit();
+    await first.waitForExit(20_000);
     expect(telegram.pendingUpdates().map((u) => u.update_id)).toContain(restart.update_id);
 
-    await waitForSuccessor(first.child.pid!);
+    await waitForSuccessor(first.pid);
     await waitFor(() => telegram.confirmedOffset() > restart.update_id, {
       timeoutMs: 15_000,
       message: "successor received the /restart again",
@@ -189,7 +185,7 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
       timeoutMs: 30_000,
       message: "online notice in the home channel",
     });
-    await waitForSuccessor(first.child.pid!);
+    await waitForSuccessor(first.pid);
     expect(botTexts(homeChat)).toEqual([ONLINE_NOTICE]);
     expect(botTexts(USER)).toEqual([]);
   });
@@ -211,7 +207,7 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
       timeoutMs: 30_000,
       message: "online notice in the /sethome chat",
     });
-    await waitForSuccessor(first.child.pid!);
+    await waitForSuccessor(first.pid);
     await roundTrip(USER, "ping");
     expect(botTexts(configured)).toEqual([]);
     expect(botTexts(group).filter((t) => t === ONLINE_NOTICE)).toHaveLength(1);
@@ -221,12 +217,12 @@ describe("gateway lifecycle on Telegram (real processes)", () => {
     const first = await start();
     const slow = telegram.sendUserMessage({ chatId: USER, text: "slow: 2000 resumed answer" });
     await waitFor(() => model.requests.length >= 1, { message: "turn with the model" });
-    first.child.kill("SIGTERM");
-    await first.waitForExit();
+    first.kill("SIGTERM");
+    await first.waitForExit(20_000);
     // A bare SIGTERM is a stop nobody announced, not a restart: the stop notice.
     expect(botTexts(USER)).toEqual([STOP_NOTICE]);
     expect(gatewayState(home.path)?.gateway_state).toBe("running");
-    expect(isAlive(first.child.pid!)).toBe(false);
+    expect(isAlive(first.pid)).toBe(false);
 
     await start();
     await waitFor(() => botTexts(USER).includes("resumed answer"), {

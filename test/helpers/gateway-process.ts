@@ -1,14 +1,18 @@
 /**
- * Real Keel processes for end-to-end tests: `startGatewayProcess()` spawns the BUILT command line
- * (`node bin/keel.js --home <home> gateway run`) on a free loopback port, and `runKeel()` runs a
- * one-shot command (`sessions list`, `doctor`, `chat`, ...) against the same home.
+ * Real Keel processes for end-to-end tests, the browser tests and the chaos harness:
+ * `startGatewayProcess()` spawns the BUILT command line (`node bin/keel.js --home <home> gateway
+ * run`) on a free loopback port, `followRestart()` / `adoptSuccessor()` follow it across a planned
+ * restart, and `runKeel()` runs a one-shot command (`sessions list`, `doctor`, `chat`, ...).
+ * The `read*` functions and `bootedPids()` read what a gateway left in its home.
  *
- * Both need `npm run build` first (`npm test` does it); a missing or stale `dist/` is reported
- * up front instead of testing old code.
+ * Everything needs `npm run build` first (`npm test` does it); a missing or stale `dist/` is
+ * reported up front instead of testing old code.
  *
  * The child's environment is the parent's minus every `OPENAI_*`, `TELEGRAM_*` and `KEEL_*`
- * variable and the service-manager markers (`INVOCATION_ID`, `XPC_SERVICE_NAME`), so a developer's
- * shell or CI never leaks a real model, bot token or home into a test; the test adds what it means.
+ * variable and the service-manager markers (`INVOCATION_ID`, `XPC_SERVICE_NAME`, `NOTIFY_SOCKET`),
+ * so a developer's shell or CI never leaks a real model, bot token or home into a test, and a
+ * restart under a test never restarts the developer's unit; the test adds what it means
+ * (`inheritEnv: false` keeps only `PATH`).
  *
  * Typical use:
  *
@@ -21,9 +25,23 @@
  *   const res = await gw.fetch("/v1/models");
  * });
  * ```
+ *
+ * Restarts: a planned restart ends the process with exit code 75 in a container (the supervisor,
+ * here the test, starts the next one) and with 0 elsewhere, where a detached successor the test
+ * did not spawn takes over. `restartOnExit75` makes the helper play the supervisor by itself;
+ * `followSuccessor` makes `stop()` also kill whatever gateway `<home>/gateway.pid` names.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -34,6 +52,8 @@ import { waitFor } from "./wait-for.js";
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 /** The built entry point every spawned command runs. */
 export const KEEL_BIN = join(REPO_ROOT, "bin", "keel.js");
+/** The exit code of a planned restart that a supervisor is expected to carry out. */
+export const EXIT_RESTART = 75;
 
 const DROPPED_ENV_PREFIXES = ["OPENAI_", "TELEGRAM_", "KEEL_"];
 const DROPPED_ENV_NAMES = new Set(["INVOCATION_ID", "XPC_SERVICE_NAME", "NOTIFY_SOCKET"]);
@@ -47,9 +67,11 @@ export interface GatewayProcessOptions {
   /**
    * Extra environment for the child, on top of the sanitized parent environment, e.g.
    * `{ OPENAI_BASE_URL: fake.baseUrl, KEEL_MODEL: "fake-model" }`. `KEEL_HTTP_PORT` given here
-   * wins over the free port the helper picks.
+   * wins over the free port the helper picks (`"0"` when the test does not need HTTP).
    */
   env?: Record<string, string>;
+  /** False: the child inherits only `PATH` from this process, not the sanitized environment. */
+  inheritEnv?: boolean;
   /** Command line after `--home <home>`; default `["gateway", "run"]`. */
   args?: string[];
   /**
@@ -58,6 +80,17 @@ export interface GatewayProcessOptions {
    * process's `port` to restart on the same address.
    */
   port?: number;
+  /** `KEEL_CRASH_POINT` for this process (`name` or `name:N`): it SIGKILLs itself there. */
+  crashPoint?: string;
+  /**
+   * Append the child's stdout and stderr to this file instead of keeping them in memory
+   * (`stdout`/`stderr` then stay empty).
+   */
+  outputFile?: string;
+  /** Play the supervisor: whenever a spawned process exits 75, spawn the next one the same way. */
+  restartOnExit75?: boolean;
+  /** `stop()` also kills the gateway `<home>/gateway.pid` names (a detached successor). */
+  followSuccessor?: boolean;
 }
 
 export interface ExitStatus {
@@ -65,28 +98,49 @@ export interface ExitStatus {
   signal: NodeJS.Signals | null;
 }
 
-/** A spawned `keel gateway run` (or another long-running command). */
+/**
+ * A spawned `keel gateway run` (or another long-running command), or a successor adopted through
+ * `gateway.pid`. With `restartOnExit75` the pid, exit and wait methods are the first process's;
+ * `pids` and the output cover every process the helper spawned.
+ */
 export interface GatewayProcess {
   readonly pid: number;
+  /** Every pid spawned for this handle, in order (more than one after `restartOnExit75` restarts). */
+  readonly pids: readonly number[];
   readonly port: number;
   /** `http://127.0.0.1:<port>` */
   readonly baseUrl: string;
   readonly home: string;
+  /** The options it was started with (`followRestart` starts the next process with them). */
+  readonly options: GatewayProcessOptions;
   /** The control token: `KEEL_CONTROL_TOKEN` when given, else read from `<home>/control_token` (exists once the config loaded). */
   readonly controlToken: string;
-  /** Everything the child wrote so far. */
+  /** Everything the child wrote so far (empty with `outputFile` or for an adopted successor). */
   readonly stdout: string;
   readonly stderr: string;
-  /** The exit status once the child exited, else null. */
+  /** stdout and stderr interleaved as they arrived. */
+  output(): string;
+  /** The exit status once the process exited, else null. */
   readonly exitStatus: ExitStatus | null;
-  /** Resolves once `GET /readyz` answers 200; rejects (with stderr) if the child exits first or on timeout. */
+  /** Resolves with the exit status once the process is gone (an adopted successor: both null). */
+  readonly exited: Promise<ExitStatus>;
+  /** Resolves once `GET /readyz` answers 200; rejects (with the output) if the process exits first or on timeout. */
   waitForReady(timeoutMs?: number): Promise<void>;
+  /**
+   * True once `gateway_state.json` reports this pid `running`; false if the process exits first
+   * (a crash point during start-up) or `timeoutMs` passes.
+   */
+  waitForRunning(timeoutMs: number): Promise<boolean>;
   /** Resolves once stdout+stderr matches `pattern`; rejects if the child exits first or on timeout. */
   waitForOutput(pattern: RegExp | string, timeoutMs?: number): Promise<void>;
   /** Sends a signal (no-op once exited). */
   kill(signal?: NodeJS.Signals): void;
-  /** Resolves with the exit status; rejects on timeout (the child is left running). */
+  /** Resolves with the exit status; rejects on timeout (the process is left running). */
   waitForExit(timeoutMs?: number): Promise<ExitStatus>;
+  /** True if the process exits (by itself, e.g. a crash point) within `timeoutMs`. */
+  exitsWithin(timeoutMs: number): Promise<boolean>;
+  /** SIGTERM (a stop), then SIGKILL if it has not exited after `timeoutMs`; resolves with the exit. */
+  terminate(timeoutMs?: number): Promise<ExitStatus>;
   /** Parses `<home>/<file>` as JSON; null when the file does not exist. */
   readJson<T = unknown>(file: string): T | null;
   /** `fetch(baseUrl + path)`. */
@@ -94,14 +148,16 @@ export interface GatewayProcess {
   /** `fetch` with `Authorization: Bearer <controlToken>` (the control API). */
   control(path: string, init?: RequestInit): Promise<Response>;
   /**
-   * SIGKILLs the child if it is still running, waits for it, and removes the home folder when
-   * the helper created it. Safe to call more than once; meant for `afterEach`.
+   * SIGKILLs every process of this handle that still runs (and, with `followSuccessor`, the one
+   * `gateway.pid` names), waits until they are gone, and removes the home folder when the helper
+   * created it. Safe to call more than once; meant for `afterEach`.
    */
   stop(): Promise<void>;
 }
 
 /** The sanitized parent environment plus `extra` (see the module comment). */
-export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+export function childEnv(extra: Record<string, string> = {}, inherit = true): NodeJS.ProcessEnv {
+  if (!inherit) return { PATH: process.env.PATH ?? "/usr/bin:/bin", ...extra };
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) {
     if (value === undefined || DROPPED_ENV_NAMES.has(name)) continue;
@@ -149,6 +205,11 @@ function newestMtime(dir: string, keep: (file: string) => boolean): number {
   return newest;
 }
 
+/** True when the compiled CLI exists (a suite can skip itself otherwise). */
+export function isBuilt(): boolean {
+  return existsSync(join(REPO_ROOT, "dist", "main.js"));
+}
+
 /** Spawns `keel --home <home> gateway run` (or `args`) and returns at once; call `waitForReady()`. */
 export async function startGatewayProcess(
   options: GatewayProcessOptions = {},
@@ -157,45 +218,181 @@ export async function startGatewayProcess(
   const ownsHome = options.home === undefined;
   const home = options.home ?? mkdtempSync(join(tmpdir(), "keel-e2e-"));
   const port = Number(options.env?.KEEL_HTTP_PORT ?? options.port ?? (await freePort()));
-  const env = childEnv({ KEEL_HTTP_PORT: String(port), ...options.env });
-  const args = options.args ?? ["gateway", "run"];
-  const child = spawn(process.execPath, [KEEL_BIN, "--home", home, ...args], {
-    cwd: REPO_ROOT,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  return wrap(child, { home, port, ownsHome, env });
+  const env = childEnv(
+    {
+      KEEL_HTTP_PORT: String(port),
+      ...(options.crashPoint && { KEEL_CRASH_POINT: options.crashPoint }),
+      ...options.env,
+    },
+    options.inheritEnv ?? true,
+  );
+  const argv = [KEEL_BIN, "--home", home, ...(options.args ?? ["gateway", "run"])];
+  const processes = spawnProcesses(argv, env, options);
+  const token = env.KEEL_CONTROL_TOKEN;
+  return handle(processes, { home, port, ownsHome, options, ...(token && { token }) });
 }
 
-function wrap(
-  child: ChildProcess,
-  ctx: { home: string; port: number; ownsHome: boolean; env: NodeJS.ProcessEnv },
-): GatewayProcess {
-  const { home, port } = ctx;
-  const baseUrl = `http://127.0.0.1:${port}`;
-  let stdout = "";
-  let stderr = "";
-  let exitStatus: ExitStatus | null = null;
-  let token: string | undefined = ctx.env.KEEL_CONTROL_TOKEN;
-  child.stdout?.setEncoding("utf8").on("data", (s: string) => (stdout += s));
-  child.stderr?.setEncoding("utf8").on("data", (s: string) => (stderr += s));
-  // "close" (not "exit"): stdout and stderr are fully read by then.
-  const exited = new Promise<ExitStatus>((done) => {
-    child.once("close", (code, signal) => {
-      exitStatus = { code, signal };
-      done(exitStatus);
-    });
-  });
-  const spawnError = new Promise<Error>((done) => child.once("error", done));
-  if (child.pid === undefined) {
-    throw new Error(`could not spawn ${KEEL_BIN}`);
+/**
+ * Waits until `<home>/gateway.pid` names a live process other than `previous.pid` (the detached
+ * successor of a restart) and returns a handle to it on the same home and port; its `stop()`
+ * kills it. Rejects after `timeoutMs`.
+ */
+export async function adoptSuccessor(
+  previous: Pick<GatewayProcess, "home" | "port" | "pid" | "options">,
+  timeoutMs = 20_000,
+): Promise<GatewayProcess> {
+  const pid = await waitFor(
+    () => {
+      const named = readGatewayPid(previous.home)?.pid;
+      return named && named !== previous.pid && isAlive(named) ? named : null;
+    },
+    {
+      timeoutMs,
+      intervalMs: 100,
+      message: `a successor of pid ${previous.pid} in ${previous.home}`,
+    },
+  );
+  const { home, port, options } = previous;
+  return handle(adoptedProcess(pid), { home, port, ownsHome: false, options });
+}
+
+/**
+ * After a planned restart of `previous`: waits for it to exit, then plays the supervisor (exit
+ * code 75: starts the next process with the same options, home and port) or adopts the detached
+ * successor (exit code 0). Returns the new gateway, not yet ready; rejects on any other exit.
+ */
+export async function followRestart(previous: GatewayProcess): Promise<GatewayProcess> {
+  const { code } = await previous.waitForExit();
+  if (code === EXIT_RESTART) {
+    return startGatewayProcess({ ...previous.options, home: previous.home, port: previous.port });
   }
-  const pid = child.pid;
-  const describe = () =>
-    `keel (pid ${pid}) exited ${JSON.stringify(exitStatus)}\n--- stderr ---\n${stderr.slice(-4000)}`;
-  const mustBeAlive = () => {
-    if (exitStatus) throw new ExitedError(describe());
+  if (code === 0) return adoptSuccessor(previous);
+  throw new Error(`the gateway exited with ${code}\n${previous.output().slice(-4000)}`);
+}
+
+/** What a handle drives: the spawned child(ren), or an adopted pid. */
+interface Processes {
+  readonly pid: number;
+  pids(): number[];
+  exitStatus(): ExitStatus | null;
+  readonly exited: Promise<ExitStatus>;
+  signal(signal: NodeJS.Signals): void;
+  /** SIGKILLs every process that still runs and waits until they are gone. */
+  killAll(): Promise<void>;
+  stdout(): string;
+  stderr(): string;
+  output(): string;
+}
+
+function spawnProcesses(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  options: GatewayProcessOptions,
+): Processes {
+  const out = { stdout: "", stderr: "", both: "" };
+  const launched: { child: ChildProcess; closed: Promise<ExitStatus> }[] = [];
+  let stopping = false;
+  const launch = () => {
+    const fd = options.outputFile === undefined ? undefined : openSync(options.outputFile, "a");
+    const child = spawn(process.execPath, argv, {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ["ignore", fd ?? "pipe", fd ?? "pipe"],
+    });
+    if (fd !== undefined) closeSync(fd);
+    if (child.pid === undefined) throw new Error(`could not spawn ${KEEL_BIN}`);
+    child.stdout?.setEncoding("utf8").on("data", (s: string) => {
+      out.stdout += s;
+      out.both += s;
+    });
+    child.stderr?.setEncoding("utf8").on("data", (s: string) => {
+      out.stderr += s;
+      out.both += s;
+    });
+    // "close" (not "exit"): stdout and stderr are fully read by then.
+    const closed = new Promise<ExitStatus>((done) => {
+      child.once("close", (code, signal) => done({ code, signal }));
+      child.once("error", () => done({ code: null, signal: null }));
+    });
+    launched.push({ child, closed });
+    void closed.then(({ code }) => {
+      if (code === EXIT_RESTART && options.restartOnExit75 && !stopping) launch();
+    });
+    return { child, closed };
   };
+  const first = launch();
+  let status: ExitStatus | null = null;
+  const exited = first.closed.then((s) => (status = s));
+  return {
+    pid: first.child.pid as number,
+    pids: () => launched.map(({ child }) => child.pid as number),
+    exitStatus: () => status,
+    exited,
+    signal(signal) {
+      if (!status && first.child.exitCode === null && first.child.signalCode === null)
+        first.child.kill(signal);
+    },
+    async killAll() {
+      stopping = true;
+      for (const { child } of launched) {
+        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      }
+      await Promise.all(launched.map(({ closed }) => closed));
+      await exited;
+    },
+    stdout: () => out.stdout,
+    stderr: () => out.stderr,
+    output: () => out.both,
+  };
+}
+
+function adoptedProcess(pid: number): Processes {
+  let status: ExitStatus | null = null;
+  let exited: Promise<ExitStatus> | undefined;
+  const gone = () => {
+    if (!status && !isAlive(pid)) status = { code: null, signal: null };
+    return status;
+  };
+  return {
+    pid,
+    pids: () => [pid],
+    exitStatus: gone,
+    get exited() {
+      exited ??= waitFor(gone, {
+        timeoutMs: 24 * 3600_000,
+        intervalMs: 50,
+        message: `pid ${pid} gone`,
+      });
+      return exited;
+    },
+    signal(signal) {
+      if (!gone()) killQuietly(pid, signal);
+    },
+    async killAll() {
+      killQuietly(pid, "SIGKILL");
+      await waitFor(() => !isAlive(pid), { timeoutMs: 5000, message: `pid ${pid} gone` });
+    },
+    stdout: () => "",
+    stderr: () => "",
+    output: () => "",
+  };
+}
+
+interface HandleContext {
+  home: string;
+  port: number;
+  ownsHome: boolean;
+  options: GatewayProcessOptions;
+  token?: string;
+}
+
+function handle(processes: Processes, ctx: HandleContext): GatewayProcess {
+  const { home, port, options } = ctx;
+  const { pid } = processes;
+  const baseUrl = `http://127.0.0.1:${port}`;
+  let token = ctx.token;
+  const describe = () =>
+    `keel (pid ${pid}) exited ${JSON.stringify(processes.exitStatus())}\n--- output ---\n${processes.output().slice(-4000)}`;
   const untilAliveOr = async (
     check: () => boolean | Promise<boolean>,
     timeoutMs: number,
@@ -204,14 +401,16 @@ function wrap(
     try {
       await waitFor(
         async () => {
-          mustBeAlive();
+          if (processes.exitStatus()) throw new Error(describe());
           return check();
         },
         { timeoutMs, message },
       );
     } catch (err) {
-      if (exitStatus) throw new Error(`${message}: ${describe()}`);
-      throw new Error(`${(err as Error).message}\n--- stderr ---\n${stderr.slice(-4000)}`);
+      if (processes.exitStatus()) throw new Error(`${message}: ${describe()}`);
+      throw new Error(
+        `${(err as Error).message}\n--- output ---\n${processes.output().slice(-4000)}`,
+      );
     }
   };
   const readToken = (): string => {
@@ -222,23 +421,43 @@ function wrap(
     token = readFileSync(file, "utf8").trim();
     return token;
   };
+  const raceExit = async <T>(timeoutMs: number, onTimeout: () => T): Promise<ExitStatus | T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<T>((done) => {
+      timer = setTimeout(() => done(onTimeout()), timeoutMs);
+    });
+    try {
+      return await Promise.race([processes.exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  let stopped = false;
 
-  const proc: GatewayProcess = {
+  return {
     pid,
+    get pids() {
+      return processes.pids();
+    },
     port,
     baseUrl,
     home,
+    options,
     get controlToken() {
       return readToken();
     },
     get stdout() {
-      return stdout;
+      return processes.stdout();
     },
     get stderr() {
-      return stderr;
+      return processes.stderr();
     },
+    output: () => processes.output(),
     get exitStatus() {
-      return exitStatus;
+      return processes.exitStatus();
+    },
+    get exited() {
+      return processes.exited;
     },
     async waitForReady(timeoutMs = 15_000) {
       await untilAliveOr(
@@ -251,40 +470,53 @@ function wrap(
         `keel (pid ${pid}) ready at ${baseUrl}/readyz`,
       );
     },
+    async waitForRunning(timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        if (processes.exitStatus()) return false;
+        const state = readGatewayState(home);
+        if (state?.pid === pid && state.gateway_state === "running") return true;
+        await new Promise((done) => setTimeout(done, 25));
+      }
+      return false;
+    },
     async waitForOutput(pattern, timeoutMs = 10_000) {
       const test = (s: string) =>
         typeof pattern === "string" ? s.includes(pattern) : pattern.test(s);
       // Output written just before exiting still counts: check it before the liveness check.
-      if (test(stdout + stderr)) return;
+      if (test(processes.output())) return;
       await untilAliveOr(
-        () => test(stdout + stderr),
+        () => test(processes.output()),
         timeoutMs,
         `output matching ${String(pattern)}`,
       ).catch((err: unknown) => {
-        if (!test(stdout + stderr)) throw err;
+        if (!test(processes.output())) throw err;
       });
     },
     kill(signal = "SIGTERM") {
-      if (!exitStatus) child.kill(signal);
+      processes.signal(signal);
     },
     async waitForExit(timeoutMs = 15_000) {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, fail) => {
-        timer = setTimeout(
-          () =>
-            fail(
-              new Error(
-                `keel (pid ${pid}) still running after ${timeoutMs} ms\n--- stderr ---\n${stderr.slice(-4000)}`,
-              ),
-            ),
-          timeoutMs,
+      const result = await raceExit(timeoutMs, () => null);
+      if (result === null) {
+        throw new Error(
+          `keel (pid ${pid}) still running after ${timeoutMs} ms\n--- output ---\n${processes.output().slice(-4000)}`,
         );
-      });
-      try {
-        return await Promise.race([exited, timeout, spawnError.then((e) => Promise.reject(e))]);
-      } finally {
-        clearTimeout(timer);
       }
+      return result;
+    },
+    async exitsWithin(timeoutMs) {
+      if (processes.exitStatus()) return true;
+      return (await raceExit(timeoutMs, () => null)) !== null;
+    },
+    async terminate(timeoutMs = 15_000) {
+      const done = processes.exitStatus();
+      if (done) return done;
+      processes.signal("SIGTERM");
+      const timer = setTimeout(() => processes.signal("SIGKILL"), timeoutMs);
+      const status = await processes.exited;
+      clearTimeout(timer);
+      return status;
     },
     readJson<T>(file: string): T | null {
       const path = join(home, file);
@@ -300,16 +532,92 @@ function wrap(
       return fetch(`${baseUrl}${path}`, { ...init, headers });
     },
     async stop() {
-      if (!exitStatus && child.exitCode === null && child.signalCode === null)
-        child.kill("SIGKILL");
-      await Promise.race([exited, spawnError]);
+      await processes.killAll();
+      if (options.followSuccessor && !stopped) await killNamedGateway(home);
+      stopped = true;
       if (ctx.ownsHome) rmSync(home, { recursive: true, force: true });
     },
   };
-  return proc;
 }
 
-class ExitedError extends Error {}
+/** `<home>/gateway.pid`, or null when missing or half-written. */
+export function readGatewayPid(home: string): { pid: number; start_time: number } | null {
+  try {
+    const record = JSON.parse(readFileSync(join(home, "gateway.pid"), "utf8")) as {
+      pid?: unknown;
+      start_time: number;
+    };
+    return typeof record.pid === "number"
+      ? { pid: record.pid, start_time: record.start_time }
+      : null;
+  } catch {
+    return null;
+  }
+}
+
+/** `<home>/gateway_state.json`, or null when missing or half-written. */
+export function readGatewayState(home: string): Record<string, unknown> | null {
+  try {
+    return JSON.parse(readFileSync(join(home, "gateway_state.json"), "utf8")) as Record<
+      string,
+      unknown
+    >;
+  } catch {
+    return null;
+  }
+}
+
+/** The pids that logged "gateway running" in `<home>/logs/gateway.log`, in boot order. */
+export function bootedPids(home: string): number[] {
+  let text = "";
+  try {
+    text = readFileSync(join(home, "logs", "gateway.log"), "utf8");
+  } catch {
+    return [];
+  }
+  const pids: number[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.includes('"gateway running"')) continue;
+    try {
+      pids.push((JSON.parse(line) as { pid: number }).pid);
+    } catch {
+      // A line cut off by SIGKILL is not a boot.
+    }
+  }
+  return pids;
+}
+
+/** True while `pid` exists and is not a zombie. */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return true;
+  }
+}
+
+/** `process.kill`, ignoring a process (or, with a negative id, a group) that is already gone. */
+export function killQuietly(pid: number, signal: NodeJS.Signals = "SIGKILL"): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+/** SIGKILLs the gateway `<home>/gateway.pid` names (a detached successor), and waits until it is gone. */
+export async function killNamedGateway(home: string): Promise<void> {
+  const named = readGatewayPid(home)?.pid;
+  if (named === undefined || named === process.pid) return;
+  killQuietly(named, "SIGKILL");
+  await waitFor(() => !isAlive(named), { timeoutMs: 5000, message: `pid ${named} gone` });
+}
 
 export interface RunKeelOptions {
   home: string;

@@ -1,3 +1,14 @@
+/**
+ * Real gateways in this process, as `keel gateway run` builds them (the composition root with the
+ * SQLite store, runner, agent and HTTP server) but without signals and never spawning a detached
+ * successor on restart:
+ * - `createTestGateway(config)`: the bare Gateway, not started (any test or the bench);
+ * - `startInProcessGateway({ home })`: started on port 0 with a `test` platform to chat through;
+ * - `createTelegramGateway()`: wired to a fake Telegram Bot API server and a fake model, with
+ *   start/stop on the same home.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import pino from "pino";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
@@ -6,24 +17,33 @@ import type { Supervisor } from "../../src/gateway/exit-code.js";
 import { Gateway } from "../../src/gateway/gateway.js";
 import { createCrashPoint } from "../../src/lib/crash-point.js";
 import type { InboundMessage, PlatformAdapter } from "../../src/platforms/platform.js";
+import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
+import { type FakeTelegram, startFakeTelegram } from "../fakes/telegram-server.js";
 import { RecordingAdapter } from "./recording-adapter.js";
+import { createTempDir } from "./temp-home.js";
+
+/** Options of {@link createTestGateway}. */
+export interface TestGatewayOptions {
+  now?: () => number;
+  /** Default null. Restart tests use "container" (exit 75) so that no detached successor is spawned. */
+  supervisor?: Supervisor;
+  extraAdapters?: PlatformAdapter[];
+  /** The version the gateway reports (default "test"). */
+  version?: string;
+}
 
 /**
  * A real Gateway in this process (SQLite store, runner, agent, HTTP on the configured port —
- * use KEEL_HTTP_PORT=0), as `keel gateway run` builds it but without signals, and never spawning
- * a successor on restart.
+ * use KEEL_HTTP_PORT=0), not started; logs are discarded and crash points are off.
  */
-export function createTestGateway(
-  config: Config,
-  options: { now?: () => number; supervisor?: Supervisor; extraAdapters?: PlatformAdapter[] } = {},
-): Gateway {
+export function createTestGateway(config: Config, options: TestGatewayOptions = {}): Gateway {
   const logger = pino({ level: "silent" });
   return new Gateway({
     config,
     logger,
     agent: createAgentParts(config, logger),
     crashPoint: createCrashPoint(undefined),
-    version: "test",
+    version: options.version ?? "test",
     supervisor: options.supervisor ?? null,
     relaunch: () => {
       throw new Error("in-process test gateways must not spawn a detached successor");
@@ -131,4 +151,82 @@ export async function startInProcessGateway(
       return gateway.exited;
     },
   };
+}
+
+export const TEST_BOT_TOKEN = "123456:TEST-token";
+/** The Telegram user (and private chat) allowed by default in the Telegram harness. */
+export const ALLOWED_USER = 4242;
+
+/** A real gateway, in this process, wired to a fake Telegram Bot API server and a fake model. */
+export interface TelegramGatewayHarness {
+  home: string;
+  telegram: FakeTelegram;
+  model: FakeOpenAI;
+  /** The running gateway (replaced by `start()` after a `stop()`), or null while stopped. */
+  gateway: Gateway | null;
+  /** Starts a gateway on the home folder (the previous one must be stopped). */
+  start(env?: Record<string, string>): Promise<Gateway>;
+  /** Stops the running gateway as an operator would (planned stop) and waits for it. */
+  stop(): Promise<void>;
+  /** `gateway_state.json` as written by the gateway. */
+  runtimeStatus(): Record<string, unknown>;
+  /** Stops everything and removes the home folder. */
+  close(): Promise<void>;
+}
+
+/** Builds the Telegram harness in a fresh home; `baseEnv` overrides go to every start. */
+export async function createTelegramGateway(
+  baseEnv: Record<string, string> = {},
+): Promise<TelegramGatewayHarness> {
+  const dir = createTempDir("keel-tg-");
+  const telegram = await startFakeTelegram({ token: TEST_BOT_TOKEN });
+  const model = await startFakeOpenAI();
+  const harness: TelegramGatewayHarness = {
+    home: dir.path,
+    telegram,
+    model,
+    gateway: null,
+    async start(env = {}) {
+      const { config } = loadConfig({
+        home: dir.path,
+        env: {
+          TELEGRAM_BOT_TOKEN: TEST_BOT_TOKEN,
+          TELEGRAM_API_ROOT: telegram.apiRoot,
+          TELEGRAM_ALLOWED_USERS: String(ALLOWED_USER),
+          OPENAI_BASE_URL: model.baseUrl,
+          KEEL_MODEL: "fake-model",
+          KEEL_HTTP_PORT: "0",
+          ...baseEnv,
+          ...env,
+        },
+      });
+      const gateway = createTestGateway(config);
+      await gateway.start();
+      harness.gateway = gateway;
+      return gateway;
+    },
+    async stop() {
+      const gateway = harness.gateway;
+      harness.gateway = null;
+      await stopTestGateway(gateway ?? undefined);
+    },
+    runtimeStatus() {
+      return JSON.parse(readFileSync(join(dir.path, "gateway_state.json"), "utf8")) as Record<
+        string,
+        unknown
+      >;
+    },
+    async close() {
+      await harness.stop().catch(() => {});
+      await telegram.close();
+      await model.close();
+      dir.cleanup();
+    },
+  };
+  return harness;
+}
+
+/** The bot messages a user sees in a chat (optionally one topic), oldest first. */
+export function botMessages(telegram: FakeTelegram, chatId: number, threadId?: number) {
+  return telegram.chatLog(chatId, threadId).filter((entry) => entry.from === "bot");
 }

@@ -7,8 +7,8 @@
  */
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { answeredIds } from "../chaos/chaos-model.js";
-import { type GatewayProcess, isBuilt } from "../chaos/gateway-process.js";
 import { createRig, type Rig } from "../chaos/rig.js";
+import { type GatewayProcess, isBuilt } from "../helpers/gateway-process.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const CHAT = 4201;
@@ -20,7 +20,7 @@ beforeAll(() => {
 });
 
 afterEach(async () => {
-  await gateway?.kill();
+  await gateway?.stop();
   gateway = null;
   await rig?.close();
   rig = null;
@@ -46,9 +46,9 @@ async function crashAt(point: string, text: string): Promise<Rig> {
   rig = r;
   gateway = await r.start({ crashPoint: point });
   r.telegram.sendUserMessage({ chatId: CHAT, text });
-  const died = await gateway.waitExit(15_000);
+  const died = await gateway.exitsWithin(15_000);
   expect(died, `the gateway should die at ${point}`).toBe(true);
-  expect(gateway.exit?.signal).toBe("SIGKILL");
+  expect(gateway.exitStatus?.signal).toBe("SIGKILL");
   return r;
 }
 
@@ -81,7 +81,7 @@ function toolCallsOf(r: Rig): { tool_call_id: string; name: string; state: strin
 
 /** Stops the gateway cleanly so the record can be read. */
 async function settle(): Promise<void> {
-  await gateway?.stop();
+  await gateway?.terminate();
   gateway = null;
 }
 
@@ -121,7 +121,7 @@ describe("crash while the turn runs", () => {
     gateway = await r.start();
     r.telegram.sendUserMessage({ chatId: CHAT, text: "c1.1 slow" });
     await waitFor(() => r.model.requests.length === 1, { message: "the model call" });
-    await gateway.kill();
+    await gateway.stop();
     expect(turns(r).map((t) => t.state)).toEqual(["running"]);
     await restart(r);
     await answered(r, "c1.1");
@@ -146,8 +146,8 @@ describe("crash while the turn runs", () => {
 describe("crash during recovery", () => {
   it("resumes a session whose recovery was itself cut off (mid_recovery)", async () => {
     const r = await crashAt("after_turn_start", "c1.1 plain");
-    gateway = r.spawn({ crashPoint: "mid_recovery" });
-    expect(await gateway.waitExit(15_000)).toBe(true);
+    gateway = await r.spawn({ crashPoint: "mid_recovery" });
+    expect(await gateway.exitsWithin(15_000)).toBe(true);
     expect(turns(r).map((t) => t.state)).toEqual(["running"]);
     await restart(r);
     await answered(r, "c1.1");

@@ -4,7 +4,7 @@ import {
   botMessages,
   createTelegramGateway,
   type TelegramGatewayHarness,
-} from "../helpers/telegram-gateway.js";
+} from "../helpers/in-process-gateway.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const sendCallsTo = (h: TelegramGatewayHarness, chatId: number) =>

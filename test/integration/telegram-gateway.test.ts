@@ -5,7 +5,7 @@ import {
   botMessages,
   createTelegramGateway,
   type TelegramGatewayHarness,
-} from "../helpers/telegram-gateway.js";
+} from "../helpers/in-process-gateway.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 describe("Telegram through the real gateway", () => {

@@ -1,0 +1,161 @@
+/**
+ * Core figures of issue 2 against the stand-in model answering "ok" at once: added latency per
+ * turn through the OpenAI-compatible API, turns per second with concurrent sessions, cold start
+ * to ready, idle RSS and RSS after many turns. The gateway is the BUILT command line in a child
+ * process (so its RSS is its own); the model and the clients run in this process.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import { type FakeOpenAI, startFakeOpenAI } from "../test/fakes/openai-server.js";
+import { freePort } from "../test/helpers/gateway-process.js";
+import { GatewayChild } from "./gateway-child.js";
+import { HttpClient } from "./http-client.js";
+import { median, percentile } from "./stats.js";
+
+export interface CoreOptions {
+  /** Sequential requests measured for the added latency (each way), after `warmup`. */
+  latencyRequests: number;
+  warmup: number;
+  /** Concurrent API sessions for the throughput figure. */
+  sessions: number;
+  /** Turns through the API (spread over the sessions) before the second RSS reading. */
+  turns: number;
+  /** Turns (from the start of the concurrent phase) the throughput figure is taken over. */
+  throughputTurns: number;
+  coldStarts: number;
+}
+
+export interface CoreResult {
+  latencyMs: {
+    gateway: { p50: number; p99: number };
+    direct: { p50: number; p99: number };
+    added: { p50: number; p99: number };
+  };
+  turnsPerSecond: number;
+  turnsPerSecondOverall: number;
+  readyMs: { median: number; all: number[] };
+  rssMb: { idle: number; afterLatency: number; afterTurns: number; growth: number; turns: number };
+  errors: number;
+  latencyRequests: number;
+}
+
+const BODY = { model: "bench-model", messages: [{ role: "user", content: "hello" }] };
+const PATH = "/v1/chat/completions";
+
+/** Runs every core measurement once and tears everything down. */
+export async function runCore(options: CoreOptions): Promise<CoreResult> {
+  const model = await startFakeOpenAI();
+  model.script({ text: "ok" });
+  const homes: string[] = [];
+  const children: GatewayChild[] = [];
+  const spawnOne = async () => {
+    const home = mkdtempSync(join(tmpdir(), "keel-bench-core-"));
+    homes.push(home);
+    const child = GatewayChild.spawn({
+      home,
+      port: await freePort(),
+      env: { OPENAI_BASE_URL: model.baseUrl, KEEL_MODEL: "bench-model" },
+      outputFile: join(home, "bench-output.log"),
+    });
+    children.push(child);
+    return child;
+  };
+  try {
+    const ready: number[] = [];
+    const idle: number[] = [];
+    let gateway: GatewayChild | undefined;
+    for (let i = 0; i < options.coldStarts; i += 1) {
+      gateway = await spawnOne();
+      ready.push(await gateway.waitReady(5));
+      await sleep(500);
+      idle.push(gateway.rssMb());
+      if (i < options.coldStarts - 1) await gateway.kill();
+    }
+    const gw = gateway!;
+    const latency = await measureLatency(model, gw, options);
+    const rssBefore = gw.rssMb();
+    const load = await concurrentTurns(gw, options);
+    await sleep(500);
+    const rssAfter = gw.rssMb();
+    return {
+      latencyMs: latency,
+      turnsPerSecond: load.turnsPerSecond,
+      turnsPerSecondOverall: load.overall,
+      readyMs: { median: median(ready), all: ready },
+      rssMb: {
+        idle: median(idle),
+        afterLatency: rssBefore,
+        afterTurns: rssAfter,
+        growth: rssAfter - median(idle),
+        turns: options.turns + options.latencyRequests + options.warmup,
+      },
+      errors: latency.errors + load.errors,
+      latencyRequests: options.latencyRequests + options.warmup,
+    };
+  } finally {
+    for (const child of children) await child.kill();
+    await model.close();
+    for (const home of homes) rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** Interleaves direct and through-the-gateway requests so drift in machine load hits both alike. */
+async function measureLatency(model: FakeOpenAI, gw: GatewayChild, options: CoreOptions) {
+  const direct = new HttpClient(model.baseUrl.replace(/\/v1$/, ""));
+  const through = new HttpClient(gw.baseUrl);
+  const viaGateway: number[] = [];
+  const straight: number[] = [];
+  let errors = 0;
+  try {
+    for (let i = 0; i < options.warmup + options.latencyRequests; i += 1) {
+      const a = await direct.postJson(PATH, BODY);
+      const b = await through.postJson(PATH, BODY);
+      if (a.status !== 200 || b.status !== 200) errors += 1;
+      if (i < options.warmup) continue;
+      straight.push(a.ms);
+      viaGateway.push(b.ms);
+    }
+  } finally {
+    direct.close();
+    through.close();
+  }
+  viaGateway.sort((x, y) => x - y);
+  straight.sort((x, y) => x - y);
+  const g = { p50: percentile(viaGateway, 50), p99: percentile(viaGateway, 99) };
+  const d = { p50: percentile(straight, 50), p99: percentile(straight, 99) };
+  return { gateway: g, direct: d, added: { p50: g.p50 - d.p50, p99: g.p99 - d.p99 }, errors };
+}
+
+/** `sessions` clients, each looping turns on its own session, until `turns` turns are done. */
+async function concurrentTurns(gw: GatewayChild, options: CoreOptions) {
+  const client = new HttpClient(gw.baseUrl);
+  const perSession = Math.ceil(options.turns / options.sessions);
+  const done: number[] = [];
+  let errors = 0;
+  const started = performance.now();
+  const loop = async () => {
+    let sessionId: string | undefined;
+    for (let i = 0; i < perSession; i += 1) {
+      const headers: Record<string, string> = sessionId ? { "x-session-id": sessionId } : {};
+      const res = await client.postJson(PATH, BODY, headers);
+      if (res.status !== 200) errors += 1;
+      sessionId ??= res.headers["x-session-id"] as string | undefined;
+      done.push(performance.now());
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: options.sessions }, loop));
+  } finally {
+    client.close();
+  }
+  done.sort((a, b) => a - b);
+  const window = Math.min(options.throughputTurns, done.length);
+  return {
+    turnsPerSecond: window / ((done[window - 1]! - started) / 1000),
+    overall: done.length / ((done[done.length - 1]! - started) / 1000),
+    errors,
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * The BUILT gateway as a child process for benchmarks: `node bin/keel.js --home <home> gateway
+ * run` with the parent's environment minus `OPENAI_*`, `TELEGRAM_*`, `KEEL_*` (see
+ * test/helpers/gateway-process.ts), output appended to a file so the benchmark process does not
+ * pay for reading it.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, openSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import { childEnv, KEEL_BIN, REPO_ROOT } from "../test/helpers/gateway-process.js";
+import { HttpClient } from "./http-client.js";
+
+export interface GatewayChildOptions {
+  home: string;
+  port: number;
+  /** Added to the cleaned environment (model URL, model name, ...). */
+  env: Record<string, string>;
+  /** Where stdout and stderr go. */
+  outputFile: string;
+  /** Extra node flags, e.g. `--cpu-prof`. */
+  nodeArgs?: string[];
+}
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** performance.now() when the child's "exit" event fired. */
+  at: number;
+}
+
+export class GatewayChild {
+  readonly baseUrl: string;
+  /** performance.now() just before spawn. */
+  readonly spawnedAt: number;
+  readonly exited: Promise<ExitInfo>;
+  private exitInfo: ExitInfo | null = null;
+  private readonly http: HttpClient;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    spawnedAt: number,
+    private readonly options: GatewayChildOptions,
+  ) {
+    this.spawnedAt = spawnedAt;
+    this.baseUrl = `http://127.0.0.1:${options.port}`;
+    this.http = new HttpClient(this.baseUrl);
+    this.exited = new Promise((resolve) => {
+      child.once("exit", (code, signal) => {
+        this.exitInfo = { code, signal, at: performance.now() };
+        resolve(this.exitInfo);
+      });
+    });
+  }
+
+  static spawn(options: GatewayChildOptions): GatewayChild {
+    const out = openSync(options.outputFile, "a");
+    const env = childEnv({ ...options.env, KEEL_HTTP_PORT: String(options.port) });
+    const args = [...(options.nodeArgs ?? []), KEEL_BIN, "--home", options.home, "gateway", "run"];
+    const spawnedAt = performance.now();
+    const child = spawn(process.execPath, args, {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ["ignore", out, out],
+    });
+    closeSync(out);
+    if (child.pid === undefined) throw new Error(`could not spawn ${KEEL_BIN}`);
+    return new GatewayChild(child, spawnedAt, options);
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /**
+   * Polls `GET /readyz` every `intervalMs` until it answers 200; resolves with the ms from spawn.
+   * Rejects (with the child's output) if the child exits or `timeoutMs` passes.
+   */
+  async waitReady(intervalMs = 5, timeoutMs = 20_000): Promise<number> {
+    const deadline = performance.now() + timeoutMs;
+    while (performance.now() < deadline) {
+      if (this.exitInfo) throw new Error(`gateway exited before ready:\n${this.output()}`);
+      const status = await this.http.getStatus("/readyz").catch(() => 0);
+      if (status === 200) return performance.now() - this.spawnedAt;
+      await sleep(intervalMs);
+    }
+    throw new Error(`gateway not ready within ${timeoutMs} ms:\n${this.output()}`);
+  }
+
+  /** Resident set size from /proc/<pid>/status, in MB. */
+  rssMb(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
+    const kb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? Number.NaN);
+    return kb / 1024;
+  }
+
+  /** The control token the gateway generated into its home. */
+  controlToken(): string {
+    return readFileSync(join(this.options.home, "control_token"), "utf8").trim();
+  }
+
+  output(): string {
+    try {
+      return readFileSync(this.options.outputFile, "utf8").slice(-4000);
+    } catch {
+      return "";
+    }
+  }
+
+  signal(name: NodeJS.Signals): void {
+    if (!this.exitInfo) this.child.kill(name);
+  }
+
+  /** SIGKILLs if still running and waits for the exit. Safe to call twice. */
+  async kill(): Promise<ExitInfo> {
+    this.http.close();
+    if (!this.exitInfo) this.child.kill("SIGKILL");
+    return this.exited;
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * A lean keep-alive HTTP client for load generation (node:http, not fetch: undici's per-request
+ * overhead would be measured as the gateway's). One agent per target, sockets reused.
+ */
+import { Agent, request } from "node:http";
+import { performance } from "node:perf_hooks";
+
+export interface PostResult {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  /** Request start to the last byte of the body, in ms. */
+  ms: number;
+}
+
+/** A client bound to one base URL (`http://127.0.0.1:PORT`). Call `close()` at the end. */
+export class HttpClient {
+  private readonly agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  private readonly host: string;
+  private readonly port: number;
+
+  constructor(baseUrl: string) {
+    const url = new URL(baseUrl);
+    this.host = url.hostname;
+    this.port = Number(url.port);
+  }
+
+  /** POSTs JSON to `path` and reads the whole answer. Rejects on network errors only. */
+  postJson(path: string, body: unknown, headers: Record<string, string> = {}): Promise<PostResult> {
+    const payload = JSON.stringify(body);
+    const started = performance.now();
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          host: this.host,
+          port: this.port,
+          path,
+          method: "POST",
+          agent: this.agent,
+          headers: {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(payload),
+            ...headers,
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              headers: res.headers,
+              body: Buffer.concat(chunks).toString("utf8"),
+              ms: performance.now() - started,
+            }),
+          );
+          res.on("error", reject);
+        },
+      );
+      req.on("error", reject);
+      req.end(payload);
+    });
+  }
+
+  /** GETs `path`; resolves with the status (body discarded). Rejects on network errors. */
+  getStatus(path: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        { host: this.host, port: this.port, path, method: "GET", agent: this.agent },
+        (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}

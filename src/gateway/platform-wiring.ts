@@ -10,7 +10,7 @@ import type { HttpServer } from "../control/http-server.js";
 import { createWebRoutes } from "../control/web-routes.js";
 import { OpenAiApiAdapter } from "../platforms/openai-api/adapter.js";
 import type { PlatformAdapter } from "../platforms/platform.js";
-import { TelegramAdapter } from "../platforms/telegram/adapter.js";
+import { LazyTelegramAdapter } from "../platforms/telegram/lazy-adapter.js";
 import { WebchatAdapter } from "../platforms/webchat/adapter.js";
 import { webSocketToken } from "../platforms/webchat/upgrade-auth.js";
 import type { Runner } from "../runner/runner.js";
@@ -33,7 +33,7 @@ export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[
   const telegram = config.platforms.telegram;
   if (config.telegramEnabled && telegram.token) {
     adapters.push(
-      new TelegramAdapter({
+      new LazyTelegramAdapter({
         token: telegram.token,
         apiRoot: telegram.api_root,
         allowedUsers: telegram.allowed_users,

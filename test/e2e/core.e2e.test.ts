@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { SqliteStore } from "../../src/sessions/sqlite-store.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import {
   freePort,
@@ -129,6 +130,25 @@ describe("keel sessions", () => {
     const missing = await runKeel({ home, args: ["sessions", "show", "no-such-id"] });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("No session with id no-such-id");
+  });
+
+  it("backs up state.db while the gateway runs, into a database that opens and holds the sessions", async () => {
+    const gateway = await startGateway();
+    const stored = await send(gateway, "echo: keep me");
+    const copy = join(home, "backup.db");
+    const backup = await runKeel({ home, args: ["backup", copy] });
+    expect(backup.code).toBe(0);
+    expect(backup.stdout).toContain(copy);
+    const copied = new SqliteStore(copy, { readonly: true });
+    try {
+      const transcript = await copied.loadTranscript(stored.sessionId!);
+      expect(transcript.map((m) => m.message.content)).toEqual(["echo: keep me", "keep me"]);
+    } finally {
+      await copied.close();
+    }
+    const again = await runKeel({ home, args: ["backup", copy] });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("already exists");
   });
 });
 

@@ -88,7 +88,7 @@ async function retryLast(
 ): Promise<void> {
   const transcript = await host.store.loadTranscript(item.sessionId);
   const lastUser = [...transcript].reverse().find((m) => m.message.role === "user");
-  if (!lastUser || lastUser.message.role !== "user") return host.answer(item, TEXT.nothingToRetry);
+  if (lastUser?.message.role !== "user") return host.answer(item, TEXT.nothingToRetry);
   if (active) host.stopTurn(active, "interrupt");
   await host.store.closeInboxItem(item.id, "done");
   host.retry(item.sessionKey, lastUser.message.content, item.address);

@@ -266,7 +266,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   ): Promise<{ key: string; fresh: boolean } | null> {
     if (sessionId === undefined) return { key: `agent:main:api:${randomUUID()}`, fresh: true };
     const session = await this.options.store.getSessionById(sessionId);
-    if (!session || !session.key.startsWith("agent:main:api:")) return null;
+    if (!session?.key.startsWith("agent:main:api:")) return null;
     return { key: session.key, fresh: false };
   }
 }

@@ -95,4 +95,45 @@ describe("loadConfig", () => {
     expect(config.platforms.telegram.allowed_users).toEqual(["1", "2"]);
     expect(readFileSync(join(dir.path, "control_token"), "utf8").trim()).toBe(config.controlToken);
   });
+
+  describe("lifecycle settings (hermes-agent's rules, seed 000)", () => {
+    it("restart_drain_timeout prefers env, then config, then the default of 0", () => {
+      expect(load().config.agent.restart_drain_timeout).toBe(0);
+      write("agent:\n  restart_drain_timeout: 45\n");
+      expect(load().config.agent.restart_drain_timeout).toBe(45);
+      expect(load({ KEEL_RESTART_DRAIN_TIMEOUT: "12.5" }).config.agent.restart_drain_timeout).toBe(
+        12.5,
+      );
+    });
+
+    it("an invalid env drain timeout falls back to the default, not the file's value, with the documented warning", () => {
+      write("agent:\n  restart_drain_timeout: 45\n");
+      const { config, warnings } = load({ KEEL_RESTART_DRAIN_TIMEOUT: "abc" });
+      expect(config.agent.restart_drain_timeout).toBe(0);
+      expect(warnings).toEqual(["Invalid restart_drain_timeout 'abc', using default 0s"]);
+    });
+
+    it("a negative drain timeout in the file is invalid too; a blank env value counts as unset", () => {
+      write("agent:\n  restart_drain_timeout: -5\n");
+      expect(load().warnings).toEqual(["Invalid restart_drain_timeout '-5', using default 0s"]);
+      write("agent:\n  restart_drain_timeout: 30\n");
+      expect(load({ KEEL_RESTART_DRAIN_TIMEOUT: "" }).config.agent.restart_drain_timeout).toBe(30);
+    });
+
+    it("busy_input_mode prefers env, then config, then interrupt", () => {
+      expect(load().config.display.busy_input_mode).toBe("interrupt");
+      write("display:\n  busy_input_mode: queue\n");
+      expect(load().config.display.busy_input_mode).toBe("queue");
+      expect(load({ KEEL_GATEWAY_BUSY_INPUT_MODE: "steer" }).config.display.busy_input_mode).toBe(
+        "steer",
+      );
+    });
+
+    it("an unknown busy mode falls back to interrupt with a warning", () => {
+      write("display:\n  busy_input_mode: shout\n");
+      const { config, warnings } = load();
+      expect(config.display.busy_input_mode).toBe("interrupt");
+      expect(warnings).toEqual(["Invalid busy_input_mode 'shout', using default interrupt"]);
+    });
+  });
 });

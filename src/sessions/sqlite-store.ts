@@ -32,13 +32,19 @@ import {
   toTurn,
 } from "./sqlite-rows.js";
 import type {
+  FinishTurnInput,
   InboxItem,
+  OutboxInput,
   OutboxItem,
   PairingRequest,
+  PairingRequestInput,
   ResumeReason,
   SessionRecord,
   SessionSummary,
+  StartTurnInput,
   Store,
+  ToolFinishInput,
+  ToolStartInput,
   TurnRecord,
 } from "./store.js";
 
@@ -366,11 +372,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  startTurn(input: {
-    sessionKey: string;
-    inboxId: number | null;
-    userMessage: ChatMessage | null;
-  }): Promise<TurnRecord> {
+  startTurn(input: StartTurnInput): Promise<TurnRecord> {
     return this.tx(() => {
       const session = this.ensureSessionSync(input.sessionKey, null);
       const now = this.now();
@@ -388,12 +390,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  finishTurn(input: {
-    turnId: number;
-    state: "done" | "interrupted" | "failed";
-    finalMessage: ChatMessage | null;
-    reply: { address: ChatAddress; text: string } | null;
-  }): Promise<OutboxItem | null> {
+  finishTurn(input: FinishTurnInput): Promise<OutboxItem | null> {
     return this.tx(() => {
       const turn = this.stmt("SELECT * FROM turns WHERE id = ?").get(input.turnId) as
         | TurnRow
@@ -464,13 +461,7 @@ export class SqliteStore implements Store {
     );
   }
 
-  recordToolStart(input: {
-    toolCallId: string;
-    turnId: number;
-    sessionId: string;
-    name: string;
-    arguments: string;
-  }): Promise<void> {
+  recordToolStart(input: ToolStartInput): Promise<void> {
     return this.tx(() => {
       this.stmt(
         `INSERT INTO tool_calls (tool_call_id, turn_id, session_id, name, arguments, state, started_at)
@@ -487,12 +478,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  recordToolFinish(input: {
-    toolCallId: string;
-    sessionId: string;
-    turnId: number;
-    result: string;
-  }): Promise<void> {
+  recordToolFinish(input: ToolFinishInput): Promise<void> {
     return this.tx(() => {
       const now = this.now();
       this.stmt(
@@ -515,14 +501,7 @@ export class SqliteStore implements Store {
     );
   }
 
-  enqueueOutbox(input: {
-    sessionKey: string;
-    sessionId: string;
-    address: ChatAddress;
-    text: string;
-    kind: "reply" | "notice";
-    direct?: boolean;
-  }): Promise<OutboxItem> {
+  enqueueOutbox(input: OutboxInput): Promise<OutboxItem> {
     return this.tx(() =>
       this.insertOutbox(
         input.sessionKey,
@@ -613,14 +592,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  requestPairing(input: {
-    platform: string;
-    userId: string;
-    userName: string | null;
-    chatId: string;
-    ttlMs: number;
-    maxPending: number;
-  }): Promise<PairingRequest | null> {
+  requestPairing(input: PairingRequestInput): Promise<PairingRequest | null> {
     return this.tx(() => {
       const now = this.now();
       const live = this.stmt(

@@ -144,52 +144,24 @@ export interface Store {
    * Starts a turn: the inbox item (if any) goes to `running`, the turn row is created and the
    * user's text is appended to the transcript, all at once.
    */
-  startTurn(input: {
-    sessionKey: string;
-    inboxId: number | null;
-    userMessage: ChatMessage | null;
-  }): Promise<TurnRecord>;
+  startTurn(input: StartTurnInput): Promise<TurnRecord>;
   /**
    * Ends a turn: turn state, inbox item done, the final assistant message appended and, when
    * there is text for the user, an outbox row queued, all in one transaction.
    */
-  finishTurn(input: {
-    turnId: number;
-    state: Exclude<TurnState, "running">;
-    finalMessage: ChatMessage | null;
-    reply: { address: ChatAddress; text: string } | null;
-  }): Promise<OutboxItem | null>;
+  finishTurn(input: FinishTurnInput): Promise<OutboxItem | null>;
   /** Turns still `running` (after a crash these are the interrupted ones). */
   listRunningTurns(): Promise<TurnRecord[]>;
 
   /** Journals a tool call as started, before it runs. */
-  recordToolStart(input: {
-    toolCallId: string;
-    turnId: number;
-    sessionId: string;
-    name: string;
-    arguments: string;
-  }): Promise<void>;
+  recordToolStart(input: ToolStartInput): Promise<void>;
   /** Journals the result and appends the matching tool message to the transcript, atomically. */
-  recordToolFinish(input: {
-    toolCallId: string;
-    sessionId: string;
-    turnId: number;
-    result: string;
-  }): Promise<void>;
+  recordToolFinish(input: ToolFinishInput): Promise<void>;
   /** Tool calls of a session that were started and never finished. */
   listUnfinishedToolCalls(sessionId: string): Promise<ToolCallRecord[]>;
 
   /** Queues a notice or reply outside a turn (lifecycle notices, command answers). */
-  enqueueOutbox(input: {
-    sessionKey: string;
-    sessionId: string;
-    address: ChatAddress;
-    text: string;
-    kind: "reply" | "notice";
-    /** The caller sends it itself right away (state `sending`): the dispatcher never will. */
-    direct?: boolean;
-  }): Promise<OutboxItem>;
+  enqueueOutbox(input: OutboxInput): Promise<OutboxItem>;
   listPendingOutbox(platform?: string): Promise<OutboxItem[]>;
   markDelivered(outboxId: number): Promise<void>;
   /** Records a failed attempt; after `maxAttempts` the row becomes `failed`. */
@@ -208,14 +180,7 @@ export interface Store {
 
   /** Creates (or returns the live) pairing code for a user who is not allowed yet. At most
    *  `maxPending` live codes per platform: beyond that returns null. Codes expire after `ttlMs`. */
-  requestPairing(input: {
-    platform: string;
-    userId: string;
-    userName: string | null;
-    chatId: string;
-    ttlMs: number;
-    maxPending: number;
-  }): Promise<PairingRequest | null>;
+  requestPairing(input: PairingRequestInput): Promise<PairingRequest | null>;
   listPairingRequests(platform?: string): Promise<PairingRequest[]>;
   /** Approves a live code; returns the request approved, or null for an unknown/expired code. */
   approvePairing(code: string): Promise<PairingRequest | null>;
@@ -244,4 +209,52 @@ export interface PairingRequest {
   createdAt: number;
   expiresAt: number;
   approvedAt: number | null;
+}
+
+/** Inputs of the store methods that take more than a couple of values. */
+export interface StartTurnInput {
+  sessionKey: string;
+  inboxId: number | null;
+  userMessage: ChatMessage | null;
+}
+
+export interface FinishTurnInput {
+  turnId: number;
+  state: Exclude<TurnState, "running">;
+  finalMessage: ChatMessage | null;
+  reply: { address: ChatAddress; text: string } | null;
+}
+
+export interface ToolStartInput {
+  toolCallId: string;
+  turnId: number;
+  sessionId: string;
+  name: string;
+  arguments: string;
+}
+
+export interface ToolFinishInput {
+  toolCallId: string;
+  sessionId: string;
+  turnId: number;
+  result: string;
+}
+
+export interface OutboxInput {
+  sessionKey: string;
+  sessionId: string;
+  address: ChatAddress;
+  text: string;
+  kind: "reply" | "notice";
+  /** The caller sends it itself right away (state `sending`): the dispatcher never will. */
+  direct?: boolean;
+}
+
+export interface PairingRequestInput {
+  platform: string;
+  userId: string;
+  userName: string | null;
+  chatId: string;
+  ttlMs: number;
+  maxPending: number;
 }

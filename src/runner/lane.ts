@@ -32,3 +32,22 @@ export interface Lane {
   active: ActiveTurn | null;
   queue: Work[];
 }
+
+/** A turn about to run `work` for `sessionKey`, not yet recorded (no turn id, no address yet). */
+export function createActiveTurn(sessionKey: string, work: Work, startedAt: number): ActiveTurn {
+  return {
+    sessionKey,
+    sessionId: work.kind === "message" ? work.item.sessionId : "",
+    turnId: null,
+    address: null,
+    startedAt,
+    agentStarted: false,
+    currentTool: null,
+    controller: new AbortController(),
+    abortCause: null,
+    steer: [],
+    steerTaken: [],
+    work,
+    done: Promise.resolve(),
+  };
+}

@@ -16,7 +16,13 @@ import type { InboxItem, SessionRecord, Store } from "../sessions/store.js";
 import type { AgentRun, IsReadOnlyTool } from "./agent-run.js";
 import { type ChatCommandHost, handleChatCommand, parseChatCommand } from "./chat-commands.js";
 import { EventFanout, type RunnerEventListener } from "./events.js";
-import type { AbortCause, ActiveTurn, Lane, Work } from "./lane.js";
+import {
+  type AbortCause,
+  type ActiveTurn,
+  createActiveTurn,
+  type Lane,
+  type Work,
+} from "./lane.js";
 import {
   DRAIN_REFUSAL,
   notAcceptingText,
@@ -287,21 +293,7 @@ export class Runner implements InboundSink {
   private start(sessionKey: string, lane: Lane, work: Work): void {
     this.running += 1;
     this.options.onActiveTurnsChange?.(this.running);
-    const active: ActiveTurn = {
-      sessionKey,
-      sessionId: work.kind === "message" ? work.item.sessionId : "",
-      turnId: null,
-      address: null,
-      startedAt: this.now(),
-      agentStarted: false,
-      currentTool: null,
-      controller: new AbortController(),
-      abortCause: null,
-      steer: [],
-      steerTaken: [],
-      work,
-      done: Promise.resolve(),
-    };
+    const active = createActiveTurn(sessionKey, work, this.now());
     lane.active = active;
     active.done = this.run(active).finally(() => this.finish(sessionKey, lane, active));
   }

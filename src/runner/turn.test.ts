@@ -8,7 +8,7 @@ import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { AgentRun } from "./agent-run.js";
 import { EventFanout } from "./events.js";
 import { resumeNote } from "./history.js";
-import type { ActiveTurn } from "./lane.js";
+import { type ActiveTurn, createActiveTurn } from "./lane.js";
 import { UNKNOWN_OUTCOME } from "./texts.js";
 import { executeTurn } from "./turn.js";
 
@@ -82,21 +82,7 @@ describe("executeTurn after a crash (resume)", () => {
   }
 
   function activeTurn(work: ActiveTurn["work"], sessionId: string): ActiveTurn {
-    return {
-      sessionKey: KEY,
-      sessionId,
-      turnId: null,
-      address: ADDRESS,
-      startedAt: 0,
-      agentStarted: false,
-      currentTool: null,
-      controller: new AbortController(),
-      abortCause: null,
-      steer: [],
-      steerTaken: [],
-      work,
-      done: Promise.resolve(),
-    };
+    return { ...createActiveTurn(KEY, work, 0), sessionId, address: ADDRESS };
   }
 
   async function run(active: ActiveTurn, turnAgent: AgentRun): Promise<void> {

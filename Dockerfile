@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Keel gateway image: `docker build -t keel .`, then see compose.yaml and docs/operations.md.
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # Toolchain for better-sqlite3's native addon, used when no prebuilt binary matches.
 RUN apt-get update \
@@ -17,17 +17,19 @@ RUN npm run build \
  && npm prune --omit=dev \
  && mkdir -p src/control/web
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 # tini as PID 1 forwards SIGTERM to Node and reaps the agent's tool processes.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/*
-# A non-loopback listen address makes Keel require KEEL_API_KEY and KEEL_CONTROL_TOKEN:
-# pass both at run time (compose.yaml insists on them).
+# A non-loopback listen address makes Keel require KEEL_API_KEY and KEEL_CONTROL_TOKEN (pass
+# both at run time; compose.yaml insists on them) and the Host names it answers: by default the
+# port published on the host's loopback. Set KEEL_HTTP_PUBLIC_HOSTS to the names clients use.
 ENV NODE_ENV=production \
     KEEL_HOME=/data \
     KEEL_HTTP_HOST=0.0.0.0 \
-    KEEL_HTTP_PORT=8642
+    KEEL_HTTP_PORT=8642 \
+    KEEL_HTTP_PUBLIC_HOSTS=127.0.0.1:8642,localhost:8642
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules

@@ -1,7 +1,8 @@
 /**
- * Core figures of issue 2 against the stand-in model answering "ok" at once: added latency per
- * turn through the OpenAI-compatible API, turns per second with concurrent sessions, cold start
- * to ready, idle RSS and RSS after many turns. The gateway is the BUILT command line in a child
+ * Core figures against the stand-in model answering "ok" at once: added latency per turn through
+ * the OpenAI-compatible API, turns per second with concurrent sessions (and the gateway's
+ * event-loop delay meanwhile), cold start to ready, idle RSS and RSS after many turns; latency
+ * and throughput also through the floor (bench/floor-server.ts), measured in the same run. The gateway is the BUILT command line in a child
  * process (so its RSS is its own); the model and the clients run in this process.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -11,7 +12,8 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type FakeOpenAI, startFakeOpenAI } from "../test/fakes/openai-server.js";
 import { freePort } from "../test/helpers/gateway-process.js";
-import { GatewayChild } from "./gateway-child.js";
+import { FloorChild } from "./floor-child.js";
+import { GatewayChild, type LoopDelay } from "./gateway-child.js";
 import { HttpClient } from "./http-client.js";
 import { median, percentile } from "./stats.js";
 
@@ -30,12 +32,18 @@ export interface CoreOptions {
 
 export interface CoreResult {
   latencyMs: {
-    gateway: { p50: number; p99: number };
-    direct: { p50: number; p99: number };
+    gateway: { p50: number; p99: number; max: number };
+    direct: { p50: number; p99: number; max: number };
+    /** Through the floor forwarder (bench/floor-server.ts). */
+    floor: { p50: number; p99: number; max: number };
     added: { p50: number; p99: number };
   };
   turnsPerSecond: number;
   turnsPerSecondOverall: number;
+  /** The floor's turns/s with the same sessions and window. */
+  floorTurnsPerSecond: number;
+  /** The gateway's event-loop delay while the concurrent sessions ran. */
+  loopDelayMs: LoopDelay;
   readyMs: { median: number; all: number[] };
   rssMb: { idle: number; afterLatency: number; afterTurns: number; growth: number; turns: number };
   errors: number;
@@ -59,11 +67,14 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
       port: await freePort(),
       env: { OPENAI_BASE_URL: model.baseUrl, KEEL_MODEL: "bench-model" },
       outputFile: join(home, "bench-output.log"),
+      loopDelayProbe: true,
     });
     children.push(child);
     return child;
   };
+  const floor = new FloorChild(await freePort(), model.baseUrl);
   try {
+    await floor.waitReady();
     const ready: number[] = [];
     const idle: number[] = [];
     let gateway: GatewayChild | undefined;
@@ -75,15 +86,20 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
       if (i < options.coldStarts - 1) await gateway.kill();
     }
     const gw = gateway!;
-    const latency = await measureLatency(model, gw, options);
+    const latency = await measureLatency(model, gw, floor, options);
     const rssBefore = gw.rssMb();
-    const load = await concurrentTurns(gw, options);
+    await gw.resetLoopDelay();
+    const load = await concurrentTurns(gw.baseUrl, gw.authHeaders(), options);
+    const loopDelayMs = await gw.readLoopDelay();
     await sleep(500);
     const rssAfter = gw.rssMb();
+    const floorLoad = await concurrentTurns(floor.baseUrl, {}, options);
     return {
       latencyMs: latency,
       turnsPerSecond: load.turnsPerSecond,
       turnsPerSecondOverall: load.overall,
+      floorTurnsPerSecond: floorLoad.turnsPerSecond,
+      loopDelayMs,
       readyMs: { median: median(ready), all: ready },
       rssMb: {
         idle: median(idle),
@@ -92,46 +108,71 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
         growth: rssAfter - median(idle),
         turns: options.turns + options.latencyRequests + options.warmup,
       },
-      errors: latency.errors + load.errors,
+      errors: latency.errors + load.errors + floorLoad.errors,
       latencyRequests: options.latencyRequests + options.warmup,
     };
   } finally {
+    floor.kill();
     for (const child of children) await child.kill();
     await model.close();
     for (const home of homes) rmSync(home, { recursive: true, force: true });
   }
 }
 
-/** Interleaves direct and through-the-gateway requests so drift in machine load hits both alike. */
-async function measureLatency(model: FakeOpenAI, gw: GatewayChild, options: CoreOptions) {
+/**
+ * Interleaves direct, through-the-gateway and through-the-floor requests so drift in machine
+ * load hits all three alike.
+ */
+async function measureLatency(
+  model: FakeOpenAI,
+  gw: GatewayChild,
+  floor: FloorChild,
+  options: CoreOptions,
+) {
   const direct = new HttpClient(model.baseUrl.replace(/\/v1$/, ""));
-  const through = new HttpClient(gw.baseUrl);
-  const viaGateway: number[] = [];
-  const straight: number[] = [];
+  const through = new HttpClient(gw.baseUrl, gw.authHeaders());
+  const viaFloor = new HttpClient(floor.baseUrl);
+  const samples = { gateway: [] as number[], direct: [] as number[], floor: [] as number[] };
   let errors = 0;
   try {
     for (let i = 0; i < options.warmup + options.latencyRequests; i += 1) {
       const a = await direct.postJson(PATH, BODY);
       const b = await through.postJson(PATH, BODY);
-      if (a.status !== 200 || b.status !== 200) errors += 1;
+      const c = await viaFloor.postJson(PATH, BODY);
+      if (a.status !== 200 || b.status !== 200 || c.status !== 200) errors += 1;
       if (i < options.warmup) continue;
-      straight.push(a.ms);
-      viaGateway.push(b.ms);
+      samples.direct.push(a.ms);
+      samples.gateway.push(b.ms);
+      samples.floor.push(c.ms);
     }
   } finally {
     direct.close();
     through.close();
+    viaFloor.close();
   }
-  viaGateway.sort((x, y) => x - y);
-  straight.sort((x, y) => x - y);
-  const g = { p50: percentile(viaGateway, 50), p99: percentile(viaGateway, 99) };
-  const d = { p50: percentile(straight, 50), p99: percentile(straight, 99) };
-  return { gateway: g, direct: d, added: { p50: g.p50 - d.p50, p99: g.p99 - d.p99 }, errors };
+  const tail = (values: number[]) => {
+    values.sort((x, y) => x - y);
+    return { p50: percentile(values, 50), p99: percentile(values, 99), max: values.at(-1)! };
+  };
+  const g = tail(samples.gateway);
+  const d = tail(samples.direct);
+  const f = tail(samples.floor);
+  return {
+    gateway: g,
+    direct: d,
+    floor: f,
+    added: { p50: g.p50 - d.p50, p99: g.p99 - d.p99 },
+    errors,
+  };
 }
 
 /** `sessions` clients, each looping turns on its own session, until `turns` turns are done. */
-async function concurrentTurns(gw: GatewayChild, options: CoreOptions) {
-  const client = new HttpClient(gw.baseUrl);
+async function concurrentTurns(
+  baseUrl: string,
+  headers: Record<string, string>,
+  options: CoreOptions,
+) {
+  const client = new HttpClient(baseUrl, headers);
   const perSession = Math.ceil(options.turns / options.sessions);
   const done: number[] = [];
   let errors = 0;

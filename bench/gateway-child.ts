@@ -21,7 +21,17 @@ export interface GatewayChildOptions {
   outputFile: string;
   /** Extra node flags, e.g. `--cpu-prof`. */
   nodeArgs?: string[];
+  /** Preload bench/loop-delay-probe.mjs and open an IPC channel to read it (`loopDelay`). */
+  loopDelayProbe?: boolean;
 }
+
+export interface LoopDelay {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+const PROBE = join(REPO_ROOT, "bench", "loop-delay-probe.mjs");
 
 export interface ExitInfo {
   code: number | null;
@@ -57,16 +67,31 @@ export class GatewayChild {
   static spawn(options: GatewayChildOptions): GatewayChild {
     const out = openSync(options.outputFile, "a");
     const env = childEnv({ ...options.env, KEEL_HTTP_PORT: String(options.port) });
-    const args = [...(options.nodeArgs ?? []), KEEL_BIN, "--home", options.home, "gateway", "run"];
+    const probe = options.loopDelayProbe ? ["--import", PROBE] : [];
+    const args = [
+      ...(options.nodeArgs ?? []),
+      ...probe,
+      KEEL_BIN,
+      "--home",
+      options.home,
+      "gateway",
+      "run",
+    ];
     const spawnedAt = performance.now();
     const child = spawn(process.execPath, args, {
       cwd: REPO_ROOT,
       env,
-      stdio: ["ignore", out, out],
+      stdio: options.loopDelayProbe ? ["ignore", out, out, "ipc"] : ["ignore", out, out],
     });
     closeSync(out);
     if (child.pid === undefined) throw new Error(`could not spawn ${KEEL_BIN}`);
     return new GatewayChild(child, spawnedAt, options);
+  }
+
+  /** `Authorization` with the control token the child wrote into its home (every route needs it). */
+  authHeaders(): Record<string, string> {
+    const token = readFileSync(join(this.options.home, "control_token"), "utf8").trim();
+    return { authorization: `Bearer ${token}` };
   }
 
   get pid(): number {
@@ -86,6 +111,34 @@ export class GatewayChild {
       await sleep(intervalMs);
     }
     throw new Error(`gateway not ready within ${timeoutMs} ms:\n${this.output()}`);
+  }
+
+  /** Starts a fresh event-loop delay window (needs `loopDelayProbe`). */
+  async resetLoopDelay(): Promise<void> {
+    await this.probe("reset");
+  }
+
+  /** Event-loop delay percentiles (ms) since the last reset (needs `loopDelayProbe`). */
+  readLoopDelay(): Promise<LoopDelay> {
+    return this.probe("read") as Promise<LoopDelay>;
+  }
+
+  /** process.memoryUsage() of the gateway, in bytes (needs `loopDelayProbe`). */
+  memoryUsage(): Promise<NodeJS.MemoryUsage> {
+    return this.probe("memory") as Promise<NodeJS.MemoryUsage>;
+  }
+
+  private probe(kind: "reset" | "read" | "memory"): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const onMessage = (message: { probe?: string }) => {
+        if (message?.probe !== kind) return;
+        this.child.off("message", onMessage);
+        resolve(message);
+      };
+      this.child.on("message", onMessage);
+      if (!this.child.send({ probe: kind }))
+        reject(new Error("the gateway's probe channel is closed"));
+    });
   }
 
   /** Resident set size from /proc/<pid>/status, in MB. */

@@ -19,7 +19,11 @@ export class HttpClient {
   private readonly host: string;
   private readonly port: number;
 
-  constructor(baseUrl: string) {
+  /** `headers` go with every request (the gateway's control token). */
+  constructor(
+    baseUrl: string,
+    private readonly headers: Record<string, string> = {},
+  ) {
     const url = new URL(baseUrl);
     this.host = url.hostname;
     this.port = Number(url.port);
@@ -40,6 +44,7 @@ export class HttpClient {
           headers: {
             "content-type": "application/json",
             "content-length": Buffer.byteLength(payload),
+            ...this.headers,
             ...headers,
           },
         },

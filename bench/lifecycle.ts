@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import Database from "better-sqlite3";
+import { openSqliteDatabase } from "../src/sessions/sqlite-database.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../test/fakes/openai-server.js";
 import { freePort } from "../test/helpers/gateway-process.js";
 import { GatewayChild } from "./gateway-child.js";
@@ -74,7 +74,7 @@ async function rig(maxConcurrentTurns: number): Promise<Rig> {
 
 /** Starts `count` slow turns (stateless API requests) and waits until each is in a model call. */
 async function slowTurns(model: FakeOpenAI, gw: GatewayChild, count: number): Promise<void> {
-  const client = new HttpClient(gw.baseUrl);
+  const client = new HttpClient(gw.baseUrl, gw.authHeaders());
   const before = model.requests.length;
   for (let i = 0; i < count; i += 1) {
     const body = { model: "bench-model", messages: [{ role: "user", content: `${SLOW} ${i}` }] };
@@ -118,7 +118,10 @@ export async function runResume(sessions: number, concurrency: number): Promise<
     await seed.kill();
     writeFileSync(join(r.home, "config.yaml"), `agent:\n  max_concurrent_turns: ${concurrency}\n`);
     r.model.script(() => ({ text: RESUMED }));
-    const db = new Database(join(r.home, "state.db"), { readonly: true, fileMustExist: true });
+    const db = openSqliteDatabase(join(r.home, "state.db"), {
+      readonly: true,
+      fileMustExist: true,
+    });
     const resumedCount = db.prepare(
       "SELECT COUNT(DISTINCT session_id) AS n FROM messages WHERE role = 'assistant' AND body LIKE ?",
     );

@@ -5,30 +5,53 @@
  * Sections (`--only NAME[,NAME]`, default all, in this order):
  * - `telegram`: messages/s through Telegram long polling (`--messages`, `--chats`,
  *   `--concurrency`, `--timeout`).
+ * - `slack`: messages/s through Slack Socket Mode, same options and shape as `telegram`.
+ * - `discord`: messages/s through the Discord adapter (gateway WebSocket + REST against the
+ *   stand-in Discord; same options as `telegram`).
  * - `api` (alias `core`): added latency through the OpenAI-compatible API, turns/s with
  *   concurrent sessions, cold start to ready, idle RSS and RSS after many turns
  *   (`--latency-requests`, `--sessions`, `--turns`).
  * - `lifecycle`: SIGTERM to exit with turns in flight, start to all interrupted sessions resumed
  *   (`--in-flight`, `--resume-sessions`, `--resume-concurrency`).
+ * - `context`: prompt size per turn over a long conversation on an 8k-token model, compaction
+ *   time, and the budget check per model call (`--context-turns`, `--budget-checks`).
+ *
+ * Not in the default run (it needs Postgres): `cluster` (`npm run bench -- cluster`, or
+ * `--only cluster`): turns/s with 1, 2 and 3 gateway processes on one Postgres, and the takeover
+ * time after a SIGKILL (`--instances`, `--cluster-sessions`, `--cluster-turns`, `--lease-ttl`,
+ * `--interrupted`; bench/cluster.ts).
  *
  * `--json` prints one JSON object with every run's raw figures instead of the text report.
  */
 import { execFileSync } from "node:child_process";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import {
+  type ClusterThroughputResult,
+  runClusterThroughput,
+  runTakeover,
+  type TakeoverResult,
+} from "./cluster.js";
+import { CONTEXT_WINDOW, type ContextResult, runContext, THRESHOLD_TOKENS } from "./context.js";
 import { type CoreResult, runCore } from "./core.js";
+import { runDiscordThroughput } from "./discord-throughput.js";
 import { type ResumeResult, runResume, runStopInFlight, type StopResult } from "./lifecycle.js";
+import { runSlackThroughput } from "./slack-throughput.js";
 import { spread, verdict } from "./stats.js";
 import { runTelegramThroughput, type ThroughputResult } from "./telegram-throughput.js";
 
 const TARGET_MESSAGES_PER_SECOND = 300;
-const SECTIONS = ["telegram", "api", "lifecycle"] as const;
-type Section = (typeof SECTIONS)[number];
+const SECTIONS = ["telegram", "slack", "discord", "api", "lifecycle", "context"] as const;
+/** Run only when named: they need more than this machine alone (a Postgres server). */
+const NAMED_ONLY = ["cluster"] as const;
+type Section = (typeof SECTIONS)[number] | (typeof NAMED_ONLY)[number];
+const KNOWN: readonly string[] = [...SECTIONS, ...NAMED_ONLY];
 
 type Values = ReturnType<typeof parseOptions>["values"];
 
 function parseOptions() {
   return parseArgs({
+    allowPositionals: true,
     options: {
       only: { type: "string" },
       runs: { type: "string", default: "3" },
@@ -43,16 +66,25 @@ function parseOptions() {
       "in-flight": { type: "string", default: "20" },
       "resume-sessions": { type: "string", default: "100" },
       "resume-concurrency": { type: "string", default: "8" },
+      "context-turns": { type: "string", default: "500" },
+      "budget-checks": { type: "string", default: "2000" },
+      instances: { type: "string", default: "1,2,3" },
+      "cluster-sessions": { type: "string", default: "20" },
+      "cluster-turns": { type: "string", default: "600" },
+      "lease-ttl": { type: "string", default: "5" },
+      interrupted: { type: "string", default: "5" },
     },
   });
 }
 
-function selectedSections(only: string | undefined): Section[] {
-  if (!only) return [...SECTIONS];
-  const names = only.split(",").map((s) => (s.trim() === "core" ? "api" : s.trim()));
+/** `--only a,b` or the sections named as arguments (`npm run bench -- cluster`); else the default set. */
+function selectedSections(only: string | undefined, positionals: string[]): Section[] {
+  const named = [...(only ? only.split(",") : []), ...positionals];
+  if (named.length === 0) return [...SECTIONS];
+  const names = named.map((s) => (s.trim() === "core" ? "api" : s.trim()));
   for (const name of names) {
-    if (!(SECTIONS as readonly string[]).includes(name))
-      throw new Error(`unknown section ${name}; known: ${SECTIONS.join(", ")} (core = api)`);
+    if (!KNOWN.includes(name))
+      throw new Error(`unknown section ${name}; known: ${KNOWN.join(", ")} (core = api)`);
   }
   return names as Section[];
 }
@@ -69,11 +101,15 @@ const load = () => {
 
 const pick = <T>(runs: T[], f: (r: T) => number) => runs.map(f);
 
-async function telegram(values: Values, runs: number): Promise<ThroughputResult[]> {
+async function telegram(
+  values: Values,
+  runs: number,
+  run: typeof runTelegramThroughput = runTelegramThroughput,
+): Promise<ThroughputResult[]> {
   const results: ThroughputResult[] = [];
   for (let i = 0; i < runs; i += 1) {
     results.push(
-      await runTelegramThroughput({
+      await run({
         messages: Number(values.messages),
         chats: Number(values.chats),
         timeoutMs: Number(values.timeout) * 1000,
@@ -84,15 +120,21 @@ async function telegram(values: Values, runs: number): Promise<ThroughputResult[
   return results;
 }
 
-function telegramReport(results: ThroughputResult[]): string {
+function telegramReport(
+  results: ThroughputResult[],
+  title = "Telegram polling throughput (fake Bot API server, instant model, gateway in-process)",
+  ceiling?: string,
+): string {
   const first = results[0]!;
   const mps = pick(results, (r) => r.messagesPerSecond);
   const sorted = [...mps].sort((a, b) => a - b);
   const med = sorted[Math.ceil(sorted.length / 2) - 1]!;
   return [
-    "Telegram polling throughput (fake Bot API server, instant model, gateway in-process)",
+    title,
     `  messages:   ${first.messages} across ${first.chats} chats (max_concurrent_turns ${first.maxConcurrentTurns})`,
-    `  throughput: ${spread(mps, 0)} messages/s (target ${verdict(med, TARGET_MESSAGES_PER_SECOND, false)})`,
+    ceiling
+      ? `  throughput: ${spread(mps, 0)} messages/s (${ceiling})`
+      : `  throughput: ${spread(mps, 0)} messages/s (target ${verdict(med, TARGET_MESSAGES_PER_SECOND, false)})`,
     `  latency:    p50 ${spread(pick(results, (r) => r.latencyMs.p50))} ms, p99 ${spread(pick(results, (r) => r.latencyMs.p99))} ms`,
     `  memory:     RSS after ${spread(
       pick(results, (r) => r.rssMb.after),
@@ -125,17 +167,26 @@ function line(label: string, values: number[], unit: string, target: number, bel
   return `  ${label.padEnd(30)} ${spread(values)} ${unit}   target ${verdict(med, target, below)}`;
 }
 
+/** A ratio to the floor measured in the same run: `keel / floor`. */
+function ratioLine(label: string, ratios: number[], target: number, below: boolean) {
+  const sorted = [...ratios].sort((a, b) => a - b);
+  const med = sorted[Math.ceil(sorted.length / 2) - 1]!;
+  return `  ${label.padEnd(30)} ${spread(ratios, 2)} × the floor   target ${verdict(med, target, below)}`;
+}
+
 function apiReport(results: CoreResult[]): string {
   const r0 = results[0]!;
+  const ms = (f: (r: CoreResult) => number) => spread(pick(results, f), 2);
   return [
-    "OpenAI-compatible API (built gateway in a child process, instant fake model in this process)",
-    line(
-      "added latency p50",
-      pick(results, (r) => r.latencyMs.added.p50),
-      "ms",
+    "OpenAI-compatible API (built gateway in a child process, instant fake model in this process;",
+    "the floor: an in-memory forwarder with no storage in front of the same model, same run)",
+    ratioLine(
+      "latency p50, Keel / floor",
+      pick(results, (r) => r.latencyMs.gateway.p50 / r.latencyMs.floor.p50),
       3,
       true,
     ),
+    `    (p50: Keel ${ms((r) => r.latencyMs.gateway.p50)} ms, floor ${ms((r) => r.latencyMs.floor.p50)} ms, model alone ${ms((r) => r.latencyMs.direct.p50)} ms)`,
     line(
       "added latency p99",
       pick(results, (r) => r.latencyMs.added.p99),
@@ -143,31 +194,31 @@ function apiReport(results: CoreResult[]): string {
       15,
       true,
     ),
-    `    (through the gateway p50 ${spread(
-      pick(results, (r) => r.latencyMs.gateway.p50),
-      2,
-    )} ms, p99 ${spread(
-      pick(results, (r) => r.latencyMs.gateway.p99),
-      2,
-    )} ms;` +
-      ` straight to the model p50 ${spread(
-        pick(results, (r) => r.latencyMs.direct.p50),
-        2,
-      )} ms, p99 ${spread(
-        pick(results, (r) => r.latencyMs.direct.p99),
-        2,
-      )} ms)`,
-    line(
-      "turns/s, concurrent sessions",
-      pick(results, (r) => r.turnsPerSecond),
-      "turns/s",
-      500,
+    `    (p99 / max: Keel ${ms((r) => r.latencyMs.gateway.p99)} / ${ms((r) => r.latencyMs.gateway.max)} ms, floor ${ms((r) => r.latencyMs.floor.p99)} / ${ms((r) => r.latencyMs.floor.max)} ms, model alone ${ms((r) => r.latencyMs.direct.p99)} ms)`,
+    ratioLine(
+      "turns/s, concurrent, Keel/floor",
+      pick(results, (r) => r.turnsPerSecond / r.floorTurnsPerSecond),
+      0.4,
       false,
     ),
-    `    (first 2000 turns; over all ${r0.rssMb.turns - r0.latencyRequests} turns of the phase: ${spread(
+    `    (Keel ${spread(
+      pick(results, (r) => r.turnsPerSecond),
+      0,
+    )} turns/s, floor ${spread(
+      pick(results, (r) => r.floorTurnsPerSecond),
+      0,
+    )} turns/s; first 2000 turns of ${r0.rssMb.turns - r0.latencyRequests}, Keel over all of them ${spread(
       pick(results, (r) => r.turnsPerSecondOverall),
       0,
     )} turns/s)`,
+    line(
+      "event-loop delay p99 (load)",
+      pick(results, (r) => r.loopDelayMs.p99),
+      "ms",
+      10,
+      true,
+    ),
+    `    (p50 ${ms((r) => r.loopDelayMs.p50)} ms, max ${ms((r) => r.loopDelayMs.max)} ms, while the concurrent sessions ran)`,
     line(
       "cold start to ready (median of 5)",
       pick(results, (r) => r.readyMs.median),
@@ -230,21 +281,139 @@ function lifecycleReport({ stop, resume }: Awaited<ReturnType<typeof lifecycle>>
   ].join("\n");
 }
 
+async function context(values: Values, runs: number): Promise<ContextResult[]> {
+  const results: ContextResult[] = [];
+  for (let i = 0; i < runs; i += 1) {
+    results.push(
+      await runContext({
+        turns: Number(values["context-turns"]),
+        checks: Number(values["budget-checks"]),
+      }),
+    );
+  }
+  return results;
+}
+
+function contextReport(results: ContextResult[]): string {
+  const r0 = results[0]!;
+  return [
+    `Long conversation (in-process gateway, fake model with a ${CONTEXT_WINDOW}-token window)`,
+    line(
+      `largest prompt over ${r0.turns} turns`,
+      pick(results, (r) => r.promptTokens.max),
+      "tokens",
+      THRESHOLD_TOKENS,
+      true,
+    ),
+    `    (median prompt ${spread(
+      pick(results, (r) => r.promptTokens.p50),
+      0,
+    )} tokens; summary calls ${results.map((r) => r.summaryCalls).join(", ")}; failed turns ${results.map((r) => r.failedTurns).join(", ")})`,
+    `  ${"/compact on that conversation".padEnd(30)} ${spread(pick(results, (r) => r.compactMs))} ms`,
+    line(
+      "budget check per model call",
+      pick(results, (r) => r.budgetCheckMs.mean),
+      "ms",
+      0.5,
+      true,
+    ),
+    `    (p99 ${spread(
+      pick(results, (r) => r.budgetCheckMs.p99),
+      3,
+    )} ms; 200 messages, 32k window, about 60 % full)`,
+  ].join("\n");
+}
+
+async function cluster(values: Values, runs: number) {
+  const throughput: ClusterThroughputResult[][] = [];
+  const takeover: TakeoverResult[] = [];
+  const counts = values.instances.split(",").map(Number);
+  for (let i = 0; i < runs; i += 1) {
+    const round: ClusterThroughputResult[] = [];
+    for (const instances of counts) {
+      round.push(
+        await runClusterThroughput({
+          instances,
+          sessions: Number(values["cluster-sessions"]),
+          turns: Number(values["cluster-turns"]),
+        }),
+      );
+    }
+    throughput.push(round);
+    takeover.push(
+      await runTakeover({
+        leaseTtlSeconds: Number(values["lease-ttl"]),
+        interrupted: Number(values.interrupted),
+      }),
+    );
+  }
+  return { throughput, takeover };
+}
+
+function clusterReport({ throughput, takeover }: Awaited<ReturnType<typeof cluster>>): string {
+  const first = throughput[0]!;
+  const t0 = takeover[0]!;
+  const lines = [
+    "Several gateways on one Postgres (built gateways in child processes on this one machine,",
+    "instant fake model; the overhead of sharing, not scaling)",
+  ];
+  first.forEach((r, i) => {
+    const tps = throughput.map((round) => round[i]!.turnsPerSecond);
+    const errors = throughput.map((round) => round[i]!.errors).join(", ");
+    lines.push(
+      `  ${`turns/s, ${r.instances} gateway(s)`.padEnd(30)} ${spread(tps, 0)}   (${r.sessions} API sessions, each on one gateway, ${r.turns} turns; non-200: ${errors})`,
+    );
+  });
+  lines.push(
+    `  ${"takeover after SIGKILL".padEnd(30)} ${spread(
+      pick(takeover, (r) => r.allMs / 1000),
+      2,
+    )} s until all ${t0.interrupted} cut turns finished (first ${spread(
+      pick(takeover, (r) => r.firstMs / 1000),
+      2,
+    )} s; lease TTL ${t0.leaseTtlSeconds} s: expected between 1 and 2 TTLs plus the resumed turn)`,
+  );
+  return lines.join("\n");
+}
+
 async function main(): Promise<number> {
-  const { values } = parseOptions();
+  const { values, positionals } = parseOptions();
   const runs = Math.max(1, Number(values.runs));
   const json: Record<string, unknown> = {};
-  for (const section of selectedSections(values.only)) {
+  for (const section of selectedSections(values.only, positionals)) {
     const before = load();
     let text: string;
     if (section === "telegram") {
       const results = await telegram(values, runs);
       json.telegram = results;
       text = telegramReport(results);
+    } else if (section === "slack") {
+      const results = await telegram(values, runs, runSlackThroughput);
+      json.slack = results;
+      text = telegramReport(
+        results,
+        "Slack Socket Mode throughput (stand-in Slack, instant model, gateway in-process)",
+      );
+    } else if (section === "discord") {
+      const results = await telegram(values, runs, runDiscordThroughput);
+      json.discord = results;
+      text = telegramReport(
+        results,
+        "Discord throughput (stand-in Discord gateway + REST, instant model, gateway in-process)",
+        "ceiling: Discord allows a bot 50 REST requests/s, and each reply is one",
+      );
     } else if (section === "api") {
       const results = await api(values, runs);
       json.api = results;
       text = apiReport(results);
+    } else if (section === "cluster") {
+      const results = await cluster(values, runs);
+      json.cluster = results;
+      text = clusterReport(results);
+    } else if (section === "context") {
+      const results = await context(values, runs);
+      json.context = results;
+      text = contextReport(results);
     } else {
       const results = await lifecycle(values, runs);
       json.lifecycle = results;

@@ -9,6 +9,7 @@ const code = await runCli(process.argv.slice(2), {
   env: processEnv(),
   stdin: process.stdin,
   write: (text) => process.stdout.write(text),
+  stderrIsTTY: process.stderr.isTTY === true,
   onSignal: (signal, handler) => {
     process.on(signal, handler);
     return () => process.off(signal, handler);

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type FakeOpenAI, lastUserText, startFakeOpenAI } from "../../test/fakes/openai-server.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
-import { buildPrompt, runTurn } from "./agent-loop.js";
+import { buildPrompt, runAgentLoop } from "./agent-loop.js";
 import { createLlmClient } from "./llm-client.js";
 import { createToolRegistry } from "./tools/index.js";
 import { createProcessRegistry, type ProcessRegistry } from "./tools/process-registry.js";
@@ -59,7 +59,11 @@ function turn(history: ChatMessage[], overrides: Partial<RunTurnOptions> = {}) {
   const options: RunTurnOptions = {
     llm: createLlmClient({ baseUrl: fake.baseUrl, model: "m", timeoutMs: 10_000 }),
     tools: createToolRegistry([
-      createTerminalTool({ defaultTimeoutMs: 20_000, processes }),
+      createTerminalTool({
+        defaultTimeoutMs: 20_000,
+        processes,
+        env: { PATH: process.env.PATH ?? "" },
+      }),
       createReadFileTool(),
       createWriteFileTool(),
     ]),
@@ -72,7 +76,7 @@ function turn(history: ChatMessage[], overrides: Partial<RunTurnOptions> = {}) {
     onEvent: (event) => events.push(event),
     ...overrides,
   };
-  return { events, entries, run: () => runTurn(options) };
+  return { events, entries, run: () => runAgentLoop(options) };
 }
 
 const user = (content: string): ChatMessage => ({ role: "user", content });
@@ -85,7 +89,7 @@ function terminalCall(id: string, command: string): ToolCall {
   };
 }
 
-describe("runTurn", () => {
+describe("runAgentLoop", () => {
   it("returns a plain answer as the final message without recording anything", async () => {
     const { events, entries, run } = turn([user("echo: hello there")]);
     const result = await run();
@@ -94,6 +98,8 @@ describe("runTurn", () => {
       reply: "hello there",
       finalMessage: { role: "assistant", content: "hello there" },
       iterations: 1,
+      // Stored with the final message: the tokens the model reported for this call.
+      usage: expect.objectContaining({ model: "model", estimated: false, completionTokens: 3 }),
     });
     expect(entries).toEqual([]);
     const deltas = events.filter((e) => e.type === "text_delta").map((e) => e.text);
@@ -312,3 +318,53 @@ async function exists(path: string): Promise<boolean> {
     return false;
   }
 }
+
+describe("runTurn with a tool gate (approvals)", () => {
+  const call = (id: string, command: string): ToolCall => ({
+    id,
+    type: "function",
+    function: { name: "terminal", arguments: JSON.stringify({ command }) },
+  });
+
+  it("stops at a call that waits: nothing of it runs or is journaled as started, the question is the reply", async () => {
+    const history: ChatMessage[] = [
+      { role: "user", content: "go" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [call("a", "echo one > a.txt"), call("b", "echo two > b.txt")],
+      },
+    ];
+    const t = turn(history, {
+      gate: {
+        check: async (c) =>
+          c.id === "b" ? { kind: "wait", approvalId: "x1", question: "May I?" } : { kind: "run" },
+      },
+    });
+    const result = await t.run();
+    expect(result).toMatchObject({ stopReason: "stop", reply: "May I?", awaitingApproval: "x1" });
+    expect(result.finalMessage).toBeNull();
+    expect(t.entries.filter((e) => e.kind === "start").map((e) => e.call.id)).toEqual(["a"]);
+    expect(await readFile(join(cwd, "a.txt"), "utf8")).toBe("one\n");
+    await expect(access(join(cwd, "b.txt"))).rejects.toThrow();
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("a skipped call is journaled with the gate's output and the model continues", async () => {
+    fake.script({ text: "understood" });
+    const t = turn(
+      [
+        { role: "user", content: "go" },
+        { role: "assistant", content: null, tool_calls: [call("a", "echo x > a.txt")] },
+      ],
+      { gate: { check: async () => ({ kind: "skip", output: "Not run: denied." }) } },
+    );
+    const result = await t.run();
+    expect(result.reply).toBe("understood");
+    const finish = t.entries.find((e) => e.kind === "finish");
+    expect(finish).toMatchObject({ output: { output: "Not run: denied.", isError: true } });
+    await expect(access(join(cwd, "a.txt"))).rejects.toThrow();
+    const sent = fake.requests[0]!.messages.find((m) => m.role === "tool");
+    expect(sent?.content).toBe("Not run: denied.");
+  });
+});

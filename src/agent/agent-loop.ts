@@ -4,8 +4,11 @@
  */
 import type {
   AssistantMessage,
+  CallUsage,
   ChatMessage,
+  GateVerdict,
   LlmResult,
+  PreparedPrompt,
   RunTurnOptions,
   ToolCall,
   TurnResult,
@@ -31,61 +34,148 @@ const NOT_RUN_RESULT = "Not run: the turn was interrupted before this tool call 
  * run first. Never throws for model or tool failures (they are `stopReason` values); a journal
  * failure is thrown as is.
  */
-export async function runTurn(options: RunTurnOptions): Promise<TurnResult> {
+export async function runAgentLoop(options: RunTurnOptions): Promise<TurnResult> {
   const messages = [...options.history];
   let iterations = 0;
   const pending = unansweredToolCalls(messages);
   if (pending.length > 0) {
-    if (!(await runToolBatch(pending, messages, options))) return aborted(iterations);
+    const outcome = await runToolBatch(pending, messages, options);
+    if (outcome !== "done") return stoppedAt(outcome, iterations);
     await takeSteeredInput(messages, options);
   }
   for (;;) {
     if (options.signal.aborted) return aborted(iterations);
     if (iterations >= options.maxIterations) return outOfIterations(iterations);
     iterations++;
-    const result = await options.llm.complete({
-      messages: buildPrompt(options.systemPrompt, messages),
-      tools: options.tools.specs(),
-      signal: options.signal,
-      onTextDelta: (text) => options.onEvent({ type: "text_delta", text }),
-    });
+    const called = await callModel(messages, options);
+    if (options.signal.aborted) return aborted(iterations);
+    if ("error" in called) return tooLong(called.error, iterations);
+    const { result, usage } = called;
     if (!result.ok) {
       if (options.signal.aborted || result.kind === "aborted") return aborted(iterations);
       return failed(result, iterations);
     }
     const calls = result.message.tool_calls ?? [];
-    if (calls.length === 0) return finished(result.message, iterations);
-    await options.journal.recordMessages([result.message]);
+    if (calls.length === 0) return finished(result.message, iterations, usage);
+    await options.journal.recordMessages([result.message], usage);
     messages.push(result.message);
-    if (!(await runToolBatch(calls, messages, options))) return aborted(iterations);
+    const outcome = await runToolBatch(calls, messages, options);
+    if (outcome !== "done") return stoppedAt(outcome, iterations);
     await takeSteeredInput(messages, options);
+  }
+}
+
+/**
+ * One model call over `messages`. With a keeper, the prompt is first fitted to the window (which
+ * may summarise older messages: they are then removed from `messages`), and a model's
+ * `context_length_exceeded` gets one forced compaction and one more call.
+ */
+async function callModel(
+  messages: ChatMessage[],
+  options: RunTurnOptions,
+): Promise<{ result: LlmResult; usage?: CallUsage } | { error: string }> {
+  const tools = options.tools.specs();
+  const keeper = options.keeper;
+  for (let overflowRetry = 0; ; overflowRetry++) {
+    let prepared: PreparedPrompt = {
+      ok: true,
+      prompt: buildPrompt(options.systemPrompt, messages),
+      estimate: 0,
+      dropped: 0,
+    };
+    if (keeper) {
+      prepared = await keeper.prepare(
+        options.systemPrompt,
+        messages,
+        tools,
+        options.signal,
+        overflowRetry > 0,
+      );
+      if (prepared.dropped) messages.splice(0, prepared.dropped);
+      if (!prepared.ok) return { error: prepared.error };
+    }
+    const prompt = (prepared as Extract<PreparedPrompt, { ok: true }>).prompt;
+    const result = await options.llm.complete({
+      messages: prompt,
+      tools,
+      signal: options.signal,
+      ...(options.preferredModel && { preferred: options.preferredModel }),
+      onTextDelta: (text) => options.onEvent({ type: "text_delta", text }),
+    });
+    if (!result.ok) {
+      if (keeper && result.kind === "context_exceeded" && overflowRetry === 0) {
+        keeper.overflowed();
+        continue;
+      }
+      return { result };
+    }
+    keeper?.observe(prompt, tools, result.usage);
+    const estimate = (prepared as Extract<PreparedPrompt, { ok: true }>).estimate;
+    const usage: CallUsage = {
+      model: result.model ?? options.preferredModel ?? "model",
+      ...(result.usage ?? {
+        promptTokens: estimate || Math.ceil(JSON.stringify(prompt).length / 4),
+        completionTokens: Math.ceil(JSON.stringify(result.message).length / 4),
+        estimated: true,
+      }),
+    };
+    return { result, usage };
   }
 }
 
 /**
  * Runs the calls one by one, journaled, appending each `tool` message to `messages`. Once the
  * turn is interrupted, the remaining calls are recorded with a "not run" result so the transcript
- * stays valid. Returns false when the turn was interrupted.
+ * stays valid. A call the gate holds for approval stops the batch: it and the calls after it stay
+ * without results, for the turn that continues once a human answers.
  */
 async function runToolBatch(
   calls: ToolCall[],
   messages: ChatMessage[],
   options: RunTurnOptions,
-): Promise<boolean> {
+): Promise<"done" | "aborted" | Extract<GateVerdict, { kind: "wait" }>> {
   const { journal, signal } = options;
   for (const call of calls) {
+    const verdict: GateVerdict =
+      options.gate && !signal.aborted
+        ? await options.gate.check(call, options.tools.get(call.function.name))
+        : { kind: "run" };
+    if (verdict.kind === "wait") return verdict;
     await journal.recordToolStart(call);
     let output = { output: NOT_RUN_RESULT, isError: true };
-    if (!signal.aborted) {
+    if (verdict.kind === "skip") {
+      output = { output: verdict.output, isError: true };
+    } else if (!signal.aborted) {
       const { id: toolCallId, function: fn } = call;
       options.onEvent({ type: "tool_start", toolCallId, name: fn.name, arguments: fn.arguments });
-      output = await options.tools.run(call, { cwd: options.cwd, signal });
-      options.onEvent({ type: "tool_end", toolCallId, name: fn.name, ...output });
+      output = await options.tools.run(call, {
+        cwd: options.cwd,
+        signal,
+        ...(options.chat && { chat: options.chat }),
+        ...(options.memoryUser && { memoryUser: options.memoryUser }),
+      });
+      const { output: text, isError } = output;
+      options.onEvent({ type: "tool_end", toolCallId, name: fn.name, output: text, isError });
     }
     await journal.recordToolFinish(call, output);
     messages.push({ role: "tool", tool_call_id: call.id, content: output.output });
   }
-  return !signal.aborted;
+  return signal.aborted ? "aborted" : "done";
+}
+
+/** How a turn ends when its tool batch did not finish: interrupted, or parked for approval. */
+function stoppedAt(
+  outcome: "aborted" | Extract<GateVerdict, { kind: "wait" }>,
+  iterations: number,
+): TurnResult {
+  if (outcome === "aborted") return aborted(iterations);
+  return {
+    stopReason: "stop",
+    reply: outcome.question ?? "",
+    finalMessage: null,
+    awaitingApproval: outcome.approvalId,
+    iterations,
+  };
 }
 
 async function takeSteeredInput(messages: ChatMessage[], options: RunTurnOptions): Promise<void> {
@@ -136,8 +226,19 @@ export function buildPrompt(systemPrompt: string, messages: ChatMessage[]): Chat
   return prompt;
 }
 
-function finished(message: AssistantMessage, iterations: number): TurnResult {
-  return { stopReason: "stop", reply: message.content ?? "", finalMessage: message, iterations };
+function finished(message: AssistantMessage, iterations: number, usage?: CallUsage): TurnResult {
+  return {
+    stopReason: "stop",
+    reply: message.content ?? "",
+    finalMessage: message,
+    iterations,
+    ...(usage && { usage }),
+  };
+}
+
+/** No prompt fits the window: the user is told what happened and what to do. */
+function tooLong(error: string, iterations: number): TurnResult {
+  return { stopReason: "error", reply: error, finalMessage: null, errorMessage: error, iterations };
 }
 
 function aborted(iterations: number): TurnResult {
@@ -171,6 +272,8 @@ function failed(result: Extract<LlmResult, { ok: false }>, iterations: number): 
     network: "The model could not be reached.",
     invalid: "The model sent an unusable response.",
     aborted: "The model request was interrupted.",
+    context_exceeded:
+      "The conversation is too long for the model even after summarising it. Send /compact, or /new to start fresh.",
   }[result.kind];
   return {
     stopReason: "error",

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../../test/fakes/openai-server.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
-import { createLlmClient } from "./llm-client.js";
+import { createLlmClient, parseRetryAfter } from "./llm-client.js";
 import type { ChatMessage, LlmClient, ToolSpec } from "./types.js";
 
 const terminalSpec: ToolSpec = {
@@ -50,7 +50,10 @@ describe("createLlmClient", () => {
       ok: true,
       message: { role: "assistant", content: "hello from the fake model" },
       finishReason: "stop",
+      // The fake counts a quarter of the request's characters, as its usage chunk reports.
+      usage: { promptTokens: expect.any(Number), completionTokens: 7, estimated: false },
     });
+    expect(fake.requests[0]?.stream_options).toEqual({ include_usage: true });
     expect(deltas.length).toBeGreaterThan(2);
     expect(deltas.join("")).toBe("hello from the fake model");
     const sent = fake.requests[0]!;
@@ -239,5 +242,17 @@ describe("createLlmClient", () => {
     });
     expect(result).toMatchObject({ ok: false, kind: "network" });
     expect(!result.ok && result.error).toMatch(/ECONNREFUSED/);
+  });
+});
+
+describe("parseRetryAfter", () => {
+  it("reads seconds and HTTP dates, and ignores what it cannot read", () => {
+    const now = Date.parse("2026-11-26T06:00:00Z");
+    expect(parseRetryAfter("3", now)).toBe(3_000);
+    expect(parseRetryAfter("0", now)).toBe(0);
+    expect(parseRetryAfter("Thu, 26 Nov 2026 06:00:10 GMT", now)).toBe(10_000);
+    expect(parseRetryAfter("Thu, 26 Nov 2026 05:00:00 GMT", now)).toBe(0);
+    expect(parseRetryAfter("soon", now)).toBeUndefined();
+    expect(parseRetryAfter(null, now)).toBeUndefined();
   });
 });

@@ -3,6 +3,7 @@
  * always streamed, with every failure turned into a value.
  */
 import OpenAI from "openai";
+import { savedImageNote } from "./image-input.js";
 import type {
   AssistantMessage,
   ChatMessage,
@@ -10,6 +11,7 @@ import type {
   LlmFailureKind,
   LlmRequest,
   LlmResult,
+  TokenUsage,
   ToolCall,
 } from "./types.js";
 
@@ -99,13 +101,23 @@ async function streamCompletion(
       messages: input.messages.map(toWireMessage),
       ...(input.tools.length > 0 ? { tools: input.tools } : {}),
       stream: true,
+      // The prompt size of this call is what the context budget trusts (see src/context/).
+      stream_options: { include_usage: true },
     },
     { signal },
   );
   let text = "";
   let finishReason: string | null = null;
+  let usage: TokenUsage | undefined;
   const calls = new Map<number, PartialToolCall>();
   for await (const chunk of stream) {
+    if (chunk.usage) {
+      usage = {
+        promptTokens: chunk.usage.prompt_tokens,
+        completionTokens: chunk.usage.completion_tokens,
+        estimated: false,
+      };
+    }
     const choice = chunk.choices?.[0];
     if (!choice) continue;
     if (choice.finish_reason) finishReason = choice.finish_reason;
@@ -117,7 +129,8 @@ async function streamCompletion(
     }
     for (const fragment of delta.tool_calls ?? []) addFragment(calls, fragment);
   }
-  return finishMessage(text, calls, finishReason);
+  const result = finishMessage(text, calls, finishReason);
+  return result.ok && usage ? { ...result, usage } : result;
 }
 
 function addFragment(
@@ -157,6 +170,16 @@ function finishMessage(
 }
 
 function toWireMessage(message: ChatMessage): OpenAI.Chat.Completions.ChatCompletionMessageParam {
+  if (message.role === "user") {
+    if (typeof message.content === "string") return { role: "user", content: message.content };
+    // Saved images are resolved before a request (image-input.ts); one left here is a note.
+    const content = message.content.map(
+      (part): OpenAI.Chat.Completions.ChatCompletionContentPart =>
+        part.type === "saved_image" ? { type: "text", text: savedImageNote(part.path) } : part,
+    );
+    return { role: "user", content };
+  }
+
   if (message.role !== "assistant") return message;
   const wire: OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam = {
     role: "assistant",
@@ -188,9 +211,12 @@ function describeError(error: unknown, secrets: string[]): Failure {
     if (error.status === undefined) {
       return fail("http", `The model endpoint reported an error${detail}.`);
     }
+    const kind = isContextOverflow(error) ? "context_exceeded" : "http";
+    const retryAfterMs = parseRetryAfter(error.headers?.get?.("retry-after") ?? null, Date.now());
     return {
-      ...fail("http", `The model endpoint answered HTTP ${error.status}${detail}.`),
+      ...fail(kind, `The model endpoint answered HTTP ${error.status}${detail}.`),
       status: error.status,
+      ...(retryAfterMs !== undefined && { retryAfterMs }),
     };
   }
   if (error instanceof SyntaxError) {
@@ -201,6 +227,26 @@ function describeError(error: unknown, secrets: string[]): Failure {
     return fail("network", "The connection to the model endpoint broke during the response.");
   }
   return fail("invalid", "The model endpoint sent an unusable response.");
+}
+
+/** OpenAI's `context_length_exceeded`, or the wording compatible servers (vLLM, llama.cpp) use. */
+function isContextOverflow(error: InstanceType<typeof OpenAI.APIError>): boolean {
+  if (error.status !== 400 && error.status !== 413) return false;
+  if (error.code === "context_length_exceeded") return true;
+  const body = error.error as { message?: unknown } | undefined;
+  const message = typeof body?.message === "string" ? body.message : "";
+  return /context length|context window|maximum context|too many tokens|prompt is too long/i.test(
+    message,
+  );
+}
+
+/** `Retry-After` as seconds or an HTTP date, in milliseconds from `now`; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now: number): number | undefined {
+  if (value === null || value.trim() === "") return undefined;
+  const seconds = Number(value.trim());
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
 /** The server's own error message, shortened and with secrets removed, as ": message". */

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Env } from "../config/load-config.js";
-import type { PidRecord } from "../gateway/pid-file.js";
+import type { PidRecord } from "../lifecycle/pid-file.js";
 import { defaultKeelEntry } from "../service/install.js";
 import {
   type ControlTarget,
@@ -37,11 +37,13 @@ export function outputLogPath(home: string): string {
  */
 export function spawnBackgroundGateway(options: { home: string; env: Env; logFile: string }): {
   pid: number | null;
-  exitInfo(): ExitInfo | null;
+  /** Settles when the process has exited (or could not be started). */
+  exited: Promise<ExitInfo>;
 } {
   mkdirSync(dirname(options.logFile), { recursive: true, mode: 0o700 });
   const fd = openSync(options.logFile, "a", 0o600);
-  let exit: ExitInfo | null = null;
+  let settle!: (exit: ExitInfo) => void;
+  const exited = new Promise<ExitInfo>((resolve) => (settle = resolve));
   try {
     const env: NodeJS.ProcessEnv = {};
     for (const [name, value] of Object.entries(options.env)) {
@@ -52,14 +54,10 @@ export function spawnBackgroundGateway(options: { home: string; env: Env; logFil
       [defaultKeelEntry(), "gateway", "run", "--home", options.home, "--no-supervisor"],
       { detached: true, stdio: ["ignore", fd, fd], env, cwd: options.home },
     );
-    child.once("exit", (code, signal) => {
-      exit = { code, signal };
-    });
-    child.once("error", (error) => {
-      exit = { code: null, signal: null, error: error.message };
-    });
+    child.once("exit", (code, signal) => settle({ code, signal }));
+    child.once("error", (error) => settle({ code: null, signal: null, error: error.message }));
     child.unref();
-    return { pid: child.pid ?? null, exitInfo: () => exit };
+    return { pid: child.pid ?? null, exited };
   } finally {
     closeSync(fd);
   }
@@ -75,32 +73,41 @@ export type ReadyOutcome =
 
 /**
  * Waits until a live gateway of this home that `accept` takes (the spawned pid, or any pid but the
- * old one after a restart) answers `/readyz` with 200, or is up but drained; gives up when
- * `exited` reports the process gone or `timeoutMs` passes.
+ * old one after a restart) is ready at the configured address — `/readyz` 200, and the control API
+ * there reports that pid (another home's gateway or another program on the port is not ready for
+ * us) — or is up but drained. Gives up as soon as `exited` settles (the spawned process is gone;
+ * a probe hanging on whatever holds the port is not waited for) or when `timeoutMs` passes.
  */
 export async function waitUntilReady(
   config: ControlTarget & { home: string },
   options: {
     accept(record: PidRecord): boolean;
-    exited?: () => ExitInfo | null;
+    exited?: Promise<ExitInfo>;
     timeoutMs: number;
   },
 ): Promise<ReadyOutcome> {
   const baseUrl = gatewayBaseUrl(config.http);
   let lastPid: number | null = null;
+  let exit: ExitInfo | null = null;
+  const exitOutcome = options.exited?.then((info): ReadyOutcome => {
+    exit = info;
+    return { kind: "exited", exit: info };
+  });
+  const check = async (): Promise<ReadyOutcome | null> => {
+    const record = await liveGateway(config.home);
+    if (record === null || !options.accept(record)) return null;
+    lastPid = record.pid;
+    const own = await fetchOwnApiStatus(config, record);
+    if (own === null) return null;
+    const ready = await probeReady(baseUrl);
+    if (ready === true) return { kind: "ready", pid: record.pid };
+    if (ready === false && own.draining) return { kind: "drained", pid: record.pid };
+    return null;
+  };
   const outcome = await pollUntil<ReadyOutcome>(
-    async () => {
-      const exit = options.exited?.() ?? null;
-      if (exit !== null) return { kind: "exited", exit };
-      const record = await liveGateway(config.home);
-      if (record === null || !options.accept(record)) return null;
-      lastPid = record.pid;
-      const ready = await probeReady(baseUrl);
-      if (ready === true) return { kind: "ready", pid: record.pid };
-      if (ready === false && (await fetchOwnApiStatus(config, record))?.draining === true) {
-        return { kind: "drained", pid: record.pid };
-      }
-      return null;
+    () => {
+      if (exit !== null) return Promise.resolve({ kind: "exited", exit });
+      return exitOutcome ? Promise.race([check(), exitOutcome]) : check();
     },
     { timeoutMs: options.timeoutMs, intervalMs: 200 },
   );

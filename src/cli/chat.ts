@@ -1,19 +1,26 @@
 /**
  * `keel chat`: a terminal conversation through the gateway's OpenAI-compatible API, so it is
- * stored and resumable like any other session. Uses the running gateway when there is one,
- * otherwise runs one in-process (API only, on a free loopback port) for the conversation.
+ * stored and resumable like any other session. Uses this home's running gateway when there is
+ * one (found through its pid file and confirmed at its address, never by the port alone),
+ * otherwise runs one in-process (API only, on a free loopback port) for the conversation. Tool
+ * calls are shown on stderr as they start (`⚙ terminal: ls -la`).
  */
 import { createInterface } from "node:readline/promises";
 import OpenAI from "openai";
 import type { Config } from "../config/schema.js";
-import { createAgentParts } from "../gateway/agent-wiring.js";
-import { Gateway } from "../gateway/gateway.js";
-import { createCrashPoint } from "../lib/crash-point.js";
+import { createGateway } from "../gateway/create-gateway.js";
+import type { Gateway } from "../gateway/gateway.js";
 import { errorMessage } from "../lib/errors.js";
 import { createLogger } from "../lib/logger.js";
-import { KEEL_VERSION } from "../version.js";
+import { TOOL_EVENTS_HEADER } from "../platforms/openai-api/adapter.js";
+import type { ToolStarted } from "../platforms/openai-api/turn-waiters.js";
+import { findOwnGateway, gatewayBaseUrl, pollUntil, unconfirmedText } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
+import { toolLine } from "./tool-line.js";
+
+/** How long `keel chat` waits for this home's gateway while it does not answer yet (starting). */
+const STARTING_WAIT_MS = 15_000;
 
 export async function chat(
   options: GlobalOptions & { session?: string },
@@ -22,9 +29,27 @@ export async function chat(
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
   const { config } = loaded.loaded;
-  let baseUrl = `http://${config.http.host}:${config.http.port}`;
+  let own = await findOwnGateway(config);
+  if (own.state === "unconfirmed" && own.answered === null) {
+    // Silent at its address: most likely still starting. Wait a little for it.
+    io.err(`(this home's gateway, pid ${own.record.pid}, is not answering yet: waiting for it)`);
+    own =
+      (await pollUntil(
+        async () => {
+          const now = await findOwnGateway(config);
+          return now.state === "unconfirmed" && now.answered === null ? null : now;
+        },
+        { timeoutMs: STARTING_WAIT_MS, intervalMs: 250 },
+      )) ?? own;
+  }
+  if (own.state === "unconfirmed") {
+    io.err(`keel: ${unconfirmedText(own, config.http)}.`);
+    io.err("Check it with `keel gateway status`, or stop it with `keel gateway stop`.");
+    return EXIT.failure;
+  }
+  let baseUrl = gatewayBaseUrl(config.http);
   let local: Gateway | null = null;
-  if (!(await isUp(baseUrl))) {
+  if (own.state === "not_running") {
     local = await startLocalGateway(config);
     baseUrl = `http://127.0.0.1:${local.port}`;
     io.err("(no gateway running: talking to an in-process one; its sessions are stored as usual)");
@@ -33,7 +58,8 @@ export async function chat(
     return await converse(
       new OpenAI({
         baseURL: `${baseUrl}/v1`,
-        apiKey: config.platforms.api.key ?? "keel-local",
+        // The control token: `keel chat` is the operator's console (it may /restart).
+        apiKey: config.controlToken,
         maxRetries: 0,
       }),
       options.session,
@@ -49,36 +75,62 @@ export async function chat(
 
 async function converse(client: OpenAI, resumeId: string | undefined, io: CliIo): Promise<number> {
   let sessionId = resumeId;
+  // A conversation that ends on a failed exchange exits non-zero, so a script notices (e.g. an
+  // unknown --session); one that recovered from a passing error does not.
+  let failed = false;
   const rl = createInterface({ input: io.stdin, terminal: false });
   io.err("Type a message and press Enter; /help for commands; Ctrl-D to quit.");
   for await (const line of rl) {
     const text = line.trim();
     if (!text) continue;
     try {
+      const headers: Record<string, string> = { [TOOL_EVENTS_HEADER]: "1" };
+      if (sessionId) headers["X-Session-Id"] = sessionId;
       const { data: stream, response } = await client.chat.completions
         .create(
           { model: "keel", stream: true, messages: [{ role: "user", content: text }] },
-          sessionId ? { headers: { "X-Session-Id": sessionId } } : {},
+          { headers },
         )
         .withResponse();
       sessionId = response.headers.get("x-session-id") ?? sessionId;
-      for await (const chunk of stream) io.write(chunk.choices[0]?.delta?.content ?? "");
+      // Tool lines go to stderr on a line of their own, between pieces of the streamed reply.
+      let midLine = false;
+      for await (const chunk of stream) {
+        const tool = (chunk as { keel_tool?: ToolStarted }).keel_tool;
+        if (tool) {
+          if (midLine) io.write("\n");
+          midLine = false;
+          io.err(toolLine(tool.name, tool.arguments));
+        }
+        const piece = chunk.choices[0]?.delta?.content ?? "";
+        io.write(piece);
+        if (piece) midLine = !piece.endsWith("\n");
+      }
       io.write("\n");
+      failed = false;
     } catch (err) {
+      // A `/restart` that was accepted ends its own exchange with `gateway_stopping`: that is
+      // the command working, not a failure.
+      if (isRestartCommand(text) && errorCode(err) === "gateway_stopping") {
+        io.err("(the gateway is restarting)");
+        failed = false;
+        continue;
+      }
       io.err(`error: ${errorMessage(err)}`);
+      failed = true;
     }
   }
   if (sessionId)
     io.err(`(session ${sessionId}: continue with \`keel chat --session ${sessionId}\`)`);
-  return EXIT.ok;
+  return failed ? EXIT.failure : EXIT.ok;
 }
 
-async function isUp(baseUrl: string): Promise<boolean> {
-  try {
-    return (await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(1500) })).ok;
-  } catch {
-    return false;
-  }
+function isRestartCommand(text: string): boolean {
+  return /^\/restart(?:@\S+)?$/i.test(text);
+}
+
+function errorCode(err: unknown): string | null {
+  return err instanceof OpenAI.APIError && typeof err.code === "string" ? err.code : null;
 }
 
 async function startLocalGateway(config: Config): Promise<Gateway> {
@@ -88,18 +140,8 @@ async function startLocalGateway(config: Config): Promise<Gateway> {
     platforms: { ...config.platforms, webchat: { enabled: false } },
     telegramEnabled: false,
   };
-  const logger = createLogger({ level: "silent" });
-  const gateway = new Gateway({
-    config: local,
-    logger,
-    agent: createAgentParts(local, logger),
-    crashPoint: createCrashPoint(undefined),
-    version: KEEL_VERSION,
-    supervisor: null,
-    relaunch: () => {
-      throw new Error("an in-process chat gateway is never restarted");
-    },
-  });
+  // No supervisor and no successor: a /restart here ends the conversation's gateway.
+  const gateway = createGateway(local, { logger: createLogger({ level: "silent" }) });
   await gateway.start();
   return gateway;
 }

@@ -1,6 +1,7 @@
 /** The `keel` command line (commander). Each command body is `(args, io) => exit code`. */
 import { Command, CommanderError } from "commander";
 import { KEEL_VERSION } from "../version.js";
+import { registerApprovalCommands } from "./approval-commands.js";
 import { chat } from "./chat.js";
 import { doctor } from "./doctor.js";
 import {
@@ -15,10 +16,16 @@ import { gatewayRun } from "./gateway-run.js";
 import { gatewayStatus } from "./gateway-status.js";
 import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
+import { registerMcpCommands } from "./mcp-list.js";
+import { memoryClear, memoryShow } from "./memory-commands.js";
+import { type OpenOptions, open } from "./open.js";
+import { registerScheduleCommands } from "./schedule-commands.js";
+import { type SetupOptions, setup } from "./setup.js";
 import {
   backup,
   pairingApprove,
   pairingList,
+  pairingRevoke,
   sessionsList,
   sessionsShow,
 } from "./store-commands.js";
@@ -29,8 +36,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .description(
       "Keel: a gateway between chat platforms and a tool-using LLM agent that never loses work.",
     )
-    .version(KEEL_VERSION)
+    .version(KEEL_VERSION, "-V, --version", "print the version")
     .option("--home <dir>", "Keel home folder (default $KEEL_HOME or ~/.keel)")
+    // Every subcommand's --help lists --home too (subcommands inherit this setting).
+    .configureHelp({ showGlobalOptions: true })
     .exitOverride()
     .configureOutput({
       writeOut: (s) => io.out(s.trimEnd()),
@@ -103,7 +112,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .command("list")
     .option("--limit <n>", "how many", "50")
     .option("--json", "machine-readable output")
-    .action((opts: { limit: string; json?: boolean }) =>
+    .option("--all", "include Keel's internal sessions (notice lanes)")
+    .action((opts: { limit: string; json?: boolean; all?: boolean }) =>
       run(() => sessionsList({ ...global(), ...opts }, io)),
     );
   sessions
@@ -114,16 +124,61 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     );
 
   const pairing = program.command("pairing").description("chat users waiting for access");
-  pairing.command("list").action(() => run(() => pairingList(global(), io)));
+  pairing
+    .command("list")
+    .description("pending requests, or with --approved the users let in")
+    .option("--approved", "users approved through pairing")
+    .action((opts: { approved?: boolean }) => run(() => pairingList({ ...global(), ...opts }, io)));
   pairing
     .command("approve <code>")
+    .description("let a user in; they are told so in their chat")
     .action((code: string) => run(() => pairingApprove(code, global(), io)));
+  pairing
+    .command("revoke <user>")
+    .description("take back a pairing approval (user id, or platform:id)")
+    .action((user: string) => run(() => pairingRevoke(user, global(), io)));
+
+  registerScheduleCommands(program, io, global, run);
+  registerApprovalCommands(program, io, global, run);
+  registerMcpCommands(program, io, global, run);
 
   program
     .command("chat")
     .description("talk to the agent from the terminal")
     .option("--session <id>", "continue a stored API session")
     .action((opts: { session?: string }) => run(() => chat({ ...global(), ...opts }, io)));
+
+  program
+    .command("open")
+    .description("print the browser login link (sets the web session) and open it in a browser")
+    .option("--no-browser", "only print the link")
+    .action((opts: OpenOptions) => run(() => open({ ...global(), ...opts }, io)));
+
+  program
+    .command("setup")
+    .description("first run: test the model (and Telegram) and write config.yaml")
+    .option("--model-url <url>", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1")
+    .option("--model <name>", "model name (default: the first the endpoint lists)")
+    .option("--api-key <key>", "API key for the model endpoint")
+    .option("--telegram-token <token>", "Telegram bot token (tested with getMe)")
+    .option(
+      "--yes",
+      "no questions: flags and defaults (never replaces config.yaml without --force)",
+    )
+    .option("--force", "replace an existing config.yaml")
+    .action((opts: Omit<SetupOptions, "home">) => run(() => setup({ ...global(), ...opts }, io)));
+
+  const memory = program
+    .command("memory")
+    .description("what the agent remembers about a chat user");
+  memory
+    .command("show <user>")
+    .description("print a user's memory file (user = <platform>-<user id>, e.g. telegram-4242)")
+    .action((user: string) => run(() => memoryShow(user, global(), io)));
+  memory
+    .command("clear <user>")
+    .description("delete a user's memory file")
+    .action((user: string) => run(() => memoryClear(user, global(), io)));
 
   program
     .command("doctor")

@@ -1,58 +1,123 @@
-/** `keel doctor`: checks config, home folder, store, model endpoint, platform tokens, gateway. */
-import { accessSync, constants, statSync } from "node:fs";
+/**
+ * `keel doctor`: checks what a user gets wrong — config, home folder, store, model endpoint,
+ * Telegram token, the Slack tokens, the listening port, the service manager — and prints ✓ / ⚠ / ✗ per check.
+ * Exits 78 on a config error, 1 when any check failed, 0 otherwise (warnings included).
+ */
+import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import pino from "pino";
+import { type LoadedConfig, loadConfig, resolveHome } from "../config/load-config.js";
 import type { Config } from "../config/schema.js";
-import { errorMessage } from "../lib/errors.js";
-import { SqliteStore } from "../sessions/sqlite-store.js";
+import { describeStoreTarget, storeTarget } from "../config/store-target.js";
+import { ConfigError, errorMessage } from "../lib/errors.js";
+import { probeMcpServers } from "../mcp/probe.js";
+import type { ServiceDeps } from "../service/install.js";
+import { serviceManagerProblem } from "../service/manager-check.js";
+import { openCommandStore } from "../sessions/open-store.js";
+import { probeDiscord, probeModels, probeSlack, probeTelegram } from "./endpoint-checks.js";
+import {
+  findOwnGateway,
+  gatewayBaseUrl,
+  portInUse,
+  probeReady,
+  unconfirmedText,
+} from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
-import { type GlobalOptions, loadForCommand } from "./load.js";
+import type { GlobalOptions } from "./load.js";
+import { findServiceTarget, machineServiceDeps } from "./service-target.js";
 
 type Check = { name: string; level: "ok" | "warn" | "fail"; detail: string };
 
-export async function doctor(options: GlobalOptions, io: CliIo): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) {
-    io.out("✗ config: see the error above");
-    return loaded.code;
+const MARK = { ok: "✓", warn: "⚠", fail: "✗" } as const;
+
+export async function doctor(
+  options: GlobalOptions,
+  io: CliIo,
+  serviceDeps: ServiceDeps = machineServiceDeps(),
+): Promise<number> {
+  const print = (c: Check) => io.out(`${MARK[c.level]} ${c.name}: ${c.detail}`);
+  const homeOptions = { ...(options.home !== undefined && { home: options.home }), env: io.env };
+  let loaded: LoadedConfig;
+  try {
+    loaded = loadConfig(homeOptions);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) {
+      // Loading creates the home folder and the control token: it fails when it is not writable.
+      const home = resolveHome(homeOptions);
+      print({ name: "home", level: "fail", detail: notWritable(home, err) });
+      return EXIT.failure;
+    }
+    for (const issue of err.issues) print({ name: "config", level: "fail", detail: issue });
+    io.err("keel doctor: the configuration is invalid; fix the lines marked ✗ above.");
+    return EXIT.config;
   }
-  const { config } = loaded.loaded;
-  const checks: Check[] = [
-    { name: "config", level: "ok", detail: `${join(config.home, "config.yaml")} (or defaults)` },
-  ];
-  checks.push(checkHome(config.home), checkStore(config.home));
-  checks.push(await checkModel(config), await checkTelegram(config), await checkGateway(config));
-  for (const c of checks)
-    io.out(`${c.level === "ok" ? "✓" : c.level === "warn" ? "!" : "✗"} ${c.name}: ${c.detail}`);
+  const { config, warnings } = loaded;
+  const checks: Check[] =
+    warnings.length > 0
+      ? warnings.map((w) => ({ name: "config", level: "warn", detail: w }))
+      : [
+          {
+            name: "config",
+            level: "ok",
+            detail: `${join(config.home, "config.yaml")} (or defaults)`,
+          },
+        ];
+  checks.push(checkHome(config.home), await checkStore(config));
+  checks.push(await checkModel(config), await checkTelegram(config));
+  checks.push(await checkSlack(config), await checkDiscord(config));
+  checks.push(...(await checkMcp(config)));
+  checks.push(await checkGateway(config), await checkService(config.home, serviceDeps));
+  for (const c of checks) print(c);
   return checks.some((c) => c.level === "fail") ? EXIT.failure : EXIT.ok;
 }
 
-function checkHome(home: string): Check {
-  try {
-    accessSync(home, constants.W_OK);
-    const mode = statSync(home).mode & 0o777;
-    if (mode & 0o077)
-      return {
-        name: "home",
-        level: "warn",
-        detail: `${home} is mode ${mode.toString(8)}; run chmod 700 ${home}`,
-      };
-    return { name: "home", level: "ok", detail: home };
-  } catch (err) {
-    return { name: "home", level: "fail", detail: `${home} is not writable: ${errorMessage(err)}` };
-  }
+function notWritable(home: string, err: unknown): string {
+  return `${home} is not writable: ${errorMessage(err)}; choose another folder with --home or KEEL_HOME`;
 }
 
-function checkStore(home: string): Check {
+/** Writes and removes a probe file: permission bits alone say nothing for root or a read-only mount. */
+function checkHome(home: string): Check {
+  const probe = join(home, `.doctor-${process.pid}`);
   try {
-    const store = new SqliteStore(join(home, "state.db"));
-    const version = store.schemaVersion();
-    void store.close();
-    return { name: "store", level: "ok", detail: `state.db schema v${version}` };
+    writeFileSync(probe, "");
+    rmSync(probe, { force: true });
+  } catch (err) {
+    return { name: "home", level: "fail", detail: notWritable(home, err) };
+  }
+  const mode = statSync(home).mode & 0o777;
+  if (mode & 0o077)
+    return {
+      name: "home",
+      level: "warn",
+      detail: `${home} is mode ${mode.toString(8)}; run chmod 700 ${home}`,
+    };
+  return { name: "home", level: "ok", detail: home };
+}
+
+/** Opens the store the config selects (running its migrations, as the gateway would). */
+async function checkStore(config: Config): Promise<Check> {
+  const target = storeTarget(config);
+  const where = target.kind === "sqlite" ? "state.db" : describeStoreTarget(target);
+  try {
+    const store = await openCommandStore(target);
+    try {
+      return {
+        name: "store",
+        level: "ok",
+        detail: `${where} schema v${await store.schemaVersion()}`,
+      };
+    } finally {
+      await store.close();
+    }
   } catch (err) {
     return {
       name: "store",
       level: "fail",
-      detail: `state.db cannot be opened: ${errorMessage(err)}`,
+      // The Postgres store's own error already says where it is.
+      detail:
+        target.kind === "postgres"
+          ? errorMessage(err)
+          : `${where} cannot be opened: ${errorMessage(err)}`,
     };
   }
 }
@@ -63,75 +128,103 @@ async function checkModel(config: Config): Promise<Check> {
     return {
       name: "model",
       level: "warn",
-      detail: "not configured: set model.base_url and model.name (OPENAI_BASE_URL, KEEL_MODEL)",
+      detail:
+        "not configured: run `keel setup`, or set model.base_url and model.name (OPENAI_BASE_URL, KEEL_MODEL)",
     };
   }
-  try {
-    const res = await fetch(`${base_url.replace(/\/$/, "")}/models`, {
-      headers: api_key ? { authorization: `Bearer ${api_key}` } : {},
-      signal: AbortSignal.timeout(5000),
-    });
-    if (res.status === 401 || res.status === 403)
-      return {
-        name: "model",
-        level: "fail",
-        detail: `${base_url} rejected the API key (${res.status})`,
-      };
-    return {
-      name: "model",
-      level: "ok",
-      detail: `${base_url} answers (HTTP ${res.status}); model ${name}`,
-    };
-  } catch (err) {
-    return {
-      name: "model",
-      level: "fail",
-      detail: `${base_url} is unreachable: ${errorMessage(err)}`,
-    };
-  }
+  const result = await probeModels(base_url, api_key, name);
+  const level = result.ok ? "ok" : result.warnOnly ? "warn" : "fail";
+  return { name: "model", level, detail: result.detail };
+}
+
+/** One line per MCP server: started and listed its tools, or why not (a fail: its tools are absent). */
+async function checkMcp(config: Config): Promise<Check[]> {
+  if (Object.keys(config.mcp.servers).length === 0) return [];
+  mkdirSync(config.cwd, { recursive: true });
+  const probes = await probeMcpServers(config, pino({ level: "silent" }), 10_000);
+  return probes.map((p) => ({
+    name: `mcp ${p.name}`,
+    level: p.state === "connected" ? "ok" : "fail",
+    detail: p.error ?? `${p.tools.length} tool(s): ${p.tools.map((t) => t.name).join(", ")}`,
+  }));
 }
 
 async function checkTelegram(config: Config): Promise<Check> {
   const { token, api_root } = config.platforms.telegram;
   if (!config.telegramEnabled || !token)
     return { name: "telegram", level: "ok", detail: "disabled" };
-  try {
-    const res = await fetch(`${api_root}/bot${token}/getMe`, { signal: AbortSignal.timeout(5000) });
-    const body = (await res.json()) as {
-      ok: boolean;
-      result?: { username?: string };
-      description?: string;
-    };
-    if (!body.ok)
-      return {
-        name: "telegram",
-        level: "fail",
-        detail: `token rejected: ${body.description ?? res.status}`,
-      };
-    return { name: "telegram", level: "ok", detail: `bot @${body.result?.username ?? "?"}` };
-  } catch (err) {
+  const result = await probeTelegram(api_root, token);
+  return { name: "telegram", level: result.ok ? "ok" : "fail", detail: result.detail };
+}
+
+async function checkSlack(config: Config): Promise<Check> {
+  const { app_token, bot_token, api_root } = config.platforms.slack;
+  if (!app_token && !bot_token) return { name: "slack", level: "ok", detail: "disabled" };
+  if (!app_token || !bot_token) {
+    const missing = app_token
+      ? "platforms.slack.bot_token (SLACK_BOT_TOKEN, xoxb-…)"
+      : "platforms.slack.app_token (SLACK_APP_TOKEN, xapp-…)";
     return {
-      name: "telegram",
+      name: "slack",
       level: "fail",
-      detail: `${api_root} is unreachable: ${errorMessage(err)}`,
+      detail: `${missing} is not set; Slack needs both tokens`,
     };
   }
+  const result = await probeSlack(api_root, app_token, bot_token);
+  return { name: "slack", level: result.ok ? "ok" : "fail", detail: result.detail };
+}
+
+/**
+ * This home's gateway is found through its pid file and confirmed at its address (the control
+ * API there reports its pid), never by the port alone; with none running, the configured port
+ * must be free, or the next start fails.
+ */
+async function checkDiscord(config: Config): Promise<Check> {
+  const { token, api_root } = config.platforms.discord;
+  if (!token) return { name: "discord", level: "ok", detail: "disabled" };
+  const result = await probeDiscord(api_root, token);
+  return { name: "discord", level: result.ok ? "ok" : "fail", detail: result.detail };
 }
 
 async function checkGateway(config: Config): Promise<Check> {
-  const url = `http://${config.http.host}:${config.http.port}/readyz`;
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+  const url = gatewayBaseUrl(config.http);
+  const own = await findOwnGateway(config);
+  if (own.state === "running") {
+    const ready = await probeReady(url);
     return {
       name: "gateway",
       level: "ok",
-      detail: `running at ${url.replace("/readyz", "")} (${res.status === 200 ? "ready" : "not ready"})`,
-    };
-  } catch {
-    return {
-      name: "gateway",
-      level: "ok",
-      detail: "not running (start it with `keel gateway start` or `npm start`)",
+      detail: `running at ${url} (${ready ? "ready" : own.status.gateway_state}), pid ${own.record.pid}`,
     };
   }
+  if (own.state === "unconfirmed") {
+    return {
+      name: "gateway",
+      level: own.answered === null ? "warn" : "fail",
+      detail: unconfirmedText(own, config.http),
+    };
+  }
+  if (config.http.port === 0) return { name: "gateway", level: "ok", detail: "not running" };
+  const busy = await portInUse(config.http.host, config.http.port);
+  if (busy) {
+    return {
+      name: "gateway",
+      level: "fail",
+      detail: `not running, and ${config.http.host}:${config.http.port} is taken by another program (${busy}): stop it, or set http.port (KEEL_HTTP_PORT)`,
+    };
+  }
+  return {
+    name: "gateway",
+    level: "ok",
+    detail: "not running (start it with `keel gateway start` or `npm start`)",
+  };
+}
+
+/** An installed unit for this home is only useful while its service manager answers. */
+async function checkService(home: string, deps: ServiceDeps): Promise<Check> {
+  const target = await findServiceTarget(home, deps).catch(() => null);
+  if (!target) return { name: "service", level: "ok", detail: "none installed for this home" };
+  const problem = await serviceManagerProblem(target.kind, target.system, deps);
+  if (problem) return { name: "service", level: "fail", detail: `${target.path}: ${problem}` };
+  return { name: "service", level: "ok", detail: `${target.path}` };
 }

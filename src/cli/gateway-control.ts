@@ -8,9 +8,9 @@
  * option; 78 a configuration error.
  */
 import type { Config } from "../config/schema.js";
-import { writePlannedStop } from "../gateway/markers.js";
-import { isGatewayAlive, type PidRecord } from "../gateway/pid-file.js";
-import { readRuntimeStatus } from "../gateway/runtime-status.js";
+import { writePlannedStop } from "../lifecycle/markers.js";
+import { isGatewayAlive, type PidRecord } from "../lifecycle/pid-file.js";
+import { readRuntimeStatus } from "../lifecycle/runtime-status.js";
 import { minimumStopTimeout } from "../service/service-spec.js";
 import {
   describeExit,
@@ -21,11 +21,13 @@ import {
 } from "./background-gateway.js";
 import {
   callControlApi,
+  fetchOwnApiStatus,
   fileSize,
   gatewayBaseUrl,
   liveGateway,
   parseTimeoutSeconds,
   pollUntil,
+  portInUse,
   readLogTail,
 } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
@@ -96,6 +98,15 @@ async function startGateway(
     io.out(`Gateway already running (pid ${running.pid}) at ${url}.`);
     return EXIT.ok;
   }
+  // A port another program holds (another home's gateway, say) fails the start for certain:
+  // say so now instead of starting a gateway only to watch it die.
+  const busy = config.http.port === 0 ? null : await portInUse(config.http.host, config.http.port);
+  if (busy !== null) {
+    io.err(
+      `keel: ${config.http.host}:${config.http.port} is taken by another program (${busy}); nothing was started. Stop that program, or set http.port (KEEL_HTTP_PORT).`,
+    );
+    return EXIT.failure;
+  }
   const logFile = outputLogPath(config.home);
   const logOffset = fileSize(logFile);
   const target = await findServiceTarget(config.home, deps);
@@ -114,7 +125,7 @@ async function startGateway(
   const childPid = spawned?.pid ?? null;
   const outcome = await waitUntilReady(config, {
     accept: (record) => childPid === null || record.pid === childPid,
-    ...(spawned !== null && { exited: spawned.exitInfo }),
+    ...(spawned !== null && { exited: spawned.exited }),
     timeoutMs,
   });
   if (outcome.kind === "ready" || outcome.kind === "drained") {
@@ -265,7 +276,8 @@ export async function gatewayRestart(options: ControlOptions, io: CliIo): Promis
 
 /**
  * Asks for a planned restart: `systemctl reload` (SIGUSR1 through `ExecReload`) when the running
- * gateway is the active systemd unit's, else the control API, else SIGUSR1 directly.
+ * gateway is the active systemd unit's, else the control API of this home's gateway, else SIGUSR1
+ * directly.
  */
 async function requestRestart(
   config: Config,
@@ -277,11 +289,15 @@ async function requestRestart(
   if (target?.kind === "systemd" && (await systemdUnitActive(target, deps))) {
     if ((await deps.run(systemctlCommand(target, "reload"))).code === 0) return true;
   }
-  const answer = await callControlApi(config, "/api/gateway/restart", { method: "POST" });
-  if (answer !== null && answer.status >= 200 && answer.status < 300) {
-    const body = answer.body as { accepted?: unknown; message?: unknown };
-    if (body.accepted === false && typeof body.message === "string") io.err(body.message);
-    return true;
+  // The control API only when the gateway answering at the address is this one (its pid);
+  // otherwise the signal, which reaches exactly the process the pid file names.
+  if ((await fetchOwnApiStatus(config, live)) !== null) {
+    const answer = await callControlApi(config, "/api/gateway/restart", { method: "POST" });
+    if (answer !== null && answer.status >= 200 && answer.status < 300) {
+      const body = answer.body as { accepted?: unknown; message?: unknown };
+      if (body.accepted === false && typeof body.message === "string") io.err(body.message);
+      return true;
+    }
   }
   if (sendSignal(live.pid, "SIGUSR1")) return true;
   io.err(`keel: could not ask the gateway (pid ${live.pid}) to restart.`);

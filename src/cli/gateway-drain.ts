@@ -3,8 +3,8 @@
  * not answer, writes or removes `.drain_request.json` itself (a running gateway's watcher, or the
  * next start, picks it up).
  */
-import { removeDrainRequest, writeDrainRequest } from "../gateway/markers.js";
-import { callControlApi, liveGateway } from "./gateway-probe.js";
+import { removeDrainRequest, writeDrainRequest } from "../lifecycle/markers.js";
+import { callControlApi, fetchOwnApiStatus, liveGateway } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 
@@ -21,7 +21,9 @@ export async function gatewayDrain(
   const { config } = loaded.loaded;
   const action = options.cancel ? "cancel" : "drain";
   const live = await liveGateway(config.home);
-  if (live !== null) {
+  // The control API only of this home's gateway (another may answer on the same port); the
+  // marker reaches this home's gateway in any case.
+  if (live !== null && (await fetchOwnApiStatus(config, live)) !== null) {
     const answer = await callControlApi(config, "/api/gateway/drain", {
       method: "POST",
       body: { action },

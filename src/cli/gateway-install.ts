@@ -2,7 +2,7 @@
 import { userInfo } from "node:os";
 import type { Env } from "../config/load-config.js";
 import type { Config } from "../config/schema.js";
-import { writePlannedStop } from "../gateway/markers.js";
+import { writePlannedStop } from "../lifecycle/markers.js";
 import { defaultKeelEntry } from "../service/install.js";
 import { runInstallCommand, runUninstallCommand } from "../service/service-commands.js";
 import { captureServiceEnv, type ServiceSpec } from "../service/service-spec.js";

@@ -4,16 +4,19 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
+import { acquirePidFile } from "../lifecycle/pid-file.js";
 import { defaultRestartTimeoutSeconds, defaultStopTimeoutSeconds } from "./gateway-control.js";
 import {
   callControlApi,
   fetchOwnApiStatus,
   fileSize,
+  findOwnGateway,
   gatewayBaseUrl,
   parseTimeoutSeconds,
   pollUntil,
   probeReady,
   readLogTail,
+  unconfirmedText,
 } from "./gateway-probe.js";
 
 describe("gatewayBaseUrl", () => {
@@ -128,5 +131,67 @@ describe("control API calls", () => {
     expect(await probeReady(`http://127.0.0.1:${port}`)).toBeNull();
     expect(await callControlApi(config(), "/api/status")).toBeNull();
     server = createServer().listen(0, "127.0.0.1");
+  });
+});
+
+describe("findOwnGateway", () => {
+  let dir: ReturnType<typeof createTempDir>;
+  let server: Server | null = null;
+  beforeEach(() => {
+    dir = createTempDir();
+  });
+  afterEach(async () => {
+    if (server) await new Promise<void>((done) => server?.close(() => done()));
+    server = null;
+    dir.cleanup();
+  });
+
+  /** A server answering every request with `status` and `body`; returns its port. */
+  async function answering(status: number, body: unknown): Promise<number> {
+    server = createServer((_req, res) => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    });
+    await new Promise<void>((done) => server?.listen(0, "127.0.0.1", done));
+    return (server.address() as AddressInfo).port;
+  }
+  const target = (port: number) => ({
+    home: dir.path,
+    http: { host: "127.0.0.1", port },
+    controlToken: "t".repeat(20),
+  });
+  /** This test process plays the home's live gateway. */
+  const claim = async () =>
+    expect((await acquirePidFile(dir.path, { argv: process.argv, now: Date.now })).ok).toBe(true);
+
+  it("is not running without a live pid file, whatever answers at the port", async () => {
+    const port = await answering(200, { pid: process.pid });
+    expect(await findOwnGateway(target(port))).toEqual({ state: "not_running" });
+  });
+
+  it("is running only when the address reports the pid file's pid", async () => {
+    await claim();
+    const port = await answering(200, { pid: process.pid, draining: false });
+    const own = await findOwnGateway(target(port));
+    expect(own.state).toBe("running");
+  });
+
+  it("names what answers instead: another pid, a refused token, or nothing", async () => {
+    await claim();
+    const other = await findOwnGateway(target(await answering(200, { pid: 1 })));
+    expect(other).toMatchObject({ state: "unconfirmed", answered: "a gateway with pid 1" });
+    if (other.state !== "unconfirmed") throw new Error("unreachable");
+    expect(unconfirmedText(other, target(0).http)).toContain("is not the one answering");
+    await new Promise<void>((done) => server?.close(() => done()));
+
+    const refused = await findOwnGateway(target(await answering(401, { error: "no" })));
+    if (refused.state !== "unconfirmed") throw new Error(`unexpected ${refused.state}`);
+    expect(unconfirmedText(refused, target(0).http)).toContain("the control token was refused");
+    const port = (server!.address() as AddressInfo).port;
+    await new Promise<void>((done) => server?.close(() => done()));
+    server = null;
+
+    const silent = await findOwnGateway(target(port));
+    expect(silent).toMatchObject({ state: "unconfirmed", answered: null });
   });
 });

@@ -3,9 +3,10 @@
  * control API, its pid file, the tail of its output log, and bounded polling.
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
+import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { GatewayStatus } from "../control/control-surface.js";
-import { isGatewayAlive, type PidRecord, readPidFile } from "../gateway/pid-file.js";
+import { isGatewayAlive, type PidRecord, readPidFile } from "../lifecycle/pid-file.js";
 
 /** What reaching the control API takes (a subset of `Config`). */
 export interface ControlTarget {
@@ -21,6 +22,14 @@ export function gatewayBaseUrl(http: { host: string; port: number }): string {
   const host = http.host === "0.0.0.0" ? "127.0.0.1" : http.host === "::" ? "::1" : http.host;
   const shown = host.includes(":") ? `[${host}]` : host;
   return `http://${shown}:${http.port}`;
+}
+
+/**
+ * The browser login link: opening it sets the web session cookie (docs/security.md). It carries
+ * the control token, so it is shown to the operator and never logged.
+ */
+export function loginLink(http: { host: string; port: number }, controlToken: string): string {
+  return `${gatewayBaseUrl(http)}/?token=${encodeURIComponent(controlToken)}`;
 }
 
 /** `GET /readyz`: true on 200, false on any other answer, null when nothing answers. */
@@ -80,8 +89,11 @@ export async function fetchOwnApiStatus(
   config: ControlTarget,
   record: PidRecord | null,
 ): Promise<GatewayStatus | null> {
-  if (record === null) return null;
-  const answer = await callControlApi(config, "/api/status");
+  return record === null ? null : ownStatusOf(record, await callControlApi(config, "/api/status"));
+}
+
+/** The status in `answer` if it is the answer of the gateway `record` names, else null. */
+function ownStatusOf(record: PidRecord, answer: ControlAnswer | null): GatewayStatus | null {
   if (answer === null || answer.status !== 200) return null;
   const body = answer.body as Partial<GatewayStatus> | null;
   if (body === null || typeof body !== "object" || body.pid !== record.pid) return null;
@@ -93,6 +105,54 @@ export async function liveGateway(home: string): Promise<PidRecord | null> {
   const record = await readPidFile(home);
   if (record === null) return null;
   return (await isGatewayAlive(record)) ? record : null;
+}
+
+/**
+ * This home's gateway as a command finds it: through `gateway.pid` (a live process with the
+ * recorded pid and start time), confirmed at the configured address (the control API there
+ * reports that pid). A port alone proves nothing: another home's gateway, or another program,
+ * may listen on it.
+ */
+export type OwnGateway =
+  | { state: "not_running" }
+  | { state: "running"; record: PidRecord; status: GatewayStatus }
+  /**
+   * The pid file names a live gateway, but the address does not answer as it: nothing answers
+   * (still starting, or stopping), or something else does (`answered`: its HTTP status, or the
+   * pid it reported).
+   */
+  | { state: "unconfirmed"; record: PidRecord; answered: string | null };
+
+export async function findOwnGateway(
+  config: ControlTarget & { home: string },
+): Promise<OwnGateway> {
+  const record = await liveGateway(config.home);
+  if (record === null) return { state: "not_running" };
+  const answer = await callControlApi(config, "/api/status");
+  const status = ownStatusOf(record, answer);
+  if (status !== null) return { state: "running", record, status };
+  return { state: "unconfirmed", record, answered: describeAnswer(answer) };
+}
+
+function describeAnswer(answer: ControlAnswer | null): string | null {
+  if (answer === null) return null;
+  const pid = (answer.body as { pid?: unknown } | null)?.pid;
+  if (answer.status === 200 && typeof pid === "number") return `a gateway with pid ${pid}`;
+  return `HTTP ${answer.status}`;
+}
+
+/** One line saying why an unconfirmed gateway cannot be used, for a command's error. */
+export function unconfirmedText(
+  gateway: Extract<OwnGateway, { state: "unconfirmed" }>,
+  http: { host: string; port: number },
+): string {
+  const url = gatewayBaseUrl(http);
+  const mine = `this home's gateway (pid ${gateway.record.pid})`;
+  if (gateway.answered === null) return `${mine} does not answer at ${url} (starting or stopping?)`;
+  if (gateway.answered === "HTTP 401") {
+    return `${mine} could not be confirmed at ${url}: the control token was refused there (another home's gateway on the same port, or this one started with a different control token)`;
+  }
+  return `${mine} is not the one answering at ${url} (${gateway.answered} answers there: another home's gateway or another program on the same port)`;
 }
 
 /**
@@ -151,4 +211,13 @@ export function parseTimeoutSeconds(value: string | undefined, fallback: number)
   if (value === undefined) return fallback;
   const seconds = Number(value);
   return Number.isFinite(seconds) && seconds > 0 ? seconds : null;
+}
+
+/** The listen error's code when the address cannot be bound (EADDRINUSE, EACCES), else null. */
+export function portInUse(host: string, port: number): Promise<string | null> {
+  return new Promise((done) => {
+    const server = createServer();
+    server.once("error", (err: NodeJS.ErrnoException) => done(err.code ?? err.message));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => done(null)));
+  });
 }

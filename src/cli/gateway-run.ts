@@ -8,15 +8,15 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
-import { createAgentParts } from "../gateway/agent-wiring.js";
-import { detectSupervisor } from "../gateway/exit-code.js";
-import { AlreadyRunningError, Gateway } from "../gateway/gateway.js";
-import { consumePlannedStopForSelf } from "../gateway/markers.js";
-import { createCrashPoint } from "../lib/crash-point.js";
+import { createGateway } from "../gateway/create-gateway.js";
+import { AlreadyRunningError, type Gateway } from "../gateway/gateway.js";
 import { errorMessage } from "../lib/errors.js";
 import { createLogger } from "../lib/logger.js";
+import { detectSupervisor } from "../lifecycle/exit-code.js";
+import { consumePlannedStopForSelf } from "../lifecycle/markers.js";
 import { checkInstalledServiceTimeout } from "../service/install.js";
 import { KEEL_VERSION } from "../version.js";
+import { gatewayBaseUrl, loginLink } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 
@@ -36,9 +36,17 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
     level: config.logging.level,
     file: join(config.home, "logs", "gateway.log"),
     stderr: true,
+    pretty: io.stderrIsTTY === true,
   });
   for (const warning of warnings) logger.warn(warning);
-  const gateway = createGateway(config, logger, io, options.supervisor !== false);
+  const supervised = options.supervisor !== false;
+  // Unsupervised (background start): restarts always use the detached successor, which keeps the flag.
+  const supervisor = supervised ? detectSupervisor(io.env, existsSync) : null;
+  const gateway = createGateway(config, {
+    logger,
+    supervisor,
+    relaunch: successor(config, supervised),
+  });
   const overBudget = watchStopBudget(gateway, config, logger);
   // Signals are handled from the first moment: one arriving while the gateway starts is kept
   // and acted on once start-up has finished (SIGUSR1 would otherwise open Node's inspector).
@@ -62,7 +70,10 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
     return EXIT.failure;
   }
   void warnAboutServiceTimeout(config, logger);
-  printWelcome(io, config, gateway.port);
+  const http = { host: config.http.host, port: gateway.port };
+  // The link carries the control token: the log (journald, docker logs) gets only where to find it.
+  logger.info({ url: `${gatewayBaseUrl(http)}/` }, "web login: open the link `keel open` prints");
+  printWelcome(io, config, gateway.port, supervised && supervisedByService(io));
   const code = await Promise.race([gateway.exited, overBudget]);
   logger.flush();
   return code;
@@ -86,36 +97,52 @@ function watchStopBudget(gateway: Gateway, config: Config, logger: Logger): Prom
   });
 }
 
-function printWelcome(io: CliIo, config: Config, port: number): void {
-  const url = `http://${config.http.host}:${port}`;
+/**
+ * The human start lines. The login link (with the token) goes to the terminal of a gateway run
+ * by hand; under a service manager stdout ends in the system journal, so only the hint does.
+ */
+function printWelcome(io: CliIo, config: Config, port: number, underService: boolean): void {
+  const http = { host: config.http.host, port };
+  const url = gatewayBaseUrl(http);
   io.out(`Keel ${KEEL_VERSION} is running (pid ${process.pid}).`);
+  io.out(
+    underService
+      ? "  login:     run `keel open` for the browser login link"
+      : `  login:     ${loginLink(http, config.controlToken)}  (or \`keel open\`)`,
+  );
   io.out(`  web chat:  ${url}/`);
   io.out(`  dashboard: ${url}/dashboard  (control token: ${join(config.home, "control_token")})`);
-  io.out(`  API:       ${url}/v1  (OpenAI-compatible)`);
+  io.out(
+    `  API:       ${url}/v1  (OpenAI-compatible; Bearer: the control token or platforms.api.key)`,
+  );
+  if (config.http.trust_loopback) {
+    io.out("  warning:   http.trust_loopback is on: local processes need no credential");
+  }
   if (!config.model.base_url || !config.model.name) {
     io.out(
-      "  model:     not configured — set OPENAI_BASE_URL and KEEL_MODEL (or model.* in config.yaml)",
+      "  model:     not configured — next step: run `keel setup` (or set OPENAI_BASE_URL and KEEL_MODEL)",
     );
   }
   io.out(`  logs:      ${join(config.home, "logs", "gateway.log")}`);
 }
 
-function createGateway(config: Config, logger: Logger, io: CliIo, supervised: boolean): Gateway {
+/**
+ * systemd or launchd runs this process: its stdout lands in a system journal that more people may
+ * read than the control token. (A container's output is for those who control the container.)
+ */
+function supervisedByService(io: CliIo): boolean {
+  const supervisor = detectSupervisor(io.env, existsSync);
+  return supervisor === "systemd" || supervisor === "launchd";
+}
+
+/** The successor of a restart outside a supervisor: this same command on the same home. */
+function successor(config: Config, supervised: boolean) {
   const entry = fileURLToPath(new URL("../../bin/keel.js", import.meta.url));
-  return new Gateway({
-    config,
-    logger,
-    agent: createAgentParts(config, logger.child({ component: "agent" })),
-    crashPoint: createCrashPoint(config.crashPoint),
-    version: KEEL_VERSION,
-    // Unsupervised (background start): restarts always use the detached successor, which keeps the flag.
-    supervisor: supervised ? detectSupervisor(io.env, existsSync) : null,
-    relaunch: () => ({
-      nodePath: process.execPath,
-      entry,
-      args: ["gateway", "run", "--home", config.home, ...(supervised ? [] : ["--no-supervisor"])],
-      logFile: join(config.home, "logs", "gateway.out.log"),
-    }),
+  return () => ({
+    nodePath: process.execPath,
+    entry,
+    args: ["gateway", "run", "--home", config.home, ...(supervised ? [] : ["--no-supervisor"])],
+    logFile: join(config.home, "logs", "gateway.out.log"),
   });
 }
 

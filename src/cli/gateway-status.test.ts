@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { GatewayStatus } from "../control/control-surface.js";
-import type { RuntimeStatus } from "../gateway/runtime-status.js";
+import type { RuntimeStatus } from "../lifecycle/runtime-status.js";
 import {
   buildStatusReport,
   formatDuration,
@@ -175,10 +175,72 @@ describe("formatStatusLines", () => {
     ]);
   });
 
+  it("lists the gateways sharing the store, alive or dead, and marks this one", () => {
+    const instance = {
+      host: "h1",
+      pid: 11,
+      started_at: "2026-01-01T11:00:00.000Z",
+      heartbeat_at: "2026-01-01T11:59:59.000Z",
+      heartbeat_age_seconds: 1,
+      alive: true,
+      self: true,
+      sessions: ["api:a"],
+    };
+    const lines = formatStatusLines(
+      {
+        ...running,
+        instances: [
+          { ...instance, id: "gw-a" },
+          {
+            ...instance,
+            id: "gw-b",
+            host: "h2",
+            alive: false,
+            self: false,
+            heartbeat_age_seconds: 95,
+            sessions: [],
+          },
+        ],
+      },
+      "http://x",
+    );
+    expect(lines.slice(-2)).toEqual([
+      "Instance gw-a (this one): alive, h1 pid 11, started 2026-01-01T11:00:00.000Z, last heartbeat 2026-01-01T11:59:59.000Z, 1 session(s) held",
+      "Instance gw-b: DEAD (no heartbeat for 1m 35s), h2 pid 11, started 2026-01-01T11:00:00.000Z, last heartbeat 2026-01-01T11:59:59.000Z, 0 session(s) held",
+    ]);
+  });
+
+  it("not running: still lists the gateways sharing the store (read from it)", () => {
+    const report = buildStatusReport({
+      live: null,
+      api: null,
+      file: null,
+      drainRequested: false,
+      now: NOW,
+      storeInstances: [
+        {
+          id: "gw-b",
+          host: "h2",
+          pid: 22,
+          started_at: "2026-01-01T11:00:00.000Z",
+          heartbeat_at: "2026-01-01T11:59:59.000Z",
+          heartbeat_age_seconds: 1,
+          alive: true,
+          self: false,
+          sessions: [],
+        },
+      ],
+    });
+    expect(report.instances?.map((i) => i.id)).toEqual(["gw-b"]);
+    const lines = formatStatusLines(report, "http://x");
+    expect(lines[0]).toBe("Gateway: not running");
+    expect(lines.at(-1)).toMatch(/^Instance gw-b: alive, h2 pid 22/);
+  });
+
   it("says when it is drained and when the API did not answer", () => {
     const lines = formatStatusLines({ ...running, draining: true, source: "files" }, "http://x");
     expect(lines.some((l) => l.startsWith("Draining: yes"))).toBe(true);
-    expect(lines.at(-1)).toContain("control API did not answer");
+    expect(lines.at(-1)).toContain("this gateway's control API did not answer at");
   });
 
   it("explains a stop that was not planned", () => {

@@ -3,11 +3,15 @@
  * API when it answers and from `gateway.pid` + `gateway_state.json` otherwise. Exit 0 when it
  * runs, 3 when it does not (as `systemctl status` and LSB init scripts do).
  */
+import type { Config } from "../config/schema.js";
+import { storeTarget } from "../config/store-target.js";
 import type { GatewayStatus } from "../control/control-surface.js";
-import { readDrainRequest } from "../gateway/markers.js";
-import type { PidRecord } from "../gateway/pid-file.js";
-import { type RuntimeStatus, readRuntimeStatus } from "../gateway/runtime-status.js";
+import { describeInstances } from "../gateway/instance-registry.js";
+import { readDrainRequest } from "../lifecycle/markers.js";
+import type { PidRecord } from "../lifecycle/pid-file.js";
+import { type RuntimeStatus, readRuntimeStatus } from "../lifecycle/runtime-status.js";
 import { runServiceStatusCommand } from "../service/service-commands.js";
+import { openCommandStore } from "../sessions/open-store.js";
 import { buildServiceSpec } from "./gateway-install.js";
 import {
   type ControlTarget,
@@ -36,6 +40,11 @@ export interface StatusReport {
   source: "api" | "files";
   /** What `gateway_state.json` last recorded (e.g. `running` after a crash), or null. */
   recorded_state: string | null;
+  /**
+   * With a store shared by several gateways (Postgres): every one of them, from the API, or read
+   * from the store when this home's gateway does not answer.
+   */
+  instances?: NonNullable<GatewayStatus["instances"]>;
 }
 
 /** What {@link buildStatusReport} combines. */
@@ -49,12 +58,15 @@ export interface StatusInputs {
   /** `.drain_request.json` is present. */
   drainRequested: boolean;
   now: number;
+  /** The gateways sharing the store, read from it (used when the API did not answer). */
+  storeInstances?: NonNullable<GatewayStatus["instances"]>;
 }
 
 /** Combines what is known into the report. Pure. */
 export function buildStatusReport(inputs: StatusInputs): StatusReport {
   const { live, api, file, now } = inputs;
   const recorded = file?.gateway_state ?? null;
+  const fromStore = inputs.storeInstances && { instances: inputs.storeInstances };
   if (live !== null && api !== null) {
     return {
       running: true,
@@ -66,6 +78,7 @@ export function buildStatusReport(inputs: StatusInputs): StatusReport {
       platforms: api.platforms,
       source: "api",
       recorded_state: recorded,
+      ...(api.instances && { instances: api.instances }),
     };
   }
   if (live !== null) {
@@ -81,6 +94,7 @@ export function buildStatusReport(inputs: StatusInputs): StatusReport {
       platforms: own?.platforms ?? {},
       source: "files",
       recorded_state: recorded,
+      ...fromStore,
     };
   }
   return {
@@ -93,6 +107,7 @@ export function buildStatusReport(inputs: StatusInputs): StatusReport {
     platforms: {},
     source: "files",
     recorded_state: recorded,
+    ...fromStore,
   };
 }
 
@@ -122,6 +137,7 @@ export function formatStatusLines(report: StatusReport, baseUrl: string): string
       lines.push(`Last recorded state: ${report.recorded_state}`);
     }
     if (report.draining) lines.push("Drain requested: the next start begins drained.");
+    for (const i of report.instances ?? []) lines.push(instanceLine(i));
     return lines;
   }
   const uptime =
@@ -140,15 +156,28 @@ export function formatStatusLines(report: StatusReport, baseUrl: string): string
     ([name, p]) => `${name} ${p.state}${p.error ? ` (${p.error})` : ""}`,
   );
   if (platforms.length > 0) lines.push(`Platforms: ${platforms.join(", ")}`);
+  for (const i of report.instances ?? []) lines.push(instanceLine(i));
   if (report.source === "files") {
-    lines.push("(the control API did not answer: read from gateway.pid and gateway_state.json)");
+    lines.push(
+      `(this gateway's control API did not answer at ${baseUrl} (starting, stopping, or another program holds the address): read from gateway.pid and gateway_state.json)`,
+    );
   }
   return lines;
 }
 
+type InstanceStatus = NonNullable<StatusReport["instances"]>[number];
+
+/** One gateway sharing the store: alive or dead, since when it is silent, what it holds. */
+function instanceLine(i: InstanceStatus): string {
+  const state = i.alive
+    ? "alive"
+    : `DEAD (no heartbeat for ${formatDuration(i.heartbeat_age_seconds)})`;
+  return `Instance ${i.id}${i.self ? " (this one)" : ""}: ${state}, ${i.host} pid ${i.pid}, started ${i.started_at}, last heartbeat ${i.heartbeat_at}, ${i.sessions.length} session(s) held`;
+}
+
 /** Gathers the status of the gateway of `home`. */
 export async function readStatusReport(
-  config: ControlTarget & { home: string },
+  config: ControlTarget & Pick<Config, "home" | "store" | "cluster">,
 ): Promise<StatusReport> {
   const live = await liveGateway(config.home);
   const [api, file, drain] = await Promise.all([
@@ -156,7 +185,39 @@ export async function readStatusReport(
     readRuntimeStatus(config.home),
     readDrainRequest(config.home).catch(() => null),
   ]);
-  return buildStatusReport({ live, api, file, drainRequested: drain !== null, now: Date.now() });
+  const storeInstances = api ? undefined : await instancesFromStore(config);
+  return buildStatusReport({
+    live,
+    api,
+    file,
+    drainRequested: drain !== null,
+    now: Date.now(),
+    ...(storeInstances && { storeInstances }),
+  });
+}
+
+/**
+ * This home's gateway did not answer, but on a shared store the others may run: they are read
+ * from the store (undefined on SQLite, or when the store cannot be opened).
+ */
+async function instancesFromStore(
+  config: Pick<Config, "home" | "store" | "cluster">,
+): Promise<StatusReport["instances"]> {
+  const target = storeTarget(config);
+  if (target.kind !== "postgres") return undefined;
+  const store = await openCommandStore(target).catch(() => null);
+  if (!store) return undefined;
+  try {
+    const self = {
+      instanceId: config.cluster.instance_id ?? "",
+      leaseTtlMs: config.cluster.lease_ttl * 1000,
+    };
+    return await describeInstances(store, self, Date.now());
+  } catch {
+    return undefined;
+  } finally {
+    await store.close();
+  }
 }
 
 export async function gatewayStatus(

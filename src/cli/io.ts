@@ -9,9 +9,11 @@ export interface CliIo {
   stdin: NodeJS.ReadableStream;
   /** Writes without a newline (streamed replies). */
   write(text: string): void;
+  /** Standard error is a terminal (logs are then written for a person, not as JSON). */
+  stderrIsTTY?: boolean;
   /** Subscribes to a process signal (only `gateway run` does); returns an unsubscribe. */
   onSignal(signal: NodeJS.Signals, handler: () => void): () => void;
 }
 
 /** Exit codes shared by every command (interface.md). */
-export const EXIT = { ok: 0, failure: 1, usage: 2, restart: 75, config: 78 } as const;
+export { EXIT } from "../lib/exit-codes.js";

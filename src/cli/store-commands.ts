@@ -1,18 +1,26 @@
 /** Commands that read or copy the store directly: sessions, pairing, backup. */
-import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { SqliteStore } from "../sessions/sqlite-store.js";
+import { chmodSync, closeSync, existsSync, openSync, rmSync, statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { storeTarget } from "../config/store-target.js";
+import { errorMessage } from "../lib/errors.js";
+import { PAIRING_APPROVED_NOTICE } from "../platforms/telegram/access.js";
+import { openCommandStore } from "../sessions/open-store.js";
+import type { Store } from "../sessions/store.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 
-async function withStore(
+/**
+ * Opens the store the config selects (the gateway's own choice: Postgres for a postgres://
+ * store.url, else this home's state.db) for one command, and closes it afterwards.
+ */
+export async function withStore(
   options: GlobalOptions,
   io: CliIo,
-  fn: (store: SqliteStore) => Promise<number>,
+  fn: (store: Store) => Promise<number>,
 ): Promise<number> {
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
-  const store = new SqliteStore(join(loaded.loaded.config.home, "state.db"));
+  const store = await openCommandStore(storeTarget(loaded.loaded.config));
   try {
     return await fn(store);
   } finally {
@@ -20,12 +28,21 @@ async function withStore(
   }
 }
 
-export function sessionsList(
-  options: GlobalOptions & { limit?: string; json?: boolean },
+export async function sessionsList(
+  options: GlobalOptions & { limit?: string; json?: boolean; all?: boolean },
   io: CliIo,
 ): Promise<number> {
+  const limit = Number(options.limit ?? 50);
+  if (!Number.isInteger(limit) || limit <= 0) {
+    io.err(`keel: --limit must be a positive whole number, got '${options.limit}'`);
+    return EXIT.usage;
+  }
   return withStore(options, io, async (store) => {
-    const sessions = await store.listSessions({ limit: Number(options.limit ?? 50) || 50 });
+    const sessions = await store.listSessions({
+      limit,
+      // Notice lanes (`system:...`) are Keel's bookkeeping, not conversations.
+      internal: options.all === true,
+    });
     if (options.json) {
       io.out(JSON.stringify(sessions, null, 2));
       return EXIT.ok;
@@ -55,12 +72,21 @@ export function sessionsShow(
       return EXIT.failure;
     }
     const transcript = await store.loadTranscript(id);
+    const compaction = await store.latestCompaction(id);
     if (options.json) {
-      io.out(JSON.stringify({ session, messages: transcript }, null, 2));
+      io.out(JSON.stringify({ session, messages: transcript, compaction }, null, 2));
       return EXIT.ok;
     }
     io.out(`Session ${id} (${session.key})`);
-    for (const { message } of transcript) {
+    let marked = false;
+    for (const { message, seq } of transcript) {
+      if (compaction && !marked && seq > compaction.throughSeq) {
+        // The model sees the messages above as this summary; they all stay here.
+        io.out(
+          `--- the model sees the messages above as this summary ---\n${compaction.summary}\n---`,
+        );
+        marked = true;
+      }
       if (message.role === "assistant" && message.tool_calls?.length) {
         for (const call of message.tool_calls)
           io.out(`  [tool] ${call.function.name} ${call.function.arguments}`);
@@ -75,8 +101,21 @@ export function sessionsShow(
   });
 }
 
-export function pairingList(options: GlobalOptions, io: CliIo): Promise<number> {
+export function pairingList(
+  options: GlobalOptions & { approved?: boolean },
+  io: CliIo,
+): Promise<number> {
   return withStore(options, io, async (store) => {
+    if (options.approved) {
+      const users = await store.listApprovedUsers();
+      if (users.length === 0) io.out("Nobody has been approved through pairing.");
+      for (const u of users) {
+        io.out(
+          `${u.platform}  user ${u.userId}${u.userName ? ` (${u.userName})` : ""}  approved ${new Date(u.approvedAt ?? 0).toISOString()}`,
+        );
+      }
+      return EXIT.ok;
+    }
     const requests = await store.listPairingRequests();
     if (requests.length === 0) io.out("No pending pairing requests.");
     for (const r of requests) {
@@ -91,7 +130,9 @@ export function pairingList(options: GlobalOptions, io: CliIo): Promise<number> 
 
 export function pairingApprove(code: string, options: GlobalOptions, io: CliIo): Promise<number> {
   return withStore(options, io, async (store) => {
-    const approved = await store.approvePairing(code);
+    // The welcome is queued in the same transaction: a running gateway sends it within seconds,
+    // a stopped one at its next start.
+    const approved = await store.approvePairing(code, PAIRING_APPROVED_NOTICE);
     if (!approved) {
       io.err(
         `No pending pairing request with code ${code} (it may have expired). See \`keel pairing list\`.`,
@@ -99,21 +140,70 @@ export function pairingApprove(code: string, options: GlobalOptions, io: CliIo):
       return EXIT.failure;
     }
     io.out(
-      `Approved ${approved.platform} user ${approved.userId}${approved.userName ? ` (${approved.userName})` : ""}.`,
+      `Approved ${approved.platform} user ${approved.userId}${approved.userName ? ` (${approved.userName})` : ""}; they are told they can start.`,
     );
     return EXIT.ok;
   });
 }
 
+/** `keel pairing revoke USER`: USER is a user id, or `platform:id` when several platforms pair. */
+export function pairingRevoke(user: string, options: GlobalOptions, io: CliIo): Promise<number> {
+  return withStore(options, io, async (store) => {
+    const [platform, userId] = user.includes(":")
+      ? (user.split(/:(.*)/s, 2) as [string, string])
+      : ["telegram", user];
+    const removed = await store.revokeUser(platform, userId);
+    if (removed === 0) {
+      io.err(
+        `${platform} user ${userId} was not approved through pairing. See \`keel pairing list --approved\`.`,
+      );
+      return EXIT.failure;
+    }
+    io.out(`Revoked ${platform} user ${userId}: their next message gets a new pairing code.`);
+    return EXIT.ok;
+  });
+}
+
+/**
+ * `keel backup PATH`: a consistent copy of state.db, private (0600) from its first byte. PATH
+ * must be new and its folder must exist; either failing is a message, exit 1.
+ */
 export function backup(path: string, options: GlobalOptions, io: CliIo): Promise<number> {
   const target = resolve(path);
+  const folder = dirname(target);
+  if (!isFolder(folder)) {
+    io.err(`keel: the folder ${folder} does not exist; create it first or choose another path.`);
+    return Promise.resolve(EXIT.failure);
+  }
   if (existsSync(target)) {
     io.err(`${target} already exists; choose a new path.`);
     return Promise.resolve(EXIT.failure);
   }
   return withStore(options, io, async (store) => {
-    await store.backup(target);
+    try {
+      // Created empty and private first: SQLite would create the copy 0644.
+      closeSync(openSync(target, "wx", 0o600));
+    } catch (err) {
+      io.err(`keel: cannot create ${target}: ${errorMessage(err)}`);
+      return EXIT.failure;
+    }
+    try {
+      await store.backup(target);
+      chmodSync(target, 0o600);
+    } catch (err) {
+      rmSync(target, { force: true });
+      io.err(`keel: the backup to ${target} failed: ${errorMessage(err)}`);
+      return EXIT.failure;
+    }
     io.out(`Backed up state.db to ${target}.`);
     return EXIT.ok;
   });
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }

@@ -1,16 +1,22 @@
 /**
  * Loads the configuration: built-in defaults < config.yaml < environment. Returns a frozen
- * Config or throws ConfigError listing every problem with its key and the file.
+ * Config or throws ConfigError listing every problem at once, each with its key and where it
+ * came from (the file and line, or the environment variable).
  */
+
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
-import { parse as parseYaml } from "yaml";
 import type { z } from "zod";
 import { ConfigError } from "../lib/errors.js";
+import { isLoopback } from "../lib/net.js";
 import { coerceEnvValue, ENV_BINDINGS } from "./env-map.js";
-import { type Config, ConfigSchema } from "./schema.js";
+import { suggestKey, suggestName } from "./key-suggest.js";
+import { type Config, ConfigSchema, type ParsedConfig } from "./schema.js";
+import { storeUrlWarning } from "./store-target.js";
+import { buildToolEnv } from "./tool-env.js";
+import { parseYamlSource } from "./yaml-source.js";
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -48,14 +54,22 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
   const home = resolveHome(options);
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const file = join(home, "config.yaml");
-  const fromFile = readConfigFile(file, options.env);
-  const merged = applyEnv(fromFile, options.env);
-  const warnings = relaxLifecycleKeys(merged);
+  const source = readConfigFile(file, options.env);
+  const { merged, envOf } = applyEnv(source.data, options.env);
+  const warnings = relaxLifecycleKeys(merged, (path) => envOf(path) ?? source.where(path));
+  warnings.push(...misspeltVariables(options.env));
+  const problems = [...source.problems];
   const parsed = ConfigSchema.safeParse(merged);
   if (!parsed.success) {
-    throw new ConfigError(file, parsed.error.issues.map(describeIssue));
+    for (const issue of parsed.error.issues) problems.push(...describeIssue(issue, source, envOf));
   }
+  if (problems.length > 0 || !parsed.success)
+    throw new ConfigError(null, inFileOrder(problems, file));
   const p = parsed.data;
+  const exposure = checkExposure(p, source, envOf);
+  if (exposure.length > 0) throw new ConfigError(null, exposure);
+  const storeWarning = storeUrlWarning(p.store.url);
+  if (storeWarning) warnings.push(storeWarning);
   const cwd = p.agent.cwd ? resolvePath(home, p.agent.cwd) : join(home, "workspace");
   const config: Config = {
     ...p,
@@ -63,60 +77,104 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
     cwd,
     controlToken: p.control.token ?? readOrCreateControlToken(home),
     telegramEnabled: p.platforms.telegram.enabled ?? p.platforms.telegram.token !== undefined,
+    toolEnv: buildToolEnv(options.env, p.agent.env_passthrough),
     crashPoint: options.env.KEEL_CRASH_POINT || undefined,
   };
-  checkExposure(config, file);
   return { config: deepFreeze(config), warnings };
 }
 
-function readConfigFile(file: string, env: Env): Record<string, unknown> {
-  if (!existsSync(file)) return {};
-  let doc: unknown;
-  try {
-    doc = parseYaml(readFileSync(file, "utf8"));
-  } catch (err) {
-    throw new ConfigError(file, [`not valid YAML: ${(err as Error).message.split("\n")[0]}`]);
-  }
-  if (doc === null || doc === undefined) return {};
-  if (typeof doc !== "object" || Array.isArray(doc)) {
-    throw new ConfigError(file, [
-      "the top level must be a mapping of sections (model, agent, ...)",
-    ]);
-  }
-  const missing: string[] = [];
-  const substituted = substituteEnv(doc, env, [], missing) as Record<string, unknown>;
-  if (missing.length > 0) throw new ConfigError(file, missing);
-  return substituted;
+/** The file's problems by line, then those from environment variables. */
+function inFileOrder(problems: string[], file: string): string[] {
+  const line = (p: string) =>
+    p.startsWith(file) ? Number(/^:(\d+):/.exec(p.slice(file.length))?.[1] ?? 0) : Infinity;
+  return problems
+    .map((p, i) => ({ p, i, line: line(p) }))
+    .sort((a, b) => a.line - b.line || a.i - b.i)
+    .map((x) => x.p);
 }
 
-/** Replaces `${NAME}` in string values with the environment's value. */
-function substituteEnv(value: unknown, env: Env, path: string[], missing: string[]): unknown {
+type Path = readonly (string | number)[];
+
+/** The file's data with `${NAME}` substituted, and every problem found on the way. */
+interface FileSource {
+  data: Record<string, unknown>;
+  where(path: Path): string;
+  problems: string[];
+}
+
+function readConfigFile(file: string, env: Env): FileSource {
+  if (!existsSync(file)) return { data: {}, where: () => file, problems: [] };
+  const yaml = parseYamlSource(file, readFileSync(file, "utf8"));
+  const { data: doc, where, problems } = yaml;
+  if (problems.length > 0 || doc === null || doc === undefined) {
+    return { data: {}, where, problems };
+  }
+  if (typeof doc !== "object" || Array.isArray(doc)) {
+    return {
+      data: {},
+      where,
+      problems: [`${file}: the top level must be a mapping of sections (model, agent, ...)`],
+    };
+  }
+  const found: string[] = [];
+  const data = substituteEnv(doc, env, [], new Set(), (path, text) =>
+    found.push(`${where(path)}: ${path.join(".")}: ${text}`),
+  ) as Record<string, unknown>;
+  return { data, where, problems: found };
+}
+
+/**
+ * Replaces `${NAME}` in the parsed string values (never in the raw text, so a value can never
+ * change the file's structure) and cuts cycles that a self-referencing alias creates.
+ */
+function substituteEnv(
+  value: unknown,
+  env: Env,
+  path: string[],
+  ancestors: Set<object>,
+  report: (path: string[], text: string) => void,
+): unknown {
   if (typeof value === "string") {
     return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
       const v = env[name];
-      if (v === undefined)
-        missing.push(`${path.join(".")}: references \${${name}}, which is not set`);
+      if (v === undefined) report(path, `references \${${name}}, which is not set`);
       return v ?? "";
     });
   }
-  if (Array.isArray(value))
-    return value.map((v, i) => substituteEnv(v, env, [...path, String(i)], missing));
-  if (value && typeof value === "object") {
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, substituteEnv(v, env, [...path, k], missing)]),
-    );
+  if (!value || typeof value !== "object") return value;
+  if (ancestors.has(value)) {
+    report(path, "a YAML alias refers to the node that contains it (a cycle)");
+    return null;
   }
-  return value;
+  ancestors.add(value);
+  const out = Array.isArray(value)
+    ? value.map((v, i) => substituteEnv(v, env, [...path, String(i)], ancestors, report))
+    : Object.fromEntries(
+        Object.entries(value).map(([k, v]) => [
+          k,
+          substituteEnv(v, env, [...path, k], ancestors, report),
+        ]),
+      );
+  ancestors.delete(value);
+  return out;
 }
 
-function applyEnv(base: Record<string, unknown>, env: Env): Record<string, unknown> {
+/** Environment overrides on top of the file, remembering which variable set which key. */
+function applyEnv(
+  base: Record<string, unknown>,
+  env: Env,
+): { merged: Record<string, unknown>; envOf: (path: Path) => string | null } {
   const out = structuredClone(base);
+  const applied: { env: string; path: readonly string[] }[] = [];
   for (const binding of ENV_BINDINGS) {
     const raw = env[binding.env];
     if (raw === undefined || raw === "") continue;
     setPath(out, binding.path, coerceEnvValue(raw, binding.kind));
+    applied.push(binding);
   }
-  return out;
+  const envOf = (path: Path) =>
+    applied.find((b) => b.path.every((segment, i) => String(path[i]) === segment))?.env ?? null;
+  return { merged: out, envOf };
 }
 
 function setPath(obj: Record<string, unknown>, path: readonly string[], value: unknown): void {
@@ -129,7 +187,14 @@ function setPath(obj: Record<string, unknown>, path: readonly string[], value: u
   node[path[path.length - 1]!] = value;
 }
 
-function relaxLifecycleKeys(merged: Record<string, unknown>): string[] {
+/**
+ * The lifecycle keys' rule: an invalid value warns (in the seeds' words, then where it came
+ * from: the variable or the file's line) and the default is used.
+ */
+function relaxLifecycleKeys(
+  merged: Record<string, unknown>,
+  origin: (path: Path) => string,
+): string[] {
   const warnings: string[] = [];
   const defaults = ConfigSchema.parse({}) as unknown as Record<string, Record<string, unknown>>;
   for (const { path, name, unit } of LENIENT_KEYS) {
@@ -141,20 +206,55 @@ function relaxLifecycleKeys(merged: Record<string, unknown>): string[] {
     if (probe.success) continue;
     const fallback = defaults[path[0]]?.[path[1]];
     warnings.push(
-      `Invalid ${name} '${String(record[path[1]])}', using default ${String(fallback)}${unit}`,
+      `Invalid ${name} '${String(record[path[1]])}', using default ${String(fallback)}${unit} (${origin(path)})`,
     );
     delete record[path[1]];
   }
   return warnings;
 }
 
-function describeIssue(issue: z.core.$ZodIssue): string {
-  const key = issue.path.join(".") || "(top level)";
-  if (issue.code === "unrecognized_keys") {
-    const prefix = issue.path.length > 0 ? `${issue.path.join(".")}.` : "";
-    return `${issue.keys.map((k) => prefix + k).join(", ")}: unknown key`;
+/**
+ * `KEEL_*` variables Keel reads besides the config bindings (the home, the crash-point harness).
+ * Any other `KEEL_` name close to a known one is probably a misspelling that silently does
+ * nothing, so it gets a warning with the name it resembles; names close to nothing (a user's own
+ * `KEEL_SOMETHING`) are left alone.
+ */
+const OTHER_KEEL_VARIABLES = ["KEEL_HOME", "KEEL_CRASH_POINT"];
+
+function misspeltVariables(env: Env): string[] {
+  const known = [...ENV_BINDINGS.map((b) => b.env), ...OTHER_KEEL_VARIABLES];
+  const warnings: string[] = [];
+  for (const name of Object.keys(env)) {
+    if (!name.startsWith("KEEL_") || known.includes(name)) continue;
+    const suggestion = suggestName(name, known);
+    if (suggestion) {
+      warnings.push(`${name} is not a Keel setting and is ignored (did you mean ${suggestion}?)`);
+    }
   }
-  return `${key}: ${issue.message}`;
+  return warnings;
+}
+
+/** One line per problem, located in the variable that set it or the file's line. */
+function describeIssue(
+  issue: z.core.$ZodIssue,
+  source: FileSource,
+  envOf: (path: Path) => string | null,
+): string[] {
+  const locate = (path: Path) => {
+    const variable = envOf(path);
+    return variable
+      ? `${variable} (${path.join(".")})`
+      : `${source.where(path)}: ${path.join(".")}`;
+  };
+  if (issue.code === "unrecognized_keys") {
+    const parent = issue.path.map(String);
+    return issue.keys.map((key) => {
+      const suggestion = suggestKey(parent, key);
+      return `${locate([...parent, key])}: unknown key${suggestion ? ` (did you mean ${suggestion}?)` : ""}`;
+    });
+  }
+  if (issue.path.length === 0) return [`${source.where([])}: (top level): ${issue.message}`];
+  return [`${locate(issue.path as Path)}: ${issue.message}`];
 }
 
 function resolvePath(home: string, p: string): string {
@@ -173,23 +273,27 @@ function readOrCreateControlToken(home: string): string {
   return token;
 }
 
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost"]);
-
-export function isLoopbackHost(host: string): boolean {
-  return LOOPBACK_HOSTS.has(host) || host.startsWith("127.");
-}
-
-/** A gateway reachable from the network needs both secrets set on purpose. */
-function checkExposure(config: Config, file: string): void {
-  if (isLoopbackHost(config.http.host)) return;
+/**
+ * A gateway reachable from the network needs both secrets set on purpose, and the Host names it
+ * answers to (the Host check of control/http-auth.ts refuses every other name).
+ */
+function checkExposure(
+  config: ParsedConfig,
+  source: FileSource,
+  envOf: (path: Path) => string | null,
+): string[] {
+  if (isLoopback(config.http.host)) return [];
   const missing: string[] = [];
+  if (config.http.public_hosts.length === 0)
+    missing.push("http.public_hosts (KEEL_HTTP_PUBLIC_HOSTS)");
   if (!config.platforms.api.key) missing.push("platforms.api.key (KEEL_API_KEY)");
   if (!config.control.token) missing.push("control.token (KEEL_CONTROL_TOKEN)");
-  if (missing.length > 0) {
-    throw new ConfigError(file, [
-      `http.host: '${config.http.host}' is not loopback; set ${missing.join(" and ")} before exposing the gateway`,
-    ]);
-  }
+  if (missing.length === 0) return [];
+  const path = ["http", "host"];
+  const where = envOf(path) ?? `${source.where(path)}: http.host`;
+  return [
+    `${where}: '${config.http.host}' is not loopback; set ${missing.join(" and ")} before exposing the gateway`,
+  ];
 }
 
 function deepFreeze<T>(value: T): T {

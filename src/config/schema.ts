@@ -5,6 +5,13 @@
 import { z } from "zod";
 
 export const BUSY_INPUT_MODES = ["interrupt", "queue", "steer"] as const;
+export const TOOL_PROGRESS_MODES = ["off", "compact", "verbose"] as const;
+
+const fallbackModel = z.strictObject({
+  base_url: z.url().describe("OpenAI-compatible endpoint of the fallback model"),
+  name: z.string().min(1).describe("Model name passed to that endpoint"),
+  api_key: z.string().optional().describe("API key for that endpoint"),
+});
 
 const model = z
   .strictObject({
@@ -19,6 +26,47 @@ const model = z
       .positive()
       .default(120)
       .describe("Abort a model call after this long"),
+    vision: z
+      .boolean()
+      .default(true)
+      .describe("Send images to the model as images (false: a note with the saved path)"),
+    transcription: z
+      .strictObject({
+        base_url: z
+          .url()
+          .optional()
+          .describe("Endpoint for /audio/transcriptions (default: base_url)"),
+        api_key: z.string().optional().describe("API key for it (default: api_key)"),
+        name: z.string().min(1).default("whisper-1").describe("Transcription model"),
+      })
+      .prefault({})
+      .describe("Where voice notes and audio are transcribed"),
+    context_window: z
+      .number()
+      .int()
+      .min(1024)
+      .optional()
+      .describe(
+        "Tokens the model accepts per request (default: what the endpoint's /v1/models reports, else 32768)",
+      ),
+    max_retries: z
+      .number()
+      .int()
+      .min(0)
+      .max(10)
+      .default(3)
+      .describe("Retries of a model call after a 429, 5xx, timeout or network error"),
+    fallbacks: z
+      .array(fallbackModel)
+      .default([])
+      .describe("Models tried in order once the main one keeps failing"),
+    prices: z
+      .strictObject({
+        input_per_mtok: z.number().min(0).describe("Price of a million prompt tokens"),
+        output_per_mtok: z.number().min(0).describe("Price of a million completion tokens"),
+      })
+      .optional()
+      .describe("Prices for the cost estimate of /usage"),
   })
   .prefault({});
 
@@ -56,6 +104,20 @@ const agent = z
       .default(300)
       .describe("Default seconds before a terminal command is killed"),
     system_prompt: z.string().optional().describe("Extra system prompt text"),
+    compaction: z
+      .strictObject({
+        threshold: z
+          .number()
+          .gt(0.1)
+          .lt(1)
+          .default(0.75)
+          .describe("Fraction of the context window at which older turns are summarised"),
+      })
+      .prefault({}),
+    env_passthrough: z
+      .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"))
+      .default([])
+      .describe("Environment variables the tools see besides the basic ones (PATH, HOME, ...)"),
     resume_breaker_boots: z
       .number()
       .int()
@@ -66,7 +128,9 @@ const agent = z
       .number()
       .min(0)
       .default(60)
-      .describe("Seconds in which those boots trip the breaker (0 disables it)"),
+      .describe(
+        "Seconds in which those boots trip the breaker, and that the gateway must then stay up before it resumes what the breaker held back (0 disables it)",
+      ),
   })
   .prefault({});
 
@@ -76,6 +140,20 @@ const display = z
       .enum(BUSY_INPUT_MODES)
       .default("interrupt")
       .describe("What a message does while its session is busy"),
+    streaming: z
+      .boolean()
+      .default(true)
+      .describe("Edit the reply in place as it is written, on chat platforms"),
+    tool_progress: z
+      .enum(TOOL_PROGRESS_MODES)
+      .default("compact")
+      .describe(
+        "Tool activity shown while the agent works: off, compact (one line per call), verbose (with an output tail)",
+      ),
+    show_transcripts: z
+      .boolean()
+      .default(true)
+      .describe("Echo a voice note's transcript to the chat"),
   })
   .prefault({});
 
@@ -95,6 +173,14 @@ const http = z
       .positive()
       .default(1_048_576)
       .describe("Largest accepted request body"),
+    trust_loopback: z
+      .boolean()
+      .default(false)
+      .describe("Serve loopback clients without a credential (logs a warning at start)"),
+    public_hosts: z
+      .array(z.string().min(1).toLowerCase())
+      .default([])
+      .describe("Host header values accepted besides the loopback names (required off loopback)"),
   })
   .prefault({});
 
@@ -117,6 +203,10 @@ const telegram = z
       .array(z.union([z.string(), z.number()]).transform(String))
       .default([])
       .describe("User ids allowed to talk"),
+    admin_users: z
+      .array(z.union([z.string(), z.number()]).transform(String))
+      .default([])
+      .describe("User ids with operator rights (/restart, /sethome); they may also talk"),
     home_channel: z
       .union([z.string(), z.number()])
       .transform(String)
@@ -126,6 +216,162 @@ const telegram = z
       .boolean()
       .default(false)
       .describe("One session per user inside a group"),
+    max_file_mb: z
+      .number()
+      .positive()
+      .default(20)
+      .describe("Largest file taken from a chat (the cloud Bot API serves at most 20 MB)"),
+  })
+  .prefault({});
+
+export const APPROVAL_MODES = ["off", "dangerous", "always"] as const;
+
+const regexList = (what: string) =>
+  z
+    .array(
+      z.string().refine(
+        (source) => {
+          try {
+            new RegExp(source);
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        { message: "must be a valid regular expression" },
+      ),
+    )
+    .default([])
+    .describe(what);
+
+const tools = z
+  .strictObject({
+    approval: z
+      .enum(APPROVAL_MODES)
+      .default("dangerous")
+      .describe("Which tool calls wait for a human: none, dangerous commands, or every call"),
+    dangerous_patterns: regexList(
+      "Regular expressions: shell commands matching one also wait for approval",
+    ),
+    allow_patterns: regexList(
+      "Regular expressions: shell commands matching one never wait (wins over every rule)",
+    ),
+    approval_timeout: z
+      .number()
+      .positive()
+      .default(600)
+      .describe("Seconds a tool call waits for approval before it is denied"),
+  })
+  .prefault({});
+
+const mcpServer = z.union([
+  z.strictObject({
+    command: z.string().min(1).describe("Program of a stdio MCP server"),
+    args: z.array(z.string()).default([]),
+    env: z.record(z.string(), z.string()).default({}),
+    cwd: z.string().optional(),
+    approval: z.enum(APPROVAL_MODES).default("dangerous"),
+  }),
+  z.strictObject({
+    url: z.url().describe("Streamable HTTP endpoint of an MCP server"),
+    headers: z.record(z.string(), z.string()).default({}),
+    approval: z.enum(APPROVAL_MODES).default("dangerous"),
+  }),
+]);
+
+const mcp = z
+  .strictObject({
+    servers: z
+      .record(
+        z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,29}$/, "a letter, then letters, digits, _ or -"),
+        mcpServer,
+      )
+      .default({})
+      .describe("MCP servers whose tools the agent may call, as <name>__<tool>"),
+  })
+  .prefault({});
+
+/**
+ * A Discord id (snowflake). Ids have ~19 digits, more than a YAML number keeps exactly, so an
+ * unquoted large id is an error instead of a silently different id.
+ */
+const snowflake = z.union([
+  z.string().regex(/^\d{1,20}$/, "must be a Discord id (digits only)"),
+  z
+    .number()
+    .refine(
+      Number.isSafeInteger,
+      "write Discord ids in quotes: this number is too large to keep exactly",
+    )
+    .transform(String),
+]);
+const snowflakes = z.array(snowflake).default([]);
+
+const discord = z
+  .strictObject({
+    token: z.string().min(1).optional().describe("Bot token from the Discord Developer Portal"),
+    api_root: z
+      .url()
+      .default("https://discord.com/api")
+      .describe("REST base; the gateway URL comes from GET <api_root>/v10/gateway/bot"),
+    allowed_users: snowflakes.describe("User ids allowed to talk"),
+    admin_users: snowflakes.describe(
+      "User ids with operator rights (/restart, /sethome); they may also talk",
+    ),
+    free_channels: snowflakes.describe(
+      "Guild channel (or thread) ids where the bot answers without being mentioned",
+    ),
+    home_channel: snowflake.optional().describe("Channel id that gets lifecycle greetings"),
+  })
+  .prefault({});
+
+const slackIdList = z.array(z.string().min(1)).default([]);
+
+const slack = z
+  .strictObject({
+    app_token: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("App-level token (xapp-...) with connections:write, for Socket Mode"),
+    bot_token: z.string().min(1).optional().describe("Bot token (xoxb-...) for the Web API"),
+    api_root: z.url().default("https://slack.com/api/").describe("Slack Web API base URL"),
+    allowed_users: slackIdList.describe("Slack user ids (U...) allowed to talk"),
+    admin_users: slackIdList.describe(
+      "Slack user ids with operator rights (/restart, /sethome); they may also talk",
+    ),
+    home_channel: z.string().min(1).optional().describe("Channel id that gets lifecycle greetings"),
+  })
+  .prefault({});
+
+const store = z
+  .strictObject({
+    url: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "postgres://user:pass@host:5432/db keeps the store in Postgres (several gateways may share it); unset: SQLite state.db in the home",
+      ),
+  })
+  .prefault({});
+
+const cluster = z
+  .strictObject({
+    lease_ttl: z
+      .number()
+      .positive()
+      .default(15)
+      .describe(
+        "Seconds a gateway's session lease (and heartbeat) lasts without renewal, on a shared Postgres store",
+      ),
+    instance_id: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "This gateway's id among those sharing the store (default: host, pid and a random part)",
+      ),
   })
   .prefault({});
 
@@ -135,6 +381,8 @@ export const ConfigSchema = z.strictObject({
   display,
   http,
   control,
+  tools,
+  mcp,
   platforms: z
     .strictObject({
       api: z
@@ -144,19 +392,25 @@ export const ConfigSchema = z.strictObject({
             .string()
             .min(1)
             .optional()
-            .describe("Bearer key for /v1 (loopback-only when unset)"),
+            .describe("Bearer key for /v1 besides the control token (no operator rights)"),
         })
         .prefault({}),
       webchat: z.strictObject({ enabled: z.boolean().default(true) }).prefault({}),
       telegram,
+      discord,
+      slack,
     })
     .prefault({}),
+  store,
+  cluster,
   logging: z
     .strictObject({
       level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
     })
     .prefault({}),
 });
+
+export type McpServerConfig = z.output<typeof mcpServer>;
 
 export type ConfigInput = z.input<typeof ConfigSchema>;
 export type ParsedConfig = z.output<typeof ConfigSchema>;
@@ -171,6 +425,8 @@ export interface Config extends ParsedConfig {
   controlToken: string;
   /** Telegram is on (explicitly, or because a token is set). */
   telegramEnabled: boolean;
+  /** The environment the agent's tools run with (see tool-env.ts): scrubbed of Keel's secrets. */
+  toolEnv: Readonly<Record<string, string>>;
   /** KEEL_CRASH_POINT: a named crash point for the crash-safety harness (never set in production). */
   crashPoint: string | undefined;
 }

@@ -5,21 +5,23 @@
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { z } from "zod";
-import { GatewayError } from "../lib/errors.js";
 import type { Store } from "../sessions/store.js";
-import type { ControlSurface } from "./control-surface.js";
-import { bearerToken, secretsEqual } from "./http-auth.js";
+import type { ControlSurface, GatewayStatus } from "./control-surface.js";
+import { httpError } from "./http-errors.js";
 import type { AppEnv } from "./http-server.js";
+import { createStatusFeed } from "./status-feed.js";
 
 const DrainBody = z.strictObject({ action: z.enum(["drain", "cancel"]) });
 
 export function createControlRoutes(options: {
   surface: ControlSurface;
   store: Store;
-  controlToken: string;
+  /** Where a failed status computation for the live stream is reported. */
+  onError?: (err: unknown) => void;
 }): Hono<AppEnv> {
-  const { surface, store, controlToken } = options;
+  const { surface, store } = options;
   const app = new Hono<AppEnv>();
+  const feed = createStatusFeed(surface, options.onError ?? (() => {}));
 
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/readyz", (c) => {
@@ -27,13 +29,12 @@ export function createControlRoutes(options: {
     return c.json({ ready }, ready ? 200 : 503);
   });
 
+  // The access gate already refused anyone else; this keeps the rule next to the routes.
   app.use("/api/*", async (c, next) => {
-    const token = bearerToken(c.req.header("authorization"));
-    if (!token || !secretsEqual(token, controlToken)) {
-      throw new GatewayError(
+    if (!c.get("access")?.operator) {
+      throw httpError(
         "UNAUTHORIZED",
-        "Missing or wrong control token (Authorization: Bearer <token>).",
-        401,
+        "The control API needs the control token (Authorization: Bearer <token>).",
       );
     }
     await next();
@@ -43,17 +44,26 @@ export function createControlRoutes(options: {
 
   app.get("/api/status/stream", (c) =>
     streamSSE(c, async (stream) => {
+      // Only the latest status matters: a slow client skips the ones it had no time for.
+      let latest: GatewayStatus | null = null;
       let wake: (() => void) | null = null;
-      const unsubscribe = surface.onStatusChange(() => wake?.());
+      const unsubscribe = feed.subscribe((status) => {
+        latest = status;
+        wake?.();
+      });
       stream.onAbort(() => wake?.());
       try {
         while (!stream.aborted && !stream.closed) {
-          await stream.writeSSE({ data: JSON.stringify(await surface.status()) });
-          // Refresh on every change, and at least every second for uptime and turn durations.
+          if (latest) {
+            const status: GatewayStatus = latest;
+            latest = null;
+            await stream.writeSSE({ data: JSON.stringify(status) });
+            continue;
+          }
           await new Promise<void>((resolve) => {
             wake = resolve;
-            setTimeout(resolve, 1000).unref();
           });
+          wake = null;
         }
       } finally {
         unsubscribe();
@@ -64,11 +74,7 @@ export function createControlRoutes(options: {
   app.post("/api/gateway/drain", async (c) => {
     const parsed = DrainBody.safeParse(await readJson(c.req.raw));
     if (!parsed.success) {
-      throw new GatewayError(
-        "BAD_REQUEST",
-        'Body must be {"action":"drain"} or {"action":"cancel"}.',
-        400,
-      );
+      throw httpError("BAD_REQUEST", 'Body must be {"action":"drain"} or {"action":"cancel"}.');
     }
     return c.json(await surface.drain(parsed.data.action));
   });
@@ -97,9 +103,24 @@ export function createControlRoutes(options: {
   app.get("/api/sessions/:id", async (c) => {
     const id = c.req.param("id");
     const session = await store.getSessionById(id);
-    if (!session) throw new GatewayError("NOT_FOUND", `No session with id ${id}.`, 404);
+    if (!session) throw httpError("NOT_FOUND", `No session with id ${id}.`);
     const messages = await store.loadTranscript(id);
+    const usage = await store.sessionUsage(id);
+    const compaction = await store.latestCompaction(id);
     return c.json({
+      usage: {
+        calls: usage.calls,
+        prompt_tokens: usage.promptTokens,
+        completion_tokens: usage.completionTokens,
+        estimated_calls: usage.estimatedCalls,
+        last_prompt_tokens: usage.lastPromptTokens,
+      },
+      // What the model sees instead of the messages up to `through_seq` (they all stay below).
+      compaction: compaction && {
+        through_seq: compaction.throughSeq,
+        summary: compaction.summary,
+        created_at: new Date(compaction.createdAt).toISOString(),
+      },
       session: {
         key: session.key,
         session_id: id,
@@ -127,6 +148,6 @@ export async function readJson(request: Request): Promise<unknown> {
   try {
     return JSON.parse(text) as unknown;
   } catch {
-    throw new GatewayError("BAD_JSON", "Request body is not valid JSON.", 400);
+    throw httpError("BAD_JSON");
   }
 }

@@ -9,6 +9,8 @@ export interface GatewayStatus {
   draining: boolean;
   restart_requested: boolean;
   platforms: Record<string, { state: string; error: string | null }>;
+  /** MCP servers (when configured): state, why one is down, and its tools while connected. */
+  mcp?: Record<string, { state: string; error: string | null; tools: string[] }>;
   turns: {
     session_key: string;
     session_id: string;
@@ -16,6 +18,20 @@ export interface GatewayStatus {
     current_tool: string | null;
   }[];
   sessions: { total: number; resume_pending: number };
+  /** With a store shared by several gateways: each of them, and the sessions it holds. */
+  instances?: {
+    id: string;
+    host: string;
+    pid: number;
+    started_at: string;
+    heartbeat_at: string;
+    /** Seconds since that heartbeat, on the store's clock. */
+    heartbeat_age_seconds: number;
+    /** It heartbeat within one lease TTL; a dead one's turns are taken over by the others. */
+    alive: boolean;
+    self: boolean;
+    sessions: string[];
+  }[];
 }
 
 export interface ControlSurface {

@@ -1,6 +1,5 @@
 /** Request checks shared by every route group: secrets, loopback peers, the Host header. */
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { IncomingMessage } from "node:http";
 
 /** Compares two secrets in constant time (hashing first so lengths leak nothing). */
 export function secretsEqual(given: string, expected: string): boolean {
@@ -15,32 +14,43 @@ export function bearerToken(header: string | null | undefined): string | null {
   return match ? match[1]! : null;
 }
 
-export function isLoopbackAddress(address: string | undefined): boolean {
-  if (!address) return false;
-  return address === "::1" || address.startsWith("127.") || address.startsWith("::ffff:127.");
-}
-
-export function isLoopbackPeer(req: IncomingMessage): boolean {
-  return isLoopbackAddress(req.socket.remoteAddress);
-}
-
 /**
- * True when the Host header names this server: the configured host, or any loopback name when
- * the server listens on loopback. Refusing other names defeats DNS rebinding.
+ * The Host header values this server answers to: the loopback names with the bound port (and
+ * without one only on port 80, where browsers omit it), the `http.host` address itself when it
+ * is a specific one, and the configured public names, all compared exactly. Anything else is a
+ * DNS-rebinding attempt or a misdirected request: `127.evil.example`, `localhost.evil` and a
+ * wrong port all fail.
  */
-export function isAcceptedHost(hostHeader: string | undefined, configuredHost: string): boolean {
-  if (!hostHeader) return false;
-  const name = hostHeader.startsWith("[")
-    ? hostHeader.slice(1, hostHeader.indexOf("]"))
-    : hostHeader.split(":")[0]!;
-  const lower = name.toLowerCase();
-  if (lower === configuredHost.toLowerCase()) return true;
-  const loopbackNames = ["127.0.0.1", "localhost", "::1"];
-  const listensOnLoopback =
-    loopbackNames.includes(configuredHost) || configuredHost.startsWith("127.");
-  if (listensOnLoopback) return loopbackNames.includes(lower) || lower.startsWith("127.");
-  // Listening on all interfaces: the operator exposed it on purpose and set both secrets.
-  return configuredHost === "0.0.0.0" || configuredHost === "::";
+export function acceptedHostNames(input: {
+  host: string;
+  port: number;
+  publicHosts: readonly string[];
+}): Set<string> {
+  const names = new Set<string>();
+  const add = (name: string) => {
+    names.add(`${name}:${input.port}`);
+    if (input.port === 80) names.add(name);
+  };
+  for (const name of ["127.0.0.1", "localhost", "[::1]"]) add(name);
+  const bound = input.host.toLowerCase();
+  if (bound !== "0.0.0.0" && bound !== "::") add(bound.includes(":") ? `[${bound}]` : bound);
+  for (const name of input.publicHosts) names.add(name.toLowerCase());
+  return names;
+}
+
+/** True when the Host header is one of `accepted` (see {@link acceptedHostNames}). */
+export function isAcceptedHost(hostHeader: string | undefined, accepted: Set<string>): boolean {
+  return hostHeader !== undefined && accepted.has(hostHeader.toLowerCase());
+}
+
+/** True when an `Origin` header names the `Host` the request was sent to (any letter case). */
+export function originNamesHost(origin: string, host: string | undefined): boolean {
+  if (!host) return false;
+  try {
+    return new URL(origin).host.toLowerCase() === host.toLowerCase();
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -1,37 +1,59 @@
 /**
  * The gateway's one HTTP listener: a Hono app on a plain node:http server (so WebSocket upgrades
- * and a bounded close are ours). Checks the Host header and the body size for every request and
- * maps errors to `{ error: { code, message } }`.
+ * and a bounded close are ours). Checks the Host header, cross-site writes, access (access-gate.ts)
+ * and the body size for every request; every error is thrown and rendered by http-errors.ts.
  */
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { Duplex } from "node:stream";
-import { getRequestListener, type HttpBindings } from "@hono/node-server";
+import { getRequestListener } from "@hono/node-server";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Logger } from "pino";
-import { GatewayError } from "../lib/errors.js";
-import { isAcceptedHost, isCrossSiteWrite } from "./http-auth.js";
+import type { Access } from "./access.js";
+import { type AppEnv, createAccessGate } from "./access-gate.js";
+import { acceptedHostNames, isAcceptedHost, isCrossSiteWrite } from "./http-auth.js";
+import { httpError, renderHttpError } from "./http-errors.js";
 
-export type AppEnv = { Bindings: HttpBindings };
+export type { AppEnv } from "./access-gate.js";
 
 export interface HttpServerOptions {
   host: string;
   port: number;
+  /** `http.public_hosts`: Host header values accepted besides the loopback names. */
+  publicHosts: readonly string[];
+  access: Access;
   maxBodyBytes: number;
   logger: Logger;
   /** Route groups mounted at the root, in order. */
   routes: Hono<AppEnv>[];
   /** WebSocket upgrades by path. */
   upgrades?: Record<string, (req: IncomingMessage, socket: Duplex, head: Buffer) => void>;
+  /** Paths whose routes cap their bodies themselves (file uploads), instead of `maxBodyBytes`. */
+  ownBodyLimit?: string[];
 }
 
 export class HttpServer {
   private server: Server | null = null;
+  /** Host header values answered; the port is the bound one once listening. */
+  private acceptedHosts: Set<string>;
 
-  constructor(private readonly options: HttpServerOptions) {}
+  constructor(private readonly options: HttpServerOptions) {
+    this.acceptedHosts = this.hostNames(options.port);
+  }
+
+  private hostNames(port: number): Set<string> {
+    const { host, publicHosts } = this.options;
+    return acceptedHostNames({ host, port, publicHosts });
+  }
 
   /** Adds a route group (before start). */
   addRoutes(routes: Hono<AppEnv>): void {
+    this.options.routes.push(routes);
+  }
+
+  /** Adds a route group whose `path` caps its request bodies itself (before start). */
+  addRoutesWithOwnBodyLimit(path: string, routes: Hono<AppEnv>): void {
+    this.options.ownBodyLimit = [...(this.options.ownBodyLimit ?? []), path];
     this.options.routes.push(routes);
   }
 
@@ -45,62 +67,38 @@ export class HttpServer {
 
   /** Builds the Hono app (exposed for in-process tests with `app.request()`). */
   buildApp(): Hono<AppEnv> {
-    const { host, maxBodyBytes, logger } = this.options;
+    const { maxBodyBytes, logger } = this.options;
     const app = new Hono<AppEnv>();
     app.use(async (c, next) => {
-      if (!isAcceptedHost(c.req.header("host"), host)) {
-        return c.json(
-          { error: { code: "HOST_REFUSED", message: "Unrecognized Host header." } },
-          421,
-        );
-      }
+      if (!isAcceptedHost(c.req.header("host"), this.acceptedHosts))
+        throw httpError("HOST_REFUSED");
       return next();
     });
     app.use(async (c, next) => {
-      if (
-        isCrossSiteWrite(
-          c.req.method,
-          c.req.header("origin"),
-          c.req.header("host"),
-          c.req.header("sec-fetch-site"),
-        )
-      ) {
-        return c.json(
-          { error: { code: "CROSS_SITE_REFUSED", message: "Cross-site requests are refused." } },
-          403,
-        );
-      }
+      const { method } = c.req;
+      const [origin, host, site] = ["origin", "host", "sec-fetch-site"].map((h) => c.req.header(h));
+      if (isCrossSiteWrite(method, origin, host, site)) throw httpError("CROSS_SITE_REFUSED");
       return next();
     });
-    app.use(
-      bodyLimit({
-        maxSize: maxBodyBytes,
-        onError: (c) =>
-          c.json(
-            {
-              error: {
-                code: "BODY_TOO_LARGE",
-                message: `Request body exceeds ${maxBodyBytes} bytes.`,
-              },
-            },
-            413,
-          ),
-      }),
+    app.use(createAccessGate(this.options.access));
+    const limit = bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: () => {
+        throw httpError("BODY_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes.`);
+      },
+    });
+    app.use((c, next) =>
+      this.options.ownBodyLimit?.includes(c.req.path) ? next() : limit(c, next),
     );
     for (const routes of this.options.routes) app.route("/", routes);
     app.notFound((c) =>
-      c.json(
-        { error: { code: "NOT_FOUND", message: `No route for ${c.req.method} ${c.req.path}.` } },
-        404,
+      renderHttpError(
+        c,
+        httpError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}.`),
+        logger,
       ),
     );
-    app.onError((err, c) => {
-      if (err instanceof GatewayError) {
-        return c.json({ error: { code: err.code, message: err.message } }, err.status as 400);
-      }
-      logger.error({ err, path: c.req.path }, "request failed");
-      return c.json({ error: { code: "INTERNAL", message: "Internal error." } }, 500);
-    });
+    app.onError((err, c) => renderHttpError(c, err, logger));
     return app;
   }
 
@@ -115,16 +113,28 @@ export class HttpServer {
       server.listen(this.options.port, this.options.host, () => {
         server.off("error", reject);
         const address = server.address();
-        resolve(typeof address === "object" && address ? address.port : this.options.port);
+        const port = typeof address === "object" && address ? address.port : this.options.port;
+        this.acceptedHosts = this.hostNames(port);
+        resolve(port);
       });
     });
   }
 
   private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    // Node hands the socket over without an error listener, and the answer may come late (a
+    // wrong credential is held back up to a second): a client's reset meanwhile, or while a
+    // refusal is written, would otherwise be an uncaught error that ends the gateway.
+    socket.on("error", () => socket.destroy());
     const path = new URL(req.url ?? "/", "http://localhost").pathname;
     const handler = this.options.upgrades?.[path];
-    if (!handler || !isAcceptedHost(req.headers.host, this.options.host)) {
-      socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
+    if (!isAcceptedHost(req.headers.host, this.acceptedHosts)) {
+      socket.end(
+        "HTTP/1.1 421 Misdirected Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+      );
+      return;
+    }
+    if (!handler) {
+      socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
       return;
     }
     handler(req, socket, head);

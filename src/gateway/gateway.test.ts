@@ -10,6 +10,13 @@ import {
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import {
+  CLEAN_SHUTDOWN_FILE,
+  RESTART_NOTIFY_FILE,
+  writePlannedStop,
+} from "../lifecycle/markers.js";
+import { readPidFile } from "../lifecycle/pid-file.js";
+import { readRuntimeStatus } from "../lifecycle/runtime-status.js";
+import {
   DRAIN_REFUSAL,
   RESTART_NOTICE_AUTO_RESUME,
   RESTARTED_NOTICE,
@@ -17,9 +24,6 @@ import {
 } from "../runner/lifecycle-texts.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import { AlreadyRunningError } from "./gateway.js";
-import { CLEAN_SHUTDOWN_FILE, RESTART_NOTIFY_FILE, writePlannedStop } from "./markers.js";
-import { readPidFile } from "./pid-file.js";
-import { readRuntimeStatus } from "./runtime-status.js";
 
 describe("Gateway lifecycle (in process)", () => {
   let dir: ReturnType<typeof createTempDir>;

@@ -1,25 +1,18 @@
 /**
- * The composition root: builds every part from the config and wires them together, then owns
- * the gateway's lifecycle (start, stop, restart, drain). Nothing else imports across folders.
+ * The gateway's lifecycle state machine (start, stop, restart, drain, status) over the parts the
+ * composition root (`create-gateway.ts`) built and hooked together (`core-wiring.ts`): it starts
+ * them in order, arms each one's step of the stop path as it comes up, and runs that path once.
  */
-import { join } from "node:path";
 import type { Logger } from "pino";
+import type { Approvals } from "../approvals/approvals.js";
 import type { Config } from "../config/schema.js";
-import { createControlRoutes } from "../control/control-routes.js";
-import type { ControlSurface, GatewayStatus } from "../control/control-surface.js";
-import { HttpServer } from "../control/http-server.js";
+import type { GatewayStatus } from "../control/control-surface.js";
+import type { HttpServer } from "../control/http-server.js";
 import type { CrashPoint } from "../lib/crash-point.js";
-import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
-import type { AgentRun, IsReadOnlyTool } from "../runner/agent-run.js";
-import { ONLINE_NOTICE, RESTARTED_NOTICE, restartCommandReply } from "../runner/lifecycle-texts.js";
-import { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
-import { Runner } from "../runner/runner.js";
-import { SqliteStore } from "../sessions/sqlite-store.js";
-import type { Store } from "../sessions/store.js";
-import { startDrainWatcher } from "./drain-watcher.js";
-import type { Supervisor } from "./exit-code.js";
-import { listHomeChannels, setHomeChannel } from "./home-channels.js";
-import type { LifecyclePhase, Watcher } from "./lifecycle-phase.js";
+import { startDrainWatcher } from "../lifecycle/drain-watcher.js";
+import type { Supervisor } from "../lifecycle/exit-code.js";
+import { describeModeFix, enforceHomeModes } from "../lifecycle/home-modes.js";
+import type { LifecyclePhase, Watcher } from "../lifecycle/lifecycle-phase.js";
 import {
   consumeCleanShutdown,
   consumeRestartNotify,
@@ -28,50 +21,79 @@ import {
   removeDrainRequest,
   writeDrainRequest,
   writeRestartNotify,
-} from "./markers.js";
-import { acquirePidFile } from "./pid-file.js";
-import { startPlannedStopWatcher } from "./planned-stop-watcher.js";
-import { createPlatformAdapters } from "./platform-wiring.js";
-import { recoverInterruptedWork } from "./recovery.js";
-import { createRuntimeStatusWriter, type RuntimeStatusWriter } from "./runtime-status.js";
-import { runShutdown, type ShutdownHooks } from "./shutdown.js";
-import { resumeInterruptedSessions } from "./startup-resume.js";
-import { createStopGuard, type StopGuard, type StopRequest } from "./stop-sequence.js";
+} from "../lifecycle/markers.js";
+import { acquirePidFile } from "../lifecycle/pid-file.js";
+import { startPlannedStopWatcher } from "../lifecycle/planned-stop-watcher.js";
+import type { RuntimeStatusWriter } from "../lifecycle/runtime-status.js";
+import {
+  disconnectPlatforms,
+  endTurnsAndPlatforms,
+  finishStop,
+  type Relaunch,
+  type StoppingGateway,
+} from "../lifecycle/shutdown.js";
+import type { StopPath } from "../lifecycle/stop-path.js";
+import {
+  createStopGuard,
+  type StopGuard,
+  type StopRequest,
+  type StopSummary,
+} from "../lifecycle/stop-sequence.js";
+import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
+import { recoverInterruptedWork } from "../recovery/recovery.js";
+import { resumeHeldBack, resumeInterruptedSessions } from "../recovery/startup-resume.js";
+import { ONLINE_NOTICE, RESTARTED_NOTICE, restartCommandReply } from "../runner/lifecycle-texts.js";
+import type { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
+import type { Runner } from "../runner/runner.js";
+import type { ScheduleBook } from "../schedules/book.js";
+import type { Scheduler } from "../schedules/scheduler.js";
+import type { Store } from "../sessions/store.js";
+import type { AgentParts } from "./agent-wiring.js";
+import type { Cluster } from "./cluster.js";
+import type { GatewayCore, LifecycleCalls } from "./core-wiring.js";
+import { listHomeChannels } from "./home-channels.js";
 
-export interface AgentParts {
-  agent: AgentRun | null;
-  isReadOnlyTool: IsReadOnlyTool;
-  /** Kills every live tool process group; returns how many were signalled. */
-  killToolProcesses(): number;
-}
-
-export interface GatewayDeps {
+/** The parts the composition root built, and the seams of this gateway's surroundings. */
+export interface GatewayParts {
   config: Config;
   logger: Logger;
+  store: Store;
   agent: AgentParts;
+  /** The runner, outbox, approvals, scheduler, HTTP server and adapters (core-wiring.ts). */
+  core: GatewayCore;
+  /** How this gateway closes: each part arms its step as it starts (order in stop-path.ts). */
+  stopPath: StopPath<StopRequest | null>;
   crashPoint: CrashPoint;
   version: string;
   /** The supervisor this process runs under (decides how a restart happens). */
   supervisor: Supervisor;
   /** How to start a successor: the CLI's argv for `keel gateway run`. */
-  relaunch: ShutdownHooks["relaunch"];
-  /** Platforms beyond those the config enables (an embedder's own, or a test platform). */
-  extraAdapters?: PlatformAdapter[];
-  now?: () => number;
+  relaunch: Relaunch;
+  now: () => number;
+  /** When the gateway was built (status uptime, `gateway_state.json`). */
+  startedAt: number;
+  /** Runs `fn` after `ms` (the held-back resumes); returns a cancel function. Default: setTimeout. */
+  schedule?: (fn: () => void, ms: number) => () => void;
+  /** Set when the store is shared by several gateways (Postgres): this one's membership. */
+  cluster: Cluster | null;
 }
 
 /** Thrown by start() when another gateway owns the home folder. */
 export class AlreadyRunningError extends Error {}
 
-export class Gateway implements ControlSurface {
+export class Gateway implements LifecycleCalls {
   readonly store: Store;
   readonly runner: Runner;
+  /** Tool calls waiting for a human (src/approvals). */
+  readonly approvals: Approvals;
   private readonly dispatcher: OutboxDispatcher;
-  private readonly adapters: PlatformAdapter[] = [];
+  private readonly scheduler: Scheduler;
+  /** The scheduled jobs (the agent's tool, `/schedules`; the CLI edits the store directly). */
+  readonly schedules: ScheduleBook;
+  private readonly adapters: readonly PlatformAdapter[];
   private readonly http: HttpServer;
   private readonly now: () => number;
   private readonly statusListeners = new Set<() => void>();
-  private readonly watchers: Watcher[] = [];
   private readonly stopListeners: ((request: StopRequest) => void)[] = [];
   /** Settles when start() has finished: true when the gateway came up. */
   private readonly startSettled: Promise<boolean>;
@@ -81,7 +103,9 @@ export class Gateway implements ControlSurface {
   private readonly stopGuard: StopGuard<number>;
   private phase: LifecyclePhase = "starting";
   private ready = false;
-  private releasePid: (() => Promise<void>) | null = null;
+  private readonly stopPath: StopPath<StopRequest | null>;
+  /** What the stop sequence reported, once the stop path ran it. */
+  private stopSummary: StopSummary | null = null;
   /** This process's start time as `gateway.pid` records it (what `keel gateway stop` names). */
   private processStartTime: number | null = null;
   private boundPort = 0;
@@ -89,72 +113,28 @@ export class Gateway implements ControlSurface {
   readonly exited: Promise<number>;
   private resolveExit!: (code: number) => void;
 
-  constructor(private readonly deps: GatewayDeps) {
-    const { config, logger } = deps;
-    this.now = deps.now ?? Date.now;
-    this.startedAt = this.now();
+  constructor(private readonly deps: GatewayParts) {
+    const { core } = deps;
+    this.now = deps.now;
+    this.startedAt = deps.startedAt;
     this.exited = new Promise((resolve) => (this.resolveExit = resolve));
     this.startSettled = new Promise((resolve) => (this.settleStart = resolve));
-    this.store = new SqliteStore(join(config.home, "state.db"), { now: this.now });
-    this.status$ = createRuntimeStatusWriter({
-      home: config.home,
-      pid: process.pid,
-      startTime: this.startedAt,
-      logger,
-      now: this.now,
-    });
-    this.dispatcher = new OutboxDispatcher({
-      store: this.store,
-      logger: logger.child({ component: "outbox" }),
-      crashPoint: deps.crashPoint,
-    });
-    this.runner = new Runner({
-      store: this.store,
-      agent: deps.agent.agent,
-      isReadOnlyTool: deps.agent.isReadOnlyTool,
-      busyInputMode: config.display.busy_input_mode,
-      maxConcurrentTurns: config.agent.max_concurrent_turns,
-      autoResumeFreshnessMs: config.agent.auto_resume_freshness * 1000,
-      logger: logger.child({ component: "runner" }),
-      control: {
-        requestRestart: (from) => this.restartFromChat(from.address, from.messageId),
-        setHomeChannel: (address) => setHomeChannel(config.home, address),
-      },
-      onReplyQueued: () => this.dispatcher.kick(),
-      onActiveTurnsChange: (count) => this.onActivityChange(count),
-      showTyping: (address) =>
-        this.adapterFor(address.platform)?.showTyping?.(address) ?? (() => {}),
-      crashPoint: deps.crashPoint,
-      now: this.now,
-    });
-    this.runner.onEvent((event) => {
-      if (event.type === "tool_start" || event.type === "tool_end") this.emitStatusChange();
-    });
+    this.store = deps.store;
+    this.stopPath = deps.stopPath;
+    this.status$ = core.statusWriter;
+    this.dispatcher = core.dispatcher;
+    this.approvals = core.approvals;
+    this.runner = core.runner;
+    this.scheduler = core.scheduler;
+    this.schedules = core.schedules;
+    this.http = core.http;
+    this.adapters = core.adapters;
     this.stopGuard = createStopGuard((request) => this.runStop(request));
-    this.http = new HttpServer({
-      host: config.http.host,
-      port: config.http.port,
-      maxBodyBytes: config.http.max_body_bytes,
-      logger: logger.child({ component: "http" }),
-      routes: [
-        createControlRoutes({
-          surface: this,
-          store: this.store,
-          controlToken: config.controlToken,
-        }),
-      ],
-    });
-    this.adapters.push(
-      ...(deps.extraAdapters ?? []),
-      ...createPlatformAdapters({
-        config,
-        logger,
-        store: this.store,
-        runner: this.runner,
-        http: this.http,
-        onPlatformStatusChange: () => this.onPlatformStatusChange(),
-      }),
-    );
+  }
+
+  /** Where the gateway is in its life. */
+  lifecyclePhase(): LifecyclePhase {
+    return this.phase;
   }
 
   /** The HTTP port actually bound (differs from the config with port 0). */
@@ -162,29 +142,25 @@ export class Gateway implements ControlSurface {
     return this.boundPort;
   }
 
-  private adapterFor(platform: string): PlatformAdapter | undefined {
-    return this.adapters.find((a) => a.name === platform);
-  }
-
   /** Starts every part; throws AlreadyRunningError when another gateway owns the home folder. */
   async start(): Promise<void> {
-    const { config } = this.deps;
+    const { config, logger } = this.deps;
     const pid = await acquirePidFile(config.home, { argv: process.argv, now: this.now });
     if (!pid.ok) {
       this.settleStart(false);
       await this.store.close();
       throw new AlreadyRunningError(`${pid.message} Stop it with \`keel gateway stop\` first.`);
     }
-    this.releasePid = pid.release;
+    this.stopPath.arm("release pid file", () => pid.release());
+    this.stopPath.arm("close store", () => this.store.close());
     this.processStartTime = pid.record.start_time;
+    for (const fix of enforceHomeModes(config.home)) logger.warn(describeModeFix(fix));
     try {
       await this.startParts();
     } catch (err) {
       await this.status$.update({ gateway_state: "startup_failed", exit_reason: "startup_failed" });
-      await this.http.stop();
-      for (const adapter of this.adapters) await adapter.stop().catch(() => {});
-      await this.store.close();
-      await pid.release();
+      await this.stopPath.run(null, logger);
+      await this.status$.close();
       this.settleStart(false);
       throw err;
     }
@@ -199,17 +175,44 @@ export class Gateway implements ControlSurface {
       restart_requested: false,
       active_turns: 0,
     });
+    this.stopPath.arm("close HTTP server", () => withTimeout(this.http.stop(), 500));
     this.boundPort = await this.http.start();
+    // Resumed turns must know which MCP tools are read-only: wait (bounded) for the servers.
+    const mcp = this.deps.agent.mcp;
+    if (mcp) {
+      this.stopPath.arm("close MCP servers", () => mcp.close());
+      mcp.start();
+      await mcp.firstAttempts(10_000);
+    }
+    if (config.http.trust_loopback) {
+      logger.warn(
+        { setting: "http.trust_loopback" },
+        "http.trust_loopback is on: any local process or user may use the agent and the control API without a credential",
+      );
+    }
+    const cluster = this.deps.cluster;
+    if (cluster) await cluster.joinCluster(cluster.membership);
     const clean = await consumeCleanShutdown(config.home);
     const report = await recoverInterruptedWork(this.store, {
       cleanShutdown: clean,
       now: this.now(),
       crashPoint: this.deps.crashPoint,
+      ...(cluster && {
+        leases: { owner: cluster.membership.instanceId, ttlMs: cluster.membership.leaseTtlMs },
+      }),
     });
     if (report.interruptedTurns > 0 || report.markedSessions.length > 0)
       logger.warn({ ...report, clean }, "recovered interrupted work");
     // Messages arriving while we start are stored, and dispatched after the resumes below.
     this.runner.holdIntake();
+    this.stopPath.arm("end turns and disconnect platforms", async (request) => {
+      if (!request) return disconnectPlatforms(this.stopping());
+      this.stopSummary = await endTurnsAndPlatforms(
+        request,
+        this.stopping(),
+        await this.homeChannels(),
+      );
+    });
     for (const adapter of this.adapters) {
       this.dispatcher.register(adapter);
       await adapter.start(this.runner);
@@ -225,7 +228,12 @@ export class Gateway implements ControlSurface {
       breakerWindowMs: config.agent.resume_breaker_window * 1000,
       logger,
     });
-    await this.runner.dispatchOpenInbox();
+    if (resumed.notices > 0) this.dispatcher.kick();
+    if (resumed.held.length > 0) this.scheduleHeldResume(resumed.held);
+    // Several gateways: only this one's items and those of gateways that died (cluster.ts).
+    await this.runner.dispatchOpenInbox(cluster ? () => cluster.inboxAtStart() : undefined);
+    this.stopPath.arm("stop approval deadlines", () => this.approvals.stop());
+    await this.approvals.start();
     await this.greetAfterRestart(resumed.breakerTripped);
     this.phase = "running";
     this.ready = true;
@@ -240,9 +248,33 @@ export class Gateway implements ControlSurface {
     );
   }
 
+  /**
+   * The restart-loop breaker held these sessions back: they resume once this gateway has stayed
+   * up for the breaker window. A crash before then leaves them resume-pending for the next start.
+   */
+  private scheduleHeldResume(keys: string[]): void {
+    const { config, logger } = this.deps;
+    const schedule =
+      this.deps.schedule ??
+      ((fn: () => void, ms: number) => {
+        const timer = setTimeout(fn, ms);
+        return () => clearTimeout(timer);
+      });
+    const cancel = schedule(() => {
+      if (this.phase === "stopping" || this.phase === "stopped") return;
+      resumeHeldBack({ store: this.store, runner: this.runner, keys, logger }).catch(
+        (err: unknown) => logger.error({ err }, "resuming held-back sessions failed"),
+      );
+    }, config.agent.resume_breaker_window * 1000);
+    this.stopPath.arm("cancel held-back resumes", cancel);
+  }
+
   private startWatchers(): void {
     const { config, logger } = this.deps;
-    this.watchers.push(
+    // Scheduled fires begin once the backlog is dispatched, and end when a stop begins.
+    this.scheduler.start();
+    const watchers: Watcher[] = [
+      this.scheduler,
       startPlannedStopWatcher({
         home: config.home,
         self: { pid: process.pid, startTime: this.processStartTime },
@@ -257,7 +289,10 @@ export class Gateway implements ControlSurface {
         leaveDrain: () => this.leaveDrain(),
         logger,
       }),
-    );
+    ];
+    this.stopPath.arm("stop watchers", async () => {
+      for (const watcher of watchers) await watcher.stop();
+    });
   }
 
   /** Greets the chat that asked for `/restart`, or the home channels after another planned restart. */
@@ -284,21 +319,14 @@ export class Gateway implements ControlSurface {
   private homeChannels(): Promise<ChatAddress[]> {
     return listHomeChannels(this.deps.config.home, {
       telegram: this.deps.config.platforms.telegram.home_channel,
+      discord: this.deps.config.platforms.discord.home_channel,
+      slack: this.deps.config.platforms.slack.home_channel,
     });
   }
 
   /** Queues a notice to any chat through the outbox (durable, delivered in order). */
-  private async sendNotice(address: ChatAddress, text: string): Promise<void> {
-    const key = `system:notices:${address.platform}:${address.chatId}`;
-    const session = await this.store.ensureSession(key, address);
-    await this.store.enqueueOutbox({
-      sessionKey: key,
-      sessionId: session.sessionId,
-      address,
-      text,
-      kind: "notice",
-    });
-    this.dispatcher.kick();
+  private sendNotice(address: ChatAddress, text: string): Promise<void> {
+    return this.deps.core.sendNotice(address, text);
   }
 
   /** Starts a stop or restart once; later requests change nothing and report it. */
@@ -328,7 +356,7 @@ export class Gateway implements ControlSurface {
     return { accepted };
   }
 
-  private async restartFromChat(address: ChatAddress, messageId: string): Promise<string | null> {
+  async restartFromChat(address: ChatAddress, messageId: string): Promise<string | null> {
     const already = this.stopGuard.current() !== null;
     const activeTurns = this.runner.activeTurns().filter((t) => t.agentStarted).length;
     if (!already) {
@@ -354,11 +382,26 @@ export class Gateway implements ControlSurface {
     // A stop asked for while starting waits for start-up to finish; a failed start already
     // closed everything.
     if (!(await this.startSettled)) return 1;
+    const { logger } = this.deps;
     this.phase = "stopping";
     this.ready = false;
     await this.writeStatus("draining", { restart_requested: request.restart });
-    for (const watcher of this.watchers.splice(0)) await watcher.stop();
-    return runShutdown(request, {
+    logger.info(
+      { restart: request.restart, signal: request.signalInitiated },
+      request.restart ? "restarting" : "stopping",
+    );
+    await this.stopPath.run(request, logger);
+    const summary = this.stopSummary;
+    if (!summary) throw new Error("the stop sequence did not finish");
+    const code = await finishStop(request, summary, this.stopping(), this.deps.relaunch);
+    this.phase = "stopped";
+    this.emitStatusChange();
+    return code;
+  }
+
+  /** The parts the stop sequence works on. */
+  private stopping(): StoppingGateway {
+    return {
       config: this.deps.config,
       logger: this.deps.logger,
       store: this.store,
@@ -366,18 +409,10 @@ export class Gateway implements ControlSurface {
       dispatcher: this.dispatcher,
       adapters: this.adapters,
       killToolProcesses: () => this.deps.agent.killToolProcesses(),
-      homeChannels: () => this.homeChannels(),
       statusWriter: this.status$,
       supervisor: this.deps.supervisor,
-      relaunch: this.deps.relaunch,
-      closeHttp: () => this.http.stop(),
-      releasePid: () => this.releasePid?.() ?? Promise.resolve(),
       now: this.now,
-      onStopped: () => {
-        this.phase = "stopped";
-        this.emitStatusChange();
-      },
-    });
+    };
   }
 
   private enterDrain(): void {
@@ -397,13 +432,13 @@ export class Gateway implements ControlSurface {
   }
 
   /** A platform's state changed in the background: `gateway_state.json` must show it. */
-  private onPlatformStatusChange(): void {
+  onPlatformStatusChange(): void {
     if (this.phase === "stopped") return;
     void this.status$.update({ platforms: this.platformStates() });
     this.emitStatusChange();
   }
 
-  private onActivityChange(count: number): void {
+  onActiveTurnsChange(count: number): void {
     void this.status$.update({ active_turns: count });
     this.emitStatusChange();
   }
@@ -425,16 +460,15 @@ export class Gateway implements ControlSurface {
     return Object.fromEntries(this.adapters.map((a) => [a.name, a.status()]));
   }
 
-  private emitStatusChange(): void {
+  emitStatusChange(): void {
     for (const listener of this.statusListeners) listener();
   }
 
   async status(): Promise<GatewayStatus> {
     const now = this.now();
     const turns = this.runner.activeTurns();
-    const sessions = await this.store.listSessions({ limit: 100_000 });
+    const sessions = await this.store.countSessions();
     const platforms = this.platformStates();
-    void this.status$.update({ platforms });
     return {
       gateway_state:
         this.phase === "drained" || this.phase === "stopping" ? "draining" : this.phase,
@@ -446,21 +480,21 @@ export class Gateway implements ControlSurface {
       draining: this.phase === "drained",
       restart_requested: this.stopGuard.current()?.restart ?? false,
       platforms,
+      ...(this.deps.agent.mcp && { mcp: this.deps.agent.mcp.status() }),
       turns: turns.map((t) => ({
         session_key: t.sessionKey,
         session_id: t.sessionId,
         started_at: new Date(t.startedAt).toISOString(),
         current_tool: t.currentTool,
       })),
-      sessions: {
-        total: sessions.length,
-        resume_pending: sessions.filter((s) => s.resumePending).length,
-      },
+      sessions: { total: sessions.total, resume_pending: sessions.resumePending },
+      ...(this.deps.cluster && { instances: await this.deps.cluster.instances() }),
     };
   }
 
   isReady(): boolean {
-    return this.ready && this.phase === "running";
+    // Per instance: a gateway that cannot reach the shared store is not ready, the others may be.
+    return this.ready && this.phase === "running" && (this.deps.cluster?.healthy() ?? true);
   }
 
   async drain(action: "drain" | "cancel"): Promise<{ draining: boolean }> {
@@ -500,4 +534,8 @@ export class Gateway implements ControlSurface {
     this.statusListeners.add(listener);
     return () => this.statusListeners.delete(listener);
   }
+}
+
+function withTimeout(promise: Promise<void>, ms: number): Promise<void> {
+  return Promise.race([promise, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]);
 }

@@ -1,28 +1,30 @@
 /**
  * Builds the platform adapters the config enables and hooks each into what it needs: the API
- * and the web chat mount routes on the HTTP server and follow the runner's live events;
- * Telegram reports its health changes.
+ * and the web chat mount routes on the HTTP server (the gateway hands them the runner's live
+ * events through `onRunnerEvent`); Telegram, Slack and Discord report their health changes.
  */
+import { join } from "node:path";
 import type { Logger } from "pino";
+import { connectionLeaseKey, StoreConnectionLease } from "../cluster/connection-lease.js";
 import type { Config } from "../config/schema.js";
-import { isLoopbackPeer, secretsEqual } from "../control/http-auth.js";
-import type { HttpServer } from "../control/http-server.js";
+import { requestFacts } from "../control/access-gate.js";
 import { createWebRoutes } from "../control/web-routes.js";
+import { LazyDiscordAdapter } from "../platforms/discord/lazy-adapter.js";
 import { OpenAiApiAdapter } from "../platforms/openai-api/adapter.js";
-import type { PlatformAdapter } from "../platforms/platform.js";
+import type { ConnectionLease, PlatformAdapter } from "../platforms/platform.js";
+import { LazySlackAdapter } from "../platforms/slack/lazy-adapter.js";
 import { LazyTelegramAdapter } from "../platforms/telegram/lazy-adapter.js";
-import { WebchatAdapter } from "../platforms/webchat/adapter.js";
+import { type UpgradeVerdict, WebchatAdapter } from "../platforms/webchat/adapter.js";
 import { webSocketToken } from "../platforms/webchat/upgrade-auth.js";
-import type { Runner } from "../runner/runner.js";
-import type { Store } from "../sessions/store.js";
+import { UPLOADS_PATH, WebchatUploads } from "../platforms/webchat/uploads.js";
+import type { ClusterMembership } from "./cluster.js";
+import type { AdapterWiring } from "./core-wiring.js";
 
-export interface PlatformWiring {
+export interface PlatformWiring extends AdapterWiring {
   config: Config;
   logger: Logger;
-  store: Store;
-  runner: Runner;
-  http: HttpServer;
-  onPlatformStatusChange(): void;
+  /** Set when several gateways share the store: connections one of them holds at a time. */
+  cluster?: ClusterMembership | null;
 }
 
 export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[] {
@@ -37,28 +39,87 @@ export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[
         token: telegram.token,
         apiRoot: telegram.api_root,
         allowedUsers: telegram.allowed_users,
+        adminUsers: telegram.admin_users,
         groupSessionsPerUser: telegram.group_sessions_per_user,
         pairing: wiring.store,
         logger: wiring.logger.child({ component: "telegram" }),
         onStatusChange: () => wiring.onPlatformStatusChange(),
+        progress: progressWiring(wiring),
+        ...(wiring.cluster && {
+          poller: connectionLease(wiring, wiring.cluster, "telegram", telegram.token),
+        }),
+      }),
+    );
+  }
+  const slack = config.platforms.slack;
+  if (slack.app_token || slack.bot_token) {
+    adapters.push(
+      new LazySlackAdapter({
+        appToken: slack.app_token,
+        botToken: slack.bot_token,
+        apiRoot: slack.api_root,
+        allowedUsers: slack.allowed_users,
+        adminUsers: slack.admin_users,
+        store: wiring.store,
+        logger: wiring.logger.child({ component: "slack" }),
+        onStatusChange: () => wiring.onPlatformStatusChange(),
+        progress: progressWiring(wiring),
+      }),
+    );
+  }
+  const discord = config.platforms.discord;
+  if (discord.token) {
+    adapters.push(
+      new LazyDiscordAdapter({
+        token: discord.token,
+        apiRoot: discord.api_root,
+        allowedUsers: discord.allowed_users,
+        adminUsers: discord.admin_users,
+        freeChannels: discord.free_channels,
+        store: wiring.store,
+        logger: wiring.logger.child({ component: "discord" }),
+        onStatusChange: () => wiring.onPlatformStatusChange(),
+        progress: progressWiring(wiring),
+        ...(wiring.cluster && {
+          connection: connectionLease(wiring, wiring.cluster, "discord", discord.token),
+        }),
       }),
     );
   }
   return adapters;
 }
 
-function createApiAdapter({
-  config,
-  logger,
-  store,
-  runner,
-  http,
-}: PlatformWiring): PlatformAdapter {
+/** One gateway at a time holds this platform connection (one poller per bot token, say). */
+function connectionLease(
+  { store, logger }: PlatformWiring,
+  cluster: ClusterMembership,
+  platform: string,
+  credential: string,
+): ConnectionLease {
+  return new StoreConnectionLease({
+    store,
+    key: connectionLeaseKey(platform, credential),
+    owner: cluster.instanceId,
+    ttlMs: cluster.leaseTtlMs,
+    logger: logger.child({ component: platform }),
+  });
+}
+
+/** `display.streaming` and `display.tool_progress` apply to every chat platform that edits. */
+function progressWiring({ config, store }: PlatformWiring) {
+  return {
+    settings: {
+      streaming: config.display.streaming,
+      toolProgress: config.display.tool_progress,
+    },
+    store,
+  };
+}
+
+function createApiAdapter({ config, logger, store, http }: PlatformWiring): PlatformAdapter {
   const api = new OpenAiApiAdapter({
-    apiKey: config.platforms.api.key,
     modelName: config.model.name,
     store,
-    subscribe: (listener) => runner.onEvent(listener),
     logger: logger.child({ component: "api" }),
   });
   http.addRoutes(api.routes());
@@ -69,34 +130,33 @@ function createWebchatAdapter({
   config,
   logger,
   store,
-  runner,
   http,
+  access,
 }: PlatformWiring): PlatformAdapter {
+  // Attached files are held to the same limit as a chat platform's.
+  const uploads = new WebchatUploads(
+    join(config.home, "uploads"),
+    Math.round(config.platforms.telegram.max_file_mb * 1_048_576),
+  );
   const webchat = new WebchatAdapter({
     store,
+    uploads,
     logger: logger.child({ component: "webchat" }),
-    // Loopback clients need no token; others must present the control token.
-    isAllowed: (req) => {
-      if (isLoopbackPeer(req)) return true;
-      const token = webSocketToken(req);
-      return token !== null && secretsEqual(token, config.controlToken);
+    // The session cookie, the control token (header or `keel.token.` subprotocol), or trusted loopback.
+    authorize: async (req): Promise<UpgradeVerdict> => {
+      const decision = await access.check(requestFacts(req, webSocketToken(req)), "web");
+      if (decision.ok) return { ok: true, operator: decision.granted.operator };
+      if (decision.status === 429)
+        return {
+          ok: false,
+          status: "429 Too Many Requests",
+          retryAfterSeconds: decision.retryAfterSeconds,
+        };
+      return { ok: false, status: "401 Unauthorized" };
     },
-  });
-  runner.onEvent((event) => {
-    const { sessionKey, sessionId } = event;
-    if (event.type === "turn_end") {
-      webchat.publishTurnEvent({
-        sessionKey,
-        sessionId,
-        event: { type: "turn_end", stopReason: event.stopReason },
-      });
-    } else if (event.type === "turn_start") {
-      webchat.publishTurnEvent({ sessionKey, sessionId, event: { type: "turn_start" } });
-    } else {
-      webchat.publishTurnEvent({ sessionKey, sessionId, event });
-    }
   });
   http.addUpgrade("/ws", (req, socket, head) => webchat.handleUpgrade(req, socket, head));
   http.addRoutes(createWebRoutes());
+  http.addRoutesWithOwnBodyLimit(UPLOADS_PATH, uploads.routes());
   return webchat;
 }

@@ -12,12 +12,20 @@ export const CRASH_POINTS = [
   "after_tool_started",
   "after_tool_ran",
   "after_tool_finished",
+  "mid_compaction",
+  "after_compaction",
   "after_reply_queued",
   "after_reply_sent",
   "mid_recovery",
 ] as const;
 
-export type CrashPointName = (typeof CRASH_POINTS)[number];
+/**
+ * Points on the media path (a message's file downloaded or transcribed and recorded). The chaos
+ * rig sends text only, so these are exercised by the media end-to-end tests instead.
+ */
+export const MEDIA_CRASH_POINTS = ["after_media_step"] as const;
+
+export type CrashPointName = (typeof CRASH_POINTS | typeof MEDIA_CRASH_POINTS)[number];
 
 export function createCrashPoint(spec: string | undefined): CrashPoint {
   if (!spec) return () => {};

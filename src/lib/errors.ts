@@ -1,13 +1,39 @@
-/** Operational errors with a stable code; messages say what to do and never carry secrets. */
+/**
+ * Operational errors with a stable code; messages say what to do and never carry secrets. Over
+ * HTTP, `status` and `headers` go with the answer (src/control/http-errors.ts renders them).
+ */
 export class GatewayError extends Error {
+  readonly headers: Readonly<Record<string, string>>;
+
   constructor(
     readonly code: string,
     message: string,
     readonly status = 500,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; headers?: Record<string, string> },
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "GatewayError";
+    this.headers = options?.headers ?? {};
+  }
+}
+
+/** An error told in OpenAI's shape (the `/v1` API): `{ error: { message, type, param, code } }`. */
+export class OpenAiError extends GatewayError {
+  constructor(
+    readonly type: string,
+    readonly openAiCode: string | null,
+    message: string,
+    status: number,
+    options?: { headers?: Record<string, string> },
+  ) {
+    super(openAiCode ?? type, message, status, options);
+    this.name = "OpenAiError";
+  }
+
+  body(): { error: { message: string; type: string; param: null; code: string | null } } {
+    return {
+      error: { message: this.message, type: this.type, param: null, code: this.openAiCode },
+    };
   }
 }
 

@@ -1,13 +1,21 @@
-/** The root logger: JSON lines (pino) to a file and/or stderr, with secrets redacted. */
+/**
+ * The root logger: JSON lines (pino) to a file and/or stderr, with secrets redacted. On a
+ * terminal, stderr gets a short human-readable form instead (`pretty`); the file stays JSON.
+ */
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import pino, { type Logger } from "pino";
+import { formatLogLine } from "./log-format.js";
 
 export interface LoggerOptions {
   level: string;
   /** JSON lines go here (e.g. $KEEL_HOME/logs/gateway.log); also to stderr when `stderr` is set. */
   file?: string;
   stderr?: boolean;
+  /** Write stderr lines human-readable (a terminal is watching) instead of JSON. */
+  pretty?: boolean;
+  /** Where pretty lines go (default process.stderr); tests pass their own sink. */
+  prettyOut?: { write(text: string): unknown };
 }
 
 const REDACT = [
@@ -23,10 +31,19 @@ const REDACT = [
 export function createLogger(options: LoggerOptions): Logger {
   const streams: pino.StreamEntry[] = [];
   if (options.file) {
-    mkdirSync(dirname(options.file), { recursive: true });
-    streams.push({ stream: pino.destination({ dest: options.file, sync: true, mkdir: true }) });
+    // Logs hold chat text and tool output: private to the gateway's user.
+    mkdirSync(dirname(options.file), { recursive: true, mode: 0o700 });
+    streams.push({
+      stream: pino.destination({ dest: options.file, sync: true, mkdir: true, mode: 0o600 }),
+    });
   }
-  if (options.stderr) streams.push({ stream: pino.destination(2) });
+  if (options.stderr && options.pretty) {
+    const out = options.prettyOut ?? process.stderr;
+    const colour = out === process.stderr;
+    streams.push({ stream: { write: (line: string) => out.write(formatLogLine(line, colour)) } });
+  } else if (options.stderr) {
+    streams.push({ stream: pino.destination(2) });
+  }
   if (streams.length === 0) return pino({ level: "silent" });
   return pino(
     { level: options.level, redact: REDACT, base: { pid: process.pid } },

@@ -1,14 +1,11 @@
 /** What the runner needs from the agent: one call that runs a turn to its end. */
 
-import type { ToolOutput } from "../agent/tools/tool.js";
-import type { ChatMessage, ToolCall, TurnEvent, TurnResult } from "../agent/types.js";
+import type { ChatMessage, ToolGate, TurnEvent, TurnJournal, TurnResult } from "../agent/types.js";
+import type { CompactionSink } from "../context/context-keeper.js";
+import type { ChatAddress } from "../platforms/platform.js";
 
-/** Persists a turn's steps as they happen (backed by the store). Throws on storage failure. */
-export interface TurnJournal {
-  recordMessages(messages: ChatMessage[]): Promise<void>;
-  recordToolStart(call: ToolCall): Promise<void>;
-  recordToolFinish(call: ToolCall, output: ToolOutput): Promise<void>;
-}
+// The journal is the agent loop's contract; the runner implements it over the store.
+export type { TurnJournal };
 
 export interface AgentRunInput {
   history: ChatMessage[];
@@ -16,6 +13,22 @@ export interface AgentRunInput {
   journal: TurnJournal;
   onEvent(event: TurnEvent): void;
   takeSteeredInput(): string[];
+  /** The chat this turn answers, if any (tools that act on "this chat" need it). */
+  chat?: ChatAddress | null;
+  /** Tells the chat once per session that the model refused the images it was sent. */
+  onImagesRefused?(): void;
+  /** The transcript the turn runs in. */
+  sessionId?: string;
+  /** The summary standing in for the transcript's older messages (its latest compaction). */
+  summary?: string | null;
+  /** Records a compaction made during the turn (one store transaction). */
+  compactionSink?: CompactionSink;
+  /** The model the session chose with `/model`. */
+  preferredModel?: string | null;
+  /** Whose memory file the turn uses (`<platform>-<user id>`), if anyone's. */
+  memoryUser?: string | null;
+  /** Approvals for this turn's tool calls; absent: every call runs. */
+  gate?: ToolGate;
 }
 
 /** Runs a turn with the configured model and tools; never throws for model or tool failures. */
@@ -23,3 +36,20 @@ export type AgentRun = (input: AgentRunInput) => Promise<TurnResult>;
 
 /** Tells whether a tool may simply be re-run after a crash. */
 export type IsReadOnlyTool = (name: string) => boolean;
+
+/** The turn a gate decides for: where to ask, and who may answer besides operators. */
+export interface GateTurn {
+  sessionKey: string;
+  sessionId: string;
+  turnId: number;
+  address: ChatAddress | null;
+  /** `<platform>:<user id>` of who started the turn, when known. */
+  requester: string | null;
+}
+
+/** What the runner needs from approvals (src/approvals implements it). */
+export interface TurnApprovals {
+  gateFor(turn: GateTurn): ToolGate;
+  /** A new message came while calls of this transcript waited: they are denied, not run. */
+  supersede(turn: GateTurn): Promise<void>;
+}

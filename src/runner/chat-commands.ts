@@ -1,9 +1,24 @@
 /** Chat commands (`/new`, `/stop`, ...): they act at once and are never queued as text. */
+
+import type { UserContent } from "../agent/content.js";
 import type { ChatAddress } from "../platforms/platform.js";
-import type { InboxItem, Store } from "../sessions/store.js";
+import type { InboxItem, SessionRecord, Store } from "../sessions/store.js";
 import type { AbortCause, ActiveTurn } from "./lane.js";
-import type { Admission, GatewayControl } from "./runner.js";
 import { TEXT } from "./texts.js";
+
+/** `open`: normal; `restarting`/`stopping`: the stop sequence closed admission. */
+export type Admission = "open" | "restarting" | "stopping";
+
+/** Gateway-level actions a chat command may ask for. */
+export interface GatewayControl {
+  /** Starts a restart (idempotent); returns the text to answer the `/restart` with, if any. */
+  requestRestart(from: { address: ChatAddress; messageId: string }): Promise<string | null>;
+  /** Makes `address` the platform's home channel. */
+  setHomeChannel(address: ChatAddress): Promise<void>;
+}
+
+/** A chat command another part contributes (`/schedules`): the text it answers with. */
+export type ExtraChatCommand = (item: InboxItem, args: string) => Promise<string>;
 
 export interface ChatCommand {
   name: string;
@@ -16,12 +31,20 @@ export interface ChatCommandHost {
   control: GatewayControl;
   laneOf(sessionKey: string): ActiveTurn | null;
   stopTurn(active: ActiveTurn, cause: AbortCause): void;
-  retry(sessionKey: string, text: string, address: ChatAddress): void;
+  retry(sessionKey: string, text: UserContent, address: ChatAddress): void;
+  /** Continues a request waiting for its resume now; false when it cannot (too old). */
+  resumeNow(session: SessionRecord): boolean;
   answer(item: InboxItem, text: string): Promise<void>;
   /** Answers with the refusal a message gets while the gateway stops or drains. */
   refuse(item: InboxItem): Promise<void>;
   admission(): Admission;
   draining(): boolean;
+  /** A command another part contributes, or null. */
+  extraCommand(name: string): ExtraChatCommand | null;
+  /** Lines other parts add to `/status` (MCP servers). */
+  statusLines(): string[];
+  /** Lines about the model and its latest calls for `/status` (per session). */
+  modelStatusLines?(item: InboxItem): Promise<string[]>;
 }
 
 /** `/name args` (a Telegram `/name@bot` suffix is ignored); null for ordinary text. */
@@ -31,11 +54,17 @@ export function parseChatCommand(text: string): ChatCommand | null {
   return { name: match[1]!.toLowerCase(), args: (match[2] ?? "").trim() };
 }
 
+/** Commands that act on the whole gateway: only senders with operator rights may use them. */
+export const OPERATOR_COMMANDS: ReadonlySet<string> = new Set(["restart", "sethome"]);
+
 export async function handleChatCommand(
   host: ChatCommandHost,
   item: InboxItem,
   command: ChatCommand,
 ): Promise<void> {
+  if (OPERATOR_COMMANDS.has(command.name) && !item.operator) {
+    return host.answer(item, TEXT.operatorOnly(command.name));
+  }
   const active = host.laneOf(item.sessionKey);
   switch (command.name) {
     case "new":
@@ -76,8 +105,11 @@ export async function handleChatCommand(
         "🏠 This chat is now the home channel: gateway notices will come here.",
       );
     }
-    default:
+    default: {
+      const extra = host.extraCommand(command.name);
+      if (extra) return host.answer(item, await extra(item, command.args));
       return host.answer(item, TEXT.unknownCommand(command.name));
+    }
   }
 }
 
@@ -86,10 +118,18 @@ async function retryLast(
   item: InboxItem,
   active: ActiveTurn | null,
 ): Promise<void> {
+  const session = await host.store.getSession(item.sessionKey);
+  // A request held back after a crash loop continues now (its reply answers that request).
+  if (session && host.resumeNow(session)) {
+    await host.store.closeInboxItem(item.id, "done");
+    return;
+  }
   const transcript = await host.store.loadTranscript(item.sessionId);
   const lastUser = [...transcript].reverse().find((m) => m.message.role === "user");
   if (lastUser?.message.role !== "user") return host.answer(item, TEXT.nothingToRetry);
   if (active) host.stopTurn(active, "interrupt");
+  // A suspended session's dropped request runs again on a fresh start.
+  if (session?.suspended) await host.store.resetSession(item.sessionKey);
   await host.store.closeInboxItem(item.id, "done");
   host.retry(item.sessionKey, lastUser.message.content, item.address);
 }
@@ -108,7 +148,9 @@ async function statusText(
       ? `Working for ${Math.round((Date.now() - active.startedAt) / 1000)}s${active.currentTool ? ` (running ${active.currentTool})` : ""}`
       : "Idle",
   ];
+  lines.push(...((await host.modelStatusLines?.(item)) ?? []));
   if (host.draining()) lines.push("Gateway: draining for maintenance");
   if (host.admission() !== "open") lines.push(`Gateway: ${host.admission()}`);
+  lines.push(...host.statusLines());
   return lines.join("\n");
 }

@@ -1,18 +1,13 @@
 /** Live events the runner publishes while turns run (streaming to API clients and the web chat). */
-import type { StopReason, TurnEvent } from "../agent/types.js";
+import type { RunnerEvent, RunnerEventListener } from "../platforms/platform.js";
 
-export type RunnerEventBody =
-  | TurnEvent
-  | { type: "turn_start"; inboxId: number | null; resume: boolean }
-  | { type: "turn_end"; inboxId: number | null; stopReason: StopReason; reply: string };
-
-export type RunnerEvent = RunnerEventBody & {
-  sessionKey: string;
-  sessionId: string;
-  turnId: number;
-};
-
-export type RunnerEventListener = (event: RunnerEvent) => void;
+// The vocabulary is the platform contract's, so that adapters need not import the runner.
+export type {
+  RefusedEvent,
+  RunnerEvent,
+  RunnerEventBody,
+  RunnerEventListener,
+} from "../platforms/platform.js";
 
 /** A tiny fan-out; a throwing listener is isolated from the others and from the turn. */
 export class EventFanout {

@@ -3,6 +3,7 @@ import type { ChatMessage, ToolCall } from "../agent/types.js";
 import {
   AUTO_CONTINUE_NOTE,
   endsWithUnansweredToolResults,
+  hasOpenToolCalls,
   NOT_RUN_RESULT,
   normalizeHistory,
   resumeNote,
@@ -161,5 +162,25 @@ describe("withNoteBeforeTail", () => {
     expect(withNoteBeforeTail(answered, note, { keepUserLast: true })).toEqual([...answered, note]);
     const done: ChatMessage[] = [{ role: "assistant", content: "done" }];
     expect(withNoteBeforeTail(done, note, { keepUserLast: true })).toEqual([...done, note]);
+  });
+});
+
+describe("hasOpenToolCalls", () => {
+  const call = (id: string) => ({
+    id,
+    type: "function" as const,
+    function: { name: "terminal", arguments: "{}" },
+  });
+  it("is true only while the last assistant message has calls without results", () => {
+    const asked: ChatMessage[] = [
+      { role: "user", content: "go" },
+      { role: "assistant", content: null, tool_calls: [call("a"), call("b")] },
+      { role: "tool", tool_call_id: "a", content: "ok" },
+    ];
+    expect(hasOpenToolCalls(asked)).toBe(true);
+    const answered = [...asked, { role: "tool", tool_call_id: "b", content: "ok" } as ChatMessage];
+    expect(hasOpenToolCalls(answered)).toBe(false);
+    expect(hasOpenToolCalls([...answered, { role: "assistant", content: "done" }])).toBe(false);
+    expect(hasOpenToolCalls([])).toBe(false);
   });
 });

@@ -37,6 +37,20 @@ function placeholder(call: ToolCall): ChatMessage {
   return { role: "tool", tool_call_id: call.id, content: NOT_RUN_RESULT };
 }
 
+/**
+ * True when the last assistant message asks for tool calls that have no result yet: a turn that
+ * continues after an approval has something to do only then.
+ */
+export function hasOpenToolCalls(messages: readonly ChatMessage[]): boolean {
+  const index = messages.findLastIndex((m) => m.role === "assistant");
+  const last = messages[index];
+  if (last?.role !== "assistant" || !last.tool_calls?.length) return false;
+  const answered = new Set(
+    messages.slice(index + 1).flatMap((m) => (m.role === "tool" ? [m.tool_call_id] : [])),
+  );
+  return last.tool_calls.some((call) => !answered.has(call.id));
+}
+
 /** True when the history ends with tool results the agent never answered (auto-continue). */
 export function endsWithUnansweredToolResults(messages: readonly ChatMessage[]): boolean {
   return messages.at(-1)?.role === "tool";

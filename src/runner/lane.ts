@@ -1,13 +1,16 @@
 /** Per-session-key state held by the runner: the running turn and the work waiting behind it. */
-import type { ChatAddress } from "../platforms/platform.js";
-import type { InboxItem, SessionRecord } from "../sessions/store.js";
+import type { UserContent } from "../agent/content.js";
+import type { AbortCause, ChatAddress, OutboundFile } from "../platforms/platform.js";
+import type { InboxItem, LeaseToken, SessionRecord } from "../sessions/store.js";
 
 export type Work =
   | { kind: "message"; item: InboxItem }
   | { kind: "resume"; session: SessionRecord }
-  | { kind: "retry"; text: string; address: ChatAddress; sessionKey: string };
+  | { kind: "retry"; text: UserContent; address: ChatAddress; sessionKey: string }
+  /** A human answered an approval: continue the transcript that waited for it. */
+  | { kind: "continue"; sessionId: string; requester: string | null };
 
-export type AbortCause = "interrupt" | "user_stop" | "new_session" | "shutdown";
+export type { AbortCause };
 
 export interface ActiveTurn {
   sessionKey: string;
@@ -24,8 +27,14 @@ export interface ActiveTurn {
   steer: InboxItem[];
   /** Steered messages the turn has taken; closed in the inbox once the turn is recorded. */
   steerTaken: InboxItem[];
+  /** Files the turn sent (`send_file`), in order. */
+  sentFiles: OutboundFile[];
   work: Work;
+  /** The session's lease while the store is shared by several gateways: every write carries it. */
+  lease: LeaseToken | null;
   done: Promise<void>;
+  /** `<platform>:<user id>` of who started the turn (approvals: they may answer). */
+  requester: string | null;
 }
 
 export interface Lane {
@@ -47,7 +56,18 @@ export function createActiveTurn(sessionKey: string, work: Work, startedAt: numb
     abortCause: null,
     steer: [],
     steerTaken: [],
+    sentFiles: [],
     work,
+    lease: null,
     done: Promise.resolve(),
+    requester: requesterOf(work),
   };
+}
+
+function requesterOf(work: Work): string | null {
+  if (work.kind === "continue") return work.requester;
+  if (work.kind === "message" && work.item.senderId !== undefined) {
+    return `${work.item.platform}:${work.item.senderId}`;
+  }
+  return null;
 }

@@ -24,9 +24,44 @@ export const ONLINE_NOTICE = "♻️ Gateway online — Keel is back and ready."
 export const DRAIN_REFUSAL =
   "⏳ Keel is draining for maintenance and is not starting new turns right now. Please resend shortly.";
 
-/** Notice for a session suspended after being cut off by several restarts in a row. */
+/**
+ * Notice on the next message of a session suspended without the dropped-request notice (a
+ * suspension recorded before that notice existed).
+ */
 export const SUSPENDED_NOTICE =
   "◐ Your previous session was cut off by several restarts in a row, so this is a fresh conversation.";
+
+/** A user's request as a notice names it: one line, at most 80 characters, in quotes. */
+export function quoteRequest(text: string | null): string {
+  const line = (text ?? "").replace(/\s+/g, " ").trim();
+  if (line === "") return "your last request";
+  return `“${line.length > 80 ? `${line.slice(0, 79)}…` : line}”`;
+}
+
+/**
+ * Sent once to each chat whose interrupted request the restart-loop breaker holds back; it
+ * answers the interrupted message where the platform allows.
+ */
+export function heldBackNotice(request: string | null, windowSeconds: number): string {
+  return (
+    `⏸ The gateway restarted several times in a short while, so ${quoteRequest(request)} is on ` +
+    `hold: it continues by itself once the gateway has been stable for ${windowSeconds} s. ` +
+    "Send /retry to continue it now."
+  );
+}
+
+/** Sent when a session is suspended after three cut-offs in a row: names the dropped request. */
+export function droppedRequestNotice(request: string | null): string {
+  return (
+    `◐ ${capitalize(quoteRequest(request))} was cut off by several restarts in a row, so it was ` +
+    "dropped and your next message starts a fresh conversation. Send /retry to run it again on " +
+    "a fresh start."
+  );
+}
+
+function capitalize(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
 
 /** `/restart` reply while turns run (also for a repeated `/restart`). */
 export function drainingBeforeRestartText(activeTurns: number): string {

@@ -7,7 +7,13 @@
 import type { Logger } from "pino";
 import type { CrashPoint } from "../lib/crash-point.js";
 import type { PlatformAdapter } from "../platforms/platform.js";
-import type { OutboxItem, Store } from "../sessions/store.js";
+import { LeaseLostError, type LeaseToken, type OutboxItem, type Store } from "../sessions/store.js";
+
+/** A chat's delivery lease while this gateway sends its rows; `lost` once it moved on. */
+interface HeldChat {
+  lease: LeaseToken;
+  lost: boolean;
+}
 
 export interface OutboxDispatcherOptions {
   store: Store;
@@ -17,6 +23,16 @@ export interface OutboxDispatcherOptions {
   maxAttempts?: number;
   /** Delay before retrying after a failed delivery. */
   retryDelayMs?: number;
+  /**
+   * How often to look for rows another process queued (`keel pairing approve` writes its notice
+   * into state.db while the gateway runs); 0 turns the sweep off.
+   */
+  sweepMs?: number;
+  /**
+   * Set when several gateways share the store: a chat's rows are sent by the one gateway holding
+   * that chat's delivery lease (owner = this gateway's id), so each is sent once and in order.
+   */
+  chatLeases?: { owner: string; ttlMs: number };
 }
 
 export class OutboxDispatcher {
@@ -26,6 +42,7 @@ export class OutboxDispatcher {
   private flushing: Promise<void> | null = null;
   private dirty = false;
   private retryTimer: NodeJS.Timeout | null = null;
+  private sweepTimer: NodeJS.Timeout | null = null;
   private stopped = false;
 
   constructor(private readonly options: OutboxDispatcherOptions) {}
@@ -37,6 +54,7 @@ export class OutboxDispatcher {
   /** Schedules a delivery pass; cheap to call often. */
   kick(): void {
     if (this.stopped) return;
+    this.startSweep();
     this.dirty = true;
     if (!this.flushing) {
       this.flushing = this.loop()
@@ -46,13 +64,27 @@ export class OutboxDispatcher {
           if (!this.stopped) this.options.logger.error({ err }, "outbox pass failed");
           this.scheduleRetry();
         })
-        .finally(() => (this.flushing = null));
+        .finally(() => {
+          this.flushing = null;
+          // A kick that came after the pass's last look (but before it settled) found it still
+          // flushing and started nothing: look again, or its row would wait for the next kick.
+          if (this.dirty) this.kick();
+        });
     }
   }
 
   stop(): void {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+  }
+
+  /** From the first kick on, a pass every `sweepMs` picks up rows written by other processes. */
+  private startSweep(): void {
+    const every = this.options.sweepMs ?? 5000;
+    if (this.sweepTimer || every <= 0) return;
+    this.sweepTimer = setInterval(() => this.kick(), every);
+    this.sweepTimer.unref();
   }
 
   /** Lists pending rows and starts one delivery run per idle chat; does not wait for them. */
@@ -69,7 +101,7 @@ export class OutboxDispatcher {
       }
       for (const [key, chatRows] of byChat) {
         this.busyChats.add(key);
-        this.deliverInOrder(chatRows)
+        this.deliverChat(key, chatRows)
           .catch((err: unknown) => {
             if (!this.stopped) this.options.logger.error({ err }, "outbox delivery run failed");
             this.scheduleRetry();
@@ -85,16 +117,58 @@ export class OutboxDispatcher {
     }
   }
 
+  /**
+   * Delivers a chat's rows; with a shared store only under the chat's delivery lease, and from a
+   * fresh read taken under it (rows listed before may have been sent by the previous holder).
+   * False when another gateway holds the chat: the sweep looks again.
+   */
+  private async deliverChat(key: string, rows: OutboxItem[]): Promise<boolean> {
+    const leases = this.options.chatLeases;
+    if (!leases) return this.deliverInOrder(rows, null);
+    const { store } = this.options;
+    const lease = await store.claimSessionLease(`outbox:${key}`, leases.owner, leases.ttlMs);
+    if (!lease) return false;
+    const held: HeldChat = { lease, lost: false };
+    // Renewed while a long send runs (a big file, a platform that is slow to answer), so another
+    // gateway does not take the chat over in the middle of it and send its rows again.
+    const renewal = setInterval(() => {
+      store.renewSessionLease(lease, leases.ttlMs).then(
+        (renewed) => {
+          if (!renewed) held.lost = true;
+        },
+        (err: unknown) => this.options.logger.warn({ err }, "delivery lease renewal failed"),
+      );
+    }, leases.ttlMs / 3);
+    renewal.unref();
+    try {
+      const chat = rows[0]!.address;
+      const fresh = (await store.listPendingOutbox(chat.platform)).filter(
+        (r) => r.address.chatId === chat.chatId && r.address.threadId === chat.threadId,
+      );
+      // A row another live gateway queued is its to send (a turn's reply finishes the preview
+      // that gateway streams): this run stops there, and that gateway's own pass sends it.
+      const live = new Set(await store.listLiveInstances(2 * leases.ttlMs));
+      const mine = (row: OutboxItem) =>
+        !row.queuedBy || row.queuedBy === leases.owner || !live.has(row.queuedBy);
+      const upTo = fresh.findIndex((row) => !mine(row));
+      const completed = await this.deliverInOrder(upTo < 0 ? fresh : fresh.slice(0, upTo), held);
+      return completed && upTo < 0;
+    } finally {
+      clearInterval(renewal);
+      await store.releaseSessionLease(lease);
+    }
+  }
+
   /** Delivers a chat's rows in order; false when one failed (later rows wait behind it). */
-  private async deliverInOrder(rows: OutboxItem[]): Promise<boolean> {
+  private async deliverInOrder(rows: OutboxItem[], held: HeldChat | null): Promise<boolean> {
     for (const row of rows) {
-      if (this.stopped) return false;
-      if (!(await this.deliver(row))) return false;
+      if (this.stopped || held?.lost) return false;
+      if (!(await this.deliver(row, held))) return false;
     }
     return true;
   }
 
-  private async deliver(row: OutboxItem): Promise<boolean> {
+  private async deliver(row: OutboxItem, held: HeldChat | null): Promise<boolean> {
     const adapter = this.adapters.get(row.address.platform)!;
     try {
       await adapter.deliver({
@@ -104,13 +178,27 @@ export class OutboxDispatcher {
         address: row.address,
         text: row.text,
         kind: row.kind,
+        ...(row.approvalId && { approvalId: row.approvalId }),
+        turnId: row.turnId,
+        ...(row.file && { file: row.file }),
+        createdAt: row.createdAt,
       });
       this.options.crashPoint("after_reply_sent");
-      await this.options.store.markDelivered(row.id);
+      await this.options.store.markDelivered(row.id, held?.lease);
       return true;
     } catch (err) {
       // Stopped while sending (the store may be closed already): the row stays pending.
       if (this.stopped) return false;
+      if (err instanceof LeaseLostError) {
+        // Another gateway took the chat over meanwhile: its fresh read decides what is still to
+        // send (this row may go out once more, as after a crash), and this one marks nothing.
+        if (held) held.lost = true;
+        this.options.logger.warn(
+          { outboxId: row.id, platform: row.address.platform },
+          "the chat's delivery lease moved to another gateway during the send; leaving the row to it",
+        );
+        return false;
+      }
       const maxAttempts = this.options.maxAttempts ?? 8;
       this.options.logger.warn(
         { err, outboxId: row.id, platform: row.address.platform, attempt: row.attempts + 1 },

@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RecordingAdapter } from "../../test/helpers/recording-adapter.js";
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
+import { contentText } from "../agent/content.js";
 import type { ChatMessage, TurnResult } from "../agent/types.js";
 import type { InboundMessage } from "../platforms/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
@@ -20,6 +21,9 @@ import { OutboxDispatcher } from "./outbox-dispatcher.js";
 import { type BusyInputMode, Runner, type RunnerOptions } from "./runner.js";
 import { TEXT } from "./texts.js";
 
+/** A bound on waiting for turns to end, not a speed check: a loaded machine may need seconds. */
+const IDLE_WAIT_MS = 15_000;
+
 /**
  * A scripted agent: replies "echo: <last user text>", or waits for abort when the text says
  * "block". Records each turn's model input in `seen` and its abort signal in `signals`.
@@ -29,7 +33,7 @@ function scriptedAgent(seen: ChatMessage[][], signals: AbortSignal[] = []): Agen
     seen.push(input.history);
     signals.push(input.signal);
     const last = [...input.history].reverse().find((m) => m.role === "user");
-    const text = last?.content ?? "";
+    const text = contentText(last?.content ?? "");
     if (text.startsWith("block")) {
       await input.journal.recordMessages([]);
       await new Promise<void>((resolve) => {
@@ -153,13 +157,34 @@ describe("Runner", () => {
     await waitFor(async () => (await store.listPendingOutbox()).length === 0);
   });
 
+  it("a message another runner on the store already started is not run again, and nothing fails", async () => {
+    // Two gateways on one store: B dispatches a message A has already answered (B took it for a
+    // dead gateway's while A was only slow).
+    const { item } = await store.acceptInbound(msg("hi"));
+    const a = makeRunner();
+    await a.dispatchOpenInbox();
+    await waitFor(() => adapter.texts().includes("echo: hi"));
+    await a.waitForIdle(IDLE_WAIT_MS);
+    const b = makeRunner();
+    const ends: string[] = [];
+    b.onEvent((event) => {
+      if (event.type === "turn_end") ends.push(event.stopReason);
+    });
+    expect(await b.dispatchOpenInbox(async () => [item])).toBe(1);
+    expect(await b.waitForIdle(IDLE_WAIT_MS)).toBe(true);
+    expect(seen).toHaveLength(1);
+    expect(ends).toEqual([]);
+    await waitFor(async () => (await store.listPendingOutbox()).length === 0);
+    expect(adapter.texts()).toEqual(["echo: hi"]);
+  });
+
   it("ignores a redelivered message", async () => {
     const runner = makeRunner();
     const m = msg("once");
     await runner.receive(m);
     expect((await runner.receive(m)).accepted).toBe(false);
     await waitFor(() => adapter.texts().includes("echo: once"));
-    await runner.waitForIdle(1000);
+    await runner.waitForIdle(IDLE_WAIT_MS);
     expect(adapter.texts().filter((t) => t === "echo: once")).toHaveLength(1);
   });
 
@@ -167,6 +192,57 @@ describe("Runner", () => {
     const runner = makeRunner("interrupt", null);
     await runner.receive(msg("hello"));
     await waitFor(() => adapter.texts().includes(TEXT.noModel));
+  });
+
+  it("names why it refuses work, and reports each refusal of a stored message while the chat gets its text", async () => {
+    const refusals: { refusal: string; inboxId: number }[] = [];
+    const listen = (runner: Runner) =>
+      runner.onEvent((e) => {
+        if (e.type === "refused") refusals.push({ refusal: e.refusal, inboxId: e.inboxId });
+      });
+    const noModel = makeRunner("interrupt", null);
+    listen(noModel);
+    expect(noModel.refusalFor("hello")).toBe("no_model");
+    expect(noModel.refusalFor("/help")).toBeNull();
+    const a = await noModel.receive(msg("hello"));
+    await waitFor(() => adapter.texts().includes(TEXT.noModel));
+
+    const runner = makeRunner();
+    listen(runner);
+    expect(runner.refusalFor("hello")).toBeNull();
+    runner.setDraining(true);
+    expect(runner.refusalFor("hello")).toBe("draining");
+    const b = await runner.receive(msg("while drained"));
+    await waitFor(() => adapter.texts().includes(DRAIN_REFUSAL));
+    runner.setAdmission("stopping");
+    expect(runner.refusalFor("hello")).toBe("stopping");
+    expect(runner.refusalFor("/status")).toBeNull();
+    const c = await runner.receive(msg("while stopping"));
+    await waitFor(() => adapter.texts().includes(notAcceptingText(false)));
+    runner.setAdmission("restarting");
+    expect(runner.refusalFor("hello")).toBe("restarting");
+    expect(refusals).toEqual([
+      { refusal: "no_model", inboxId: a.inboxId },
+      { refusal: "draining", inboxId: b.inboxId },
+      { refusal: "stopping", inboxId: c.inboxId },
+    ]);
+  });
+
+  it("tells why an aborted turn ended: a stop is 'shutdown', a newer message 'interrupt'", async () => {
+    const runner = makeRunner();
+    const causes: (string | null)[] = [];
+    runner.onEvent((e) => {
+      if (e.type === "turn_end") causes.push(e.abortCause);
+    });
+    await runner.receive(msg("block one"));
+    await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
+    await runner.receive(msg("newer"));
+    await waitFor(() => causes.length === 2);
+    await runner.receive(msg("block two"));
+    await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
+    runner.interruptAll("shutdown");
+    await waitFor(() => causes.length === 3);
+    expect(causes).toEqual(["interrupt", null, "shutdown"]);
   });
 
   it("answers /help and explains unknown commands", async () => {
@@ -185,6 +261,15 @@ describe("Runner", () => {
     await runner.receive(msg("next"));
     await waitFor(() => adapter.texts().includes("echo: next"));
     expect(adapter.texts()).toEqual(["echo: next"]);
+  });
+
+  it("queues a late-delivered (backlog) message behind the running turn instead of interrupting it", async () => {
+    const runner = makeRunner("interrupt");
+    await runner.receive(msg("pause first"));
+    await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
+    await runner.receive({ ...msg("pause replayed"), backlog: true });
+    await waitFor(() => adapter.texts().length === 2);
+    expect(adapter.texts()).toEqual(["echo: pause first", "echo: pause replayed"]);
   });
 
   it("queues a message for a busy session in queue mode and runs it afterwards", async () => {
@@ -217,7 +302,7 @@ describe("Runner", () => {
     await waitFor(() => adapter.texts("b").includes("echo: hello"));
     expect(runner.activeTurns().map((t) => t.sessionKey)).toEqual(["agent:main:test:dm:a"]);
     runner.interruptAll();
-    expect(await runner.waitForIdle(2000)).toBe(true);
+    expect(await runner.waitForIdle(IDLE_WAIT_MS)).toBe(true);
   });
 
   it("refuses new work while draining, and still runs internal resumes", async () => {
@@ -245,7 +330,7 @@ describe("Runner", () => {
     const open = await store.listOpenInbox();
     expect(open.find((i) => i.id === followUp.inboxId)?.state).toBe("pending");
     runner.interruptAll();
-    await runner.waitForIdle(2000);
+    await runner.waitForIdle(IDLE_WAIT_MS);
   });
 
   it("starts a fresh transcript on /new", async () => {
@@ -335,6 +420,28 @@ describe("Runner", () => {
       return turn.sessionId;
     }
 
+    it("refuses /restart and /sethome from a sender without operator rights and asks for nothing", async () => {
+      const asked: string[] = [];
+      const runner: Runner = makeRunner("interrupt", scriptedAgent(seen, signals), {
+        control: {
+          requestRestart: async () => {
+            asked.push("restart");
+            return null;
+          },
+          setHomeChannel: async () => {
+            asked.push("sethome");
+          },
+        },
+      });
+      await runner.receive(msg("/restart"));
+      await runner.receive(msg("/sethome"));
+      await waitFor(
+        () => adapter.texts().filter((t) => t.includes("operator rights")).length === 2,
+      );
+      expect(asked).toEqual([]);
+      expect(await store.listOpenInbox()).toEqual([]);
+    });
+
     it("/restart while busy answers with the gateway's reply and does not interrupt the running turn", async () => {
       const asked: { address: unknown; messageId: string }[] = [];
       const runner: Runner = makeRunner("interrupt", scriptedAgent(seen, signals), {
@@ -348,7 +455,7 @@ describe("Runner", () => {
       });
       await runner.receive(msg("block"));
       await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
-      const restart = msg("/restart");
+      const restart = { ...msg("/restart"), operator: true };
       await runner.receive(restart);
       await waitFor(() =>
         adapter.texts().includes("⏳ Draining 1 active agent(s) before restart..."),
@@ -357,7 +464,7 @@ describe("Runner", () => {
       expect(signals[0]?.aborted).toBe(false);
       expect(runner.activeTurns()).toHaveLength(1);
       runner.interruptAll();
-      await runner.waitForIdle(2000);
+      await runner.waitForIdle(IDLE_WAIT_MS);
     });
 
     it("in queue mode a follow-up during a restart is queued durably without interrupting, and runs after the restart", async () => {
@@ -389,7 +496,7 @@ describe("Runner", () => {
       expect(signals[0]?.aborted).toBe(false);
       release();
       await waitFor(() => adapter.texts().includes("first done"));
-      expect(await runner.waitForIdle(2000)).toBe(true);
+      expect(await runner.waitForIdle(IDLE_WAIT_MS)).toBe(true);
       const open = await store.listOpenInbox();
       expect(open.map((i) => [i.id, i.state])).toEqual([[followUp.inboxId, "pending"]]);
       expect(adapter.texts()).not.toContain("echo: follow up");
@@ -480,7 +587,7 @@ describe("Runner", () => {
       await waitFor(() => adapter.texts().includes(TEXT.queued));
       runner.setAdmission("stopping");
       runner.interruptAll("shutdown");
-      expect(await runner.waitForIdle(2000)).toBe(true);
+      expect(await runner.waitForIdle(IDLE_WAIT_MS)).toBe(true);
       expect((await store.listOpenInbox()).map((i) => i.id)).toEqual([queued.inboxId]);
       expect(adapter.texts()).not.toContain("echo: later");
 
@@ -496,7 +603,7 @@ describe("Runner", () => {
       expect(signals[0]?.aborted).toBe(false);
       runner.interruptAll("shutdown");
       expect(signals[0]?.aborted).toBe(true);
-      expect(await runner.waitForIdle(2000)).toBe(true);
+      expect(await runner.waitForIdle(IDLE_WAIT_MS)).toBe(true);
       expect(runner.activeTurns()).toEqual([]);
       expect(await store.listRunningTurns()).toEqual([]);
       const transcript = await store.loadTranscript(result.sessionId);
@@ -521,6 +628,118 @@ describe("Runner", () => {
       expect((await store.getSession(key()))?.resumePending).toBe(false);
     });
 
+    it.each(["queue", "steer"] as const)(
+      "in %s mode a new message into a resume-pending session runs after its resume, each with its own reply",
+      async (mode) => {
+        await seedInterruptedTurn();
+        await store.markResumePending([key()], "restart_interrupted");
+        const runner = makeRunner(mode);
+        await runner.receive(msg("two"));
+        const replies = () => adapter.texts().filter((t) => t.startsWith("echo:"));
+        await waitFor(() => replies().length === 2);
+        expect(replies()).toEqual(["echo: run it", "echo: two"]);
+        expect(adapter.texts()).toContain(TEXT.queued);
+        expect(seen.map((input) => input.at(-1))).toEqual([
+          { role: "system", content: resumeNote("restart_interrupted") },
+          { role: "user", content: "two" },
+        ]);
+        expect(seen[1]!.filter((m) => m.role === "system")).toEqual([]);
+        expect((await store.getSession(key()))?.resumePending).toBe(false);
+      },
+    );
+
+    it("/retry in a resume-pending session continues the interrupted request now, without a second copy of it", async () => {
+      const sessionId = await seedInterruptedTurn();
+      await store.markResumePending([key()], "restart_interrupted");
+      const runner = makeRunner("queue");
+      await runner.receive(msg("/retry"));
+      await waitFor(() => adapter.texts().includes("echo: run it"));
+      expect(seen.at(-1)?.at(-1)).toEqual({
+        role: "system",
+        content: resumeNote("restart_interrupted"),
+      });
+      const users = (await store.loadTranscript(sessionId)).filter(
+        (m) => m.message.role === "user",
+      );
+      expect(users).toHaveLength(1);
+      expect((await store.getSession(key()))?.resumePending).toBe(false);
+    });
+
+    it("/retry after a suspension runs the dropped request again on a fresh start", async () => {
+      const oldId = await seedInterruptedTurn();
+      await store.setSuspended(key(), true);
+      const runner = makeRunner();
+      await runner.receive(msg("/retry"));
+      await waitFor(() => adapter.texts().includes("echo: run it"));
+      expect(seen.at(-1)).toEqual([{ role: "user", content: "run it" }]);
+      const session = await store.getSession(key());
+      expect(session?.sessionId).not.toBe(oldId);
+      expect(session?.suspended).toBe(false);
+    });
+
+    it("a session already told of its dropped request starts fresh on its next message without a second notice", async () => {
+      await seedInterruptedTurn();
+      await store.enqueueRequestNotice({
+        sessionKey: key(),
+        notice: "dropped",
+        address: { platform: "test", chatId: "1" },
+        text: "dropped: run it",
+      });
+      await store.setSuspended(key(), true);
+      const runner = makeRunner();
+      await runner.receive(msg("hello again"));
+      await waitFor(() => adapter.texts().includes("echo: hello again"));
+      expect(adapter.texts()).toEqual(["dropped: run it", "echo: hello again"]);
+      expect(seen.at(-1)).toEqual([{ role: "user", content: "hello again" }]);
+    });
+
+    it("a resumed reply answers the interrupted message, not a /restart sent after it", async () => {
+      const blocking: AgentRun = async (input) => {
+        await input.journal.recordMessages([]);
+        await new Promise<void>((resolve) =>
+          input.signal.addEventListener("abort", () => resolve(), { once: true }),
+        );
+        return { stopReason: "aborted", reply: "", finalMessage: null, iterations: 1 };
+      };
+      const anchored = (text: string) => {
+        const m = msg(text);
+        return { ...m, address: { ...m.address, replyToMessageId: m.platformMessageId } };
+      };
+      const first = makeRunner("interrupt", blocking);
+      const request = anchored("hold on");
+      await first.receive(request);
+      await waitFor(() => first.activeTurns().some((t) => t.agentStarted));
+      await first.receive({ ...anchored("/restart"), operator: true });
+      await waitFor(() => adapter.texts().includes("restarting"));
+      first.setAdmission("restarting");
+      first.interruptAll("shutdown");
+      expect(await first.waitForIdle(IDLE_WAIT_MS)).toBe(true);
+      await store.markResumePending([key()], "restart_timeout");
+
+      const next = makeRunner();
+      next.resume((await store.getSession(key()))!);
+      await waitFor(() => adapter.texts().includes("echo: hold on"));
+      const reply = adapter.delivered.find((d) => d.text === "echo: hold on");
+      expect(reply?.address.replyToMessageId).toBe(request.platformMessageId);
+    });
+
+    it("without a model, a resume and a /retry answer with the no-model text and leave nothing running", async () => {
+      await seedInterruptedTurn();
+      await store.markResumePending([key()], "restart_interrupted");
+      const runner = makeRunner("interrupt", null);
+      runner.resume((await store.getSession(key()))!);
+      await waitFor(() => adapter.texts().includes(TEXT.noModel));
+      expect(await runner.waitForIdle(IDLE_WAIT_MS)).toBe(true);
+      expect(await store.listRunningTurns()).toEqual([]);
+      expect((await store.getSession(key()))?.resumePending).toBe(false);
+
+      await runner.receive(msg("/retry"));
+      await waitFor(() => adapter.texts().filter((t) => t === TEXT.noModel).length === 2);
+      expect(await runner.waitForIdle(IDLE_WAIT_MS)).toBe(true);
+      expect(await store.listRunningTurns()).toEqual([]);
+      expect(runner.activeTurns()).toEqual([]);
+    });
+
     it("an interrupted resume turn leaves the session resume-pending", async () => {
       let block = true;
       const echo = scriptedAgent(seen, signals);
@@ -539,14 +758,14 @@ describe("Runner", () => {
       runner.resume((await store.getSession(key()))!);
       await waitFor(() => runner.activeTurns().some((t) => t.agentStarted));
       runner.interruptAll("shutdown");
-      expect(await runner.waitForIdle(2000)).toBe(true);
+      expect(await runner.waitForIdle(IDLE_WAIT_MS)).toBe(true);
       const session = await store.getSession(key());
       expect(session?.resumePending).toBe(true);
       expect(session?.resumeReason).toBe("restart_interrupted");
       block = false;
       runner.resume(session!);
       await waitFor(() => adapter.texts().includes("echo: run it"));
-      await runner.waitForIdle(2000);
+      await runner.waitForIdle(IDLE_WAIT_MS);
       expect((await store.getSession(key()))?.resumePending).toBe(false);
     });
   });
@@ -562,7 +781,7 @@ describe("Runner", () => {
     expect(await opening).toBeLessThanOrEqual(2);
     const replies = () => adapter.texts().filter((t) => t.startsWith("echo:"));
     await waitFor(() => replies().length >= 2);
-    await runner.waitForIdle(2000);
+    await runner.waitForIdle(IDLE_WAIT_MS);
     expect(replies()).toEqual(["echo: pause early", "echo: pause during"]);
     expect(seen.filter((h) => h.at(-1)?.content === "pause early")).toHaveLength(1);
   });

@@ -3,19 +3,39 @@
  * chat commands, runs one turn at a time per session key (sessions in parallel up to a cap),
  * applies the busy-input mode, and refuses new work while the gateway stops or drains.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { BUSY_INPUT_MODES } from "../config/schema.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import type {
   AcceptResult,
+  ApprovalPress,
+  ApprovalPressResult,
   ChatAddress,
   InboundMessage,
   InboundSink,
+  ProgressUpdate,
+  Refusal,
 } from "../platforms/platform.js";
-import type { InboxItem, SessionRecord, Store } from "../sessions/store.js";
-import type { AgentRun, IsReadOnlyTool } from "./agent-run.js";
-import { type ChatCommandHost, handleChatCommand, parseChatCommand } from "./chat-commands.js";
+import { queueNotice } from "../sessions/notices.js";
+import type {
+  InboxItem,
+  LeaseToken,
+  ScheduleAdvance,
+  SessionRecord,
+  Store,
+} from "../sessions/store.js";
+import type { AgentRun, IsReadOnlyTool, TurnApprovals } from "./agent-run.js";
+import {
+  type Admission,
+  type ChatCommandHost,
+  type ExtraChatCommand,
+  type GatewayControl,
+  handleChatCommand,
+  parseChatCommand,
+} from "./chat-commands.js";
 import { EventFanout, type RunnerEventListener } from "./events.js";
+import { hasOpenToolCalls } from "./history.js";
 import {
   type AbortCause,
   type ActiveTurn,
@@ -29,20 +49,13 @@ import {
   queuedForAfterRestartText,
   SUSPENDED_NOTICE,
 } from "./lifecycle-texts.js";
+import type { MediaSettings } from "./media-input.js";
+import { isDetachedAddress, isScheduledFire } from "./scheduled-input.js";
 import { TEXT } from "./texts.js";
-import { executeTurn, replyAddress } from "./turn.js";
+import { replyAddress, runJournaledTurn } from "./turn.js";
 
 export type BusyInputMode = (typeof BUSY_INPUT_MODES)[number];
-/** `open`: normal; `restarting`/`stopping`: the stop sequence closed admission. */
-export type Admission = "open" | "restarting" | "stopping";
-
-/** Gateway-level actions a chat command may ask for. */
-export interface GatewayControl {
-  /** Starts a restart (idempotent); returns the text to answer the `/restart` with, if any. */
-  requestRestart(from: { address: ChatAddress; messageId: string }): Promise<string | null>;
-  /** Makes `address` the platform's home channel. */
-  setHomeChannel(address: ChatAddress): Promise<void>;
-}
+export type { Admission, ExtraChatCommand, GatewayControl };
 
 export interface RunnerOptions {
   store: Store;
@@ -58,9 +71,28 @@ export interface RunnerOptions {
   /** Wakes the outbox dispatcher. */
   onReplyQueued(): void;
   showTyping?(address: ChatAddress): () => void;
+  /** Shows a running turn's progress in its chat (the platform adapter's `progress`). */
+  progress?(update: ProgressUpdate): void;
   /** Told the number of running turns whenever it changes. */
   onActiveTurnsChange?(count: number): void;
   crashPoint: CrashPoint;
+  /** Chat commands other parts contribute (`/schedules`): the text they answer with. */
+  extraCommands?: Record<string, ExtraChatCommand>;
+  /** How files that come with messages are fetched and read (media-input.ts). */
+  media?: MediaSettings;
+  /** Lines other parts add to `/status`. */
+  statusLines?(): string[];
+  /** Tool calls that wait for a human (src/approvals); absent: every call runs. */
+  approvals?: TurnApprovals & {
+    press(press: ApprovalPress): Promise<ApprovalPressResult>;
+  };
+  /** Lines about the model and its latest calls, added to `/status`. */
+  modelStatusLines?(item: InboxItem): Promise<string[]>;
+  /**
+   * Set when several gateways share the store: a turn runs only under its session's lease, held
+   * by `owner` (this instance's id) and renewed every third of `ttlMs`; its writes carry it.
+   */
+  sessionLeases?: { owner: string; ttlMs: number };
   now?: () => number;
 }
 
@@ -83,6 +115,8 @@ export class Runner implements InboundSink {
   private draining = false;
   private idleWaiters: (() => void)[] = [];
   private intakeHeld = false;
+  /** Scheduled fires that came while draining: they stay pending and run when the drain ends. */
+  private heldForDrain: InboxItem[] = [];
   /** Inbox ids dispatched by `receive` while `dispatchOpenInbox` runs (so it skips them). */
   private startupDispatched: Set<number> | null = null;
 
@@ -96,14 +130,17 @@ export class Runner implements InboundSink {
 
   /**
    * Commits the message to the inbox, then handles it in the background. While intake is held
-   * (gateway start-up), the message is only stored: `dispatchOpenInbox` picks it up.
+   * (gateway start-up), the message is only stored: `dispatchOpenInbox` picks it up. A scheduled
+   * fire comes with its job's `advance`, committed in the same transaction as the inbox row.
    */
-  async receive(message: InboundMessage): Promise<AcceptResult> {
-    const { accepted, item } = await this.options.store.acceptInbound(message);
+  async receive(message: InboundMessage, advance?: ScheduleAdvance): Promise<AcceptResult> {
+    const { accepted, item } = await this.options.store.acceptInbound(message, advance);
     this.options.crashPoint("after_inbox_commit");
     if (accepted && !this.intakeHeld) {
       this.startupDispatched?.add(item.id);
-      this.dispatch(item).catch((err: unknown) => this.logFailure(err, item));
+      this.dispatch(item, message.backlog === true).catch((err: unknown) =>
+        this.logFailure(err, item),
+      );
     }
     return { accepted, inboxId: item.id, sessionId: item.sessionId };
   }
@@ -118,13 +155,16 @@ export class Runner implements InboundSink {
 
   /**
    * Dispatches the inbox items left open by a previous process or stored while intake was held,
-   * each once, in order, and opens intake.
+   * each once, in order, and opens intake. `open` says which items are this gateway's to run
+   * (several gateways: its own and those of gateways that died); default: every open item.
    */
-  async dispatchOpenInbox(): Promise<number> {
+  async dispatchOpenInbox(
+    open: () => Promise<InboxItem[]> = () => this.options.store.listOpenInbox(),
+  ): Promise<number> {
     this.intakeHeld = false;
     this.startupDispatched = new Set();
     try {
-      const items = await this.options.store.listOpenInbox();
+      const items = await open();
       let count = 0;
       for (const item of items) {
         if (this.startupDispatched.has(item.id)) continue;
@@ -135,6 +175,32 @@ export class Runner implements InboundSink {
     } finally {
       this.startupDispatched = null;
     }
+  }
+
+  /** Why new work would be refused now; chat commands are always handled (InboundSink). */
+  refusalFor(text: string): Refusal | null {
+    if (parseChatCommand(text)) return null;
+    if (this.admission !== "open") return this.admission;
+    if (this.draining) return "draining";
+    if (!this.options.agent) return "no_model";
+    return null;
+  }
+
+  /** An approval button was pressed (InboundSink): decided once, in the store. */
+  answerApproval(press: ApprovalPress): Promise<ApprovalPressResult> {
+    const approvals = this.options.approvals;
+    if (!approvals) return Promise.resolve({ toast: "Approvals are off.", cardText: null });
+    return approvals.press(press);
+  }
+
+  /**
+   * Queues the turn that applies an approval's answer to its session (an internal event, like a
+   * resume: it runs while draining). One queued continuation covers every answer of the session.
+   */
+  continueAfterApproval(sessionKey: string, sessionId: string, requester: string | null): void {
+    const lane = this.lanes.get(sessionKey);
+    if (lane?.queue.some((w) => w.kind === "continue" && w.sessionId === sessionId)) return;
+    this.enqueue(sessionKey, { kind: "continue", sessionId, requester }, false);
   }
 
   /** Queues a synthetic turn that continues an interrupted session (an internal event: allowed while draining). */
@@ -148,6 +214,10 @@ export class Runner implements InboundSink {
 
   setDraining(draining: boolean): void {
     this.draining = draining;
+    if (draining) return;
+    for (const item of this.heldForDrain.splice(0)) {
+      this.dispatch(item, true).catch((err: unknown) => this.logFailure(err, item));
+    }
   }
 
   isDraining(): boolean {
@@ -205,52 +275,100 @@ export class Runner implements InboundSink {
       await handleChatCommand(this.commandHost(), item, command);
       return;
     }
+    if (isScheduledFire(item) && (this.admission !== "open" || this.draining)) {
+      // Not started now, not refused either: after a drain it runs here, after a stop in the
+      // next process (it stays pending in the inbox).
+      if (this.admission === "open") this.heldForDrain.push(item);
+      return;
+    }
     const lane = this.lanes.get(item.sessionKey);
     const busy = Boolean(lane?.active);
-    if (this.admission !== "open") {
-      await this.refuseWhileStopping(item, busy);
+    const refusal = this.refusalFor(item.text);
+    if (refusal === "stopping" || refusal === "restarting") {
+      await this.refuseWhileStopping(item, busy, refusal);
       return;
     }
-    if (this.draining) {
-      await this.answer(item, DRAIN_REFUSAL, "cancelled");
+    if (refusal === "draining") {
+      await this.refuse(item, refusal);
       return;
     }
-    if (!this.options.agent) {
+    if (refusal === "no_model") {
       await this.answer(item, TEXT.noModel, "done");
+      this.emitRefused(item, refusal);
       return;
     }
-    const freshStart = await this.freshStartNotice(item);
-    if (freshStart) await this.notice(item.sessionKey, item.address, freshStart);
-    if (busy && lane?.active && !backlog) {
-      await this.applyBusyMode(lane.active, item);
+    const session = await this.options.store.getSession(item.sessionKey);
+    const reset = await this.freshStart(item, session);
+    // A request an interruption left unanswered (e.g. held back by the restart-loop breaker) runs
+    // first, as its own turn with its own reply, in `queue` and `steer` modes; in `interrupt`
+    // mode the new message's turn carries it, with a note for the model (turn.ts).
+    const resumeFirst =
+      !reset && session?.resumePending === true && this.options.busyInputMode !== "interrupt";
+    if (resumeFirst && !this.resumeQueued(item.sessionKey)) {
+      this.enqueue(item.sessionKey, { kind: "resume", session }, false);
+    }
+    const active = this.lanes.get(item.sessionKey)?.active;
+    if (active && !backlog && !isScheduledFire(item)) {
+      await this.applyBusyMode(active, item);
       return;
     }
     this.enqueue(item.sessionKey, { kind: "message", item }, false);
+    if (resumeFirst && !backlog) await this.notice(item.sessionKey, item.address, TEXT.queued);
   }
 
   /**
    * A suspended session, or one whose interruption is older than the freshness window, starts
-   * a fresh transcript on its next message; returns the notice to send, or null. A fresh
-   * resume-pending session keeps its transcript (its mark clears when the turn succeeds).
+   * a fresh transcript on its next message, with a notice unless the session was already told
+   * (a suspension names the dropped request when it happens); true when it was reset. A fresh
+   * resume-pending session keeps its transcript (its mark clears when a turn succeeds).
    */
-  private async freshStartNotice(item: InboxItem): Promise<string | null> {
-    const session = await this.options.store.getSession(item.sessionKey);
-    if (!session || this.lanes.get(item.sessionKey)?.active) return null;
-    const markedAt = session.resumeMarkedAt ?? session.updatedAt;
-    const stale =
-      session.resumePending && this.now() - markedAt > this.options.autoResumeFreshnessMs;
-    if (!session.suspended && !stale) return null;
+  private async freshStart(item: InboxItem, session: SessionRecord | null): Promise<boolean> {
+    if (!session || this.lanes.get(item.sessionKey)?.active) return false;
+    const stale = session.resumePending && this.isStale(session);
+    if (!session.suspended && !stale) return false;
     await this.options.store.resetSession(item.sessionKey);
-    return session.suspended ? SUSPENDED_NOTICE : TEXT.stale;
+    const notice = !session.suspended
+      ? TEXT.stale
+      : session.requestNotice === "dropped"
+        ? null
+        : SUSPENDED_NOTICE;
+    if (notice) await this.notice(item.sessionKey, item.address, notice);
+    return true;
+  }
+
+  private isStale(session: SessionRecord): boolean {
+    const markedAt = session.resumeMarkedAt ?? session.updatedAt;
+    return this.now() - markedAt > this.options.autoResumeFreshnessMs;
+  }
+
+  /** True when a resume of the session is running or waiting in its lane. */
+  private resumeQueued(sessionKey: string): boolean {
+    const lane = this.lanes.get(sessionKey);
+    if (!lane) return false;
+    return lane.active?.work.kind === "resume" || lane.queue.some((w) => w.kind === "resume");
+  }
+
+  /**
+   * `/retry` in a session whose interrupted request waits for its resume (held back by the
+   * restart-loop breaker): continues it now, ahead of queued messages. False when the request is
+   * too old to continue (then `/retry` runs the last message again instead).
+   */
+  resumeNow(session: SessionRecord): boolean {
+    if (!session.resumePending || session.suspended || this.isStale(session)) return false;
+    if (!this.resumeQueued(session.key))
+      this.enqueue(session.key, { kind: "resume", session }, true);
+    return true;
   }
 
   private async applyBusyMode(active: ActiveTurn, item: InboxItem): Promise<void> {
     const mode = this.options.busyInputMode;
-    if (mode === "steer") {
+    // A running resume answers the interrupted request on its own: steering falls back to queue.
+    // Files need their own turn to be fetched: a message with files is queued instead.
+    if (mode === "steer" && active.work.kind !== "resume" && !item.attachments?.length) {
       active.steer.push(item);
       return;
     }
-    if (mode === "queue") {
+    if (mode === "queue" || mode === "steer") {
       this.enqueue(item.sessionKey, { kind: "message", item }, false);
       await this.notice(item.sessionKey, item.address, TEXT.queued);
       return;
@@ -259,14 +377,37 @@ export class Runner implements InboundSink {
     this.abort(active, "interrupt");
   }
 
-  private async refuseWhileStopping(item: InboxItem, busy: boolean): Promise<void> {
-    const restarting = this.admission === "restarting";
+  private async refuseWhileStopping(
+    item: InboxItem,
+    busy: boolean,
+    refusal: "stopping" | "restarting",
+  ): Promise<void> {
+    const restarting = refusal === "restarting";
     if (busy && this.options.busyInputMode === "queue") {
       // Stays `pending` in the inbox: the next process runs it after the resume.
       await this.notice(item.sessionKey, item.address, queuedForAfterRestartText(restarting));
       return;
     }
-    await this.answer(item, notAcceptingText(restarting), "cancelled");
+    await this.refuse(item, refusal);
+  }
+
+  /** Answers a message the gateway does not take now with why, closes it, and tells listeners. */
+  private async refuse(item: InboxItem, refusal: "draining" | "stopping" | "restarting") {
+    const text =
+      refusal === "draining" ? DRAIN_REFUSAL : notAcceptingText(refusal === "restarting");
+    await this.answer(item, text, "cancelled");
+    this.emitRefused(item, refusal);
+  }
+
+  /** Tells listeners a stored message was refused (after its text reply was stored). */
+  private emitRefused(item: InboxItem, refusal: Refusal): void {
+    this.events.emit({
+      type: "refused",
+      sessionKey: item.sessionKey,
+      sessionId: item.sessionId,
+      inboxId: item.id,
+      refusal,
+    });
   }
 
   private enqueue(sessionKey: string, work: Work, front: boolean): void {
@@ -301,14 +442,30 @@ export class Runner implements InboundSink {
   /** Runs one piece of work; never rejects (a failure is logged and reported to listeners). */
   private async run(active: ActiveTurn): Promise<void> {
     const item = active.work.kind === "message" ? active.work.item : null;
+    const leases = this.options.sessionLeases;
+    let renewal: NodeJS.Timeout | undefined;
     try {
+      if (leases) {
+        active.lease = await this.claimLease(active, leases);
+        if (!active.lease) return;
+        renewal = setInterval(() => void this.renewLease(active, leases.ttlMs), leases.ttlMs / 3);
+        renewal.unref();
+      }
       const session = await this.options.store.getSession(active.sessionKey);
       active.address = replyAddress(active, session?.origin ?? null);
       // A resume is moot once a newer turn has continued the session (its mark is gone).
       if (active.work.kind === "resume" && (!active.address || !session?.resumePending)) return;
+      // An answer for a transcript `/new` has left behind has nothing to continue, nor one whose
+      // calls another turn (a resume after a restart) has already answered.
+      if (active.work.kind === "continue" && !(await this.continues(active.work, session))) return;
+      const agent = this.options.agent;
+      if (!agent) {
+        await this.answerWithoutModel(active);
+        return;
+      }
       const stopTyping = active.address ? this.options.showTyping?.(active.address) : undefined;
       try {
-        await executeTurn(this.turnContext(), active);
+        await runJournaledTurn(this.turnContext(agent), active);
       } finally {
         stopTyping?.();
       }
@@ -326,9 +483,67 @@ export class Runner implements InboundSink {
         type: "turn_end",
         inboxId: item?.id ?? null,
         stopReason: "error",
-        reply: "Keel could not record this turn; it will be retried after the gateway restarts.",
+        reply: leases
+          ? "Keel could not record this turn; it will be resumed once the database answers again."
+          : "Keel could not record this turn; it will be retried after the gateway restarts.",
+        abortCause: active.abortCause,
       });
+    } finally {
+      clearInterval(renewal);
+      if (active.lease) {
+        await this.options.store.releaseSessionLease(active.lease).catch((err: unknown) => {
+          this.options.logger.warn({ err, session: active.sessionKey }, "lease release failed");
+        });
+      }
     }
+  }
+
+  /**
+   * Waits for the session's lease: another instance running a turn of it releases it when that
+   * turn ends (or its lease runs out). Null when this turn was aborted while waiting.
+   */
+  private async claimLease(
+    active: ActiveTurn,
+    { owner, ttlMs }: { owner: string; ttlMs: number },
+  ): Promise<LeaseToken | null> {
+    const signal = active.controller.signal;
+    for (;;) {
+      const lease = await this.options.store.claimSessionLease(active.sessionKey, owner, ttlMs);
+      if (lease) return lease;
+      if (signal.aborted) return null;
+      await delay(Math.min(ttlMs / 3, 500), undefined, { signal }).catch(() => {});
+    }
+  }
+
+  /** A lease that moved on is not fought for: the turn's next write is refused by the store. */
+  private async renewLease(active: ActiveTurn, ttlMs: number): Promise<void> {
+    if (!active.lease) return;
+    let renewed: LeaseToken | null;
+    try {
+      renewed = await this.options.store.renewSessionLease(active.lease, ttlMs);
+    } catch (err) {
+      // Not lost yet: the lease runs out unless a later renewal gets through in time.
+      this.options.logger.warn(
+        { err, session: active.sessionKey },
+        "could not renew the session's lease (the store does not answer)",
+      );
+      return;
+    }
+    if (!renewed) {
+      this.options.logger.warn(
+        { session: active.sessionKey, fence: active.lease.fence },
+        "the session's lease moved to another instance; this turn's writes will be refused",
+      );
+    }
+  }
+
+  private async continues(
+    work: Extract<Work, { kind: "continue" }>,
+    session: SessionRecord | null,
+  ): Promise<boolean> {
+    if (session?.sessionId !== work.sessionId) return false;
+    const transcript = await this.options.store.loadTranscript(work.sessionId);
+    return hasOpenToolCalls(transcript.map((m) => m.message));
   }
 
   private finish(sessionKey: string, lane: Lane, active: ActiveTurn): void {
@@ -350,16 +565,34 @@ export class Runner implements InboundSink {
     active.controller.abort(new Error(`turn ${cause}`));
   }
 
-  private turnContext() {
-    const { store, agent, isReadOnlyTool, logger, crashPoint, onReplyQueued } = this.options;
+  /**
+   * No model is configured (a resume or `/retry` after the model was removed from the config):
+   * the agent is never reached and nothing is left running; the chat gets the no-model text.
+   */
+  private async answerWithoutModel(active: ActiveTurn): Promise<void> {
+    const work = active.work;
+    if (work.kind === "message") {
+      await this.answer(work.item, TEXT.noModel, "done");
+      return;
+    }
+    if (work.kind === "resume") await this.options.store.clearResumePending(active.sessionKey);
+    if (active.address) await this.notice(active.sessionKey, active.address, TEXT.noModel);
+  }
+
+  private turnContext(agent: AgentRun) {
+    const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress, approvals } =
+      this.options;
     return {
+      ...(approvals && { approvals }),
       store,
-      agent: agent!,
+      agent,
       isReadOnlyTool,
       events: this.events,
       logger,
       crashPoint,
       onReplyQueued,
+      media: this.options.media ?? null,
+      progress,
     };
   }
 
@@ -371,31 +604,27 @@ export class Runner implements InboundSink {
       stopTurn: (active, cause) => this.abort(active, cause),
       retry: (sessionKey, text, address) =>
         this.enqueue(sessionKey, { kind: "retry", sessionKey, text, address }, false),
+      resumeNow: (session) => this.resumeNow(session),
       answer: (item, text) => this.answer(item, text, "done"),
-      refuse: (item) =>
-        this.admission !== "open"
-          ? this.answer(item, notAcceptingText(this.admission === "restarting"), "cancelled")
-          : this.answer(item, DRAIN_REFUSAL, "cancelled"),
+      refuse: (item) => this.refuse(item, this.admission === "open" ? "draining" : this.admission),
       admission: () => this.admission,
       draining: () => this.draining,
+      extraCommand: (name) => this.options.extraCommands?.[name] ?? null,
+      statusLines: () => this.options.statusLines?.() ?? [],
+      modelStatusLines: (item) => this.options.modelStatusLines?.(item) ?? Promise.resolve([]),
     };
   }
 
   /** Replies to an inbox item with a notice and closes it. */
   private async answer(item: InboxItem, text: string, state: "done" | "cancelled"): Promise<void> {
-    await this.options.store.closeInboxItem(item.id, state, text);
+    const to = isDetachedAddress(item.address) ? undefined : text;
+    await this.options.store.closeInboxItem(item.id, state, to);
     this.options.onReplyQueued();
   }
 
   private async notice(sessionKey: string, address: ChatAddress, text: string): Promise<void> {
-    const session = await this.options.store.ensureSession(sessionKey, address);
-    await this.options.store.enqueueOutbox({
-      sessionKey,
-      sessionId: session.sessionId,
-      address,
-      text,
-      kind: "notice",
-    });
+    if (isDetachedAddress(address)) return;
+    await queueNotice(this.options.store, { sessionKey, address, text });
     this.options.onReplyQueued();
   }
 

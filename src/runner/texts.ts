@@ -1,7 +1,7 @@
 /** Every user-facing text of the runner in one place (lifecycle.md fixes several verbatim). */
 export const TEXT = {
   noModel:
-    "No model is configured yet. Set model.base_url and model.name in $KEEL_HOME/config.yaml " +
+    "No model is configured yet. Run `keel setup` on the gateway's machine, or set model.base_url and model.name in $KEEL_HOME/config.yaml " +
     "(or OPENAI_BASE_URL and KEEL_MODEL), then restart Keel. Any OpenAI-compatible server works: " +
     "vLLM, llama.cpp, Ollama, OpenRouter.",
   queued: "⏳ Queued — I'll get to this as soon as the current task finishes.",
@@ -19,12 +19,20 @@ export const TEXT = {
     "/restart — restart the gateway",
     "/status — what this session is doing",
     "/sethome — make this chat the home channel for gateway notices",
+    "/schedules — scheduled tasks reporting to this chat (pause, resume, delete by number)",
+    "/usage — tokens used and how full the context is",
+    "/compact — summarise older messages now to free context",
+    "/model [name] — list the models, or switch this session to one",
+    "/memory — what the agent remembers about you",
+    "/approve [id] [session] — run the command waiting for approval (session: allow its kind for the session)",
+    "/deny [id] — do not run it; the agent is told",
     "/help — this list",
   ].join("\n"),
+  operatorOnly: (name: string) =>
+    `⛔ /${name} acts on the whole gateway and needs operator rights: the web chat, \`keel chat\`, ` +
+    "a request with the control token, or a user in the admin_users of Telegram, Slack or Discord. Nothing was done.",
   unknownCommand: (name: string) =>
     `Unknown command /${name}. Send /help for the list of commands.`,
-  maxIterations: (n: number) =>
-    `I stopped after ${n} steps without finishing. Send a message to continue.`,
 } as const;
 
 /** Tool result recorded for a tool call cut off by a crash or restart. */

@@ -10,7 +10,7 @@ import { EventFanout } from "./events.js";
 import { resumeNote } from "./history.js";
 import { type ActiveTurn, createActiveTurn } from "./lane.js";
 import { UNKNOWN_OUTCOME } from "./texts.js";
-import { executeTurn } from "./turn.js";
+import { runJournaledTurn } from "./turn.js";
 
 const KEY = "agent:main:telegram:dm:1";
 const ADDRESS: ChatAddress = { platform: "telegram", chatId: "1" };
@@ -20,7 +20,7 @@ function call(id: string, name: string): ToolCall {
   return { id, type: "function", function: { name, arguments: "{}" } };
 }
 
-describe("executeTurn after a crash (resume)", () => {
+describe("runJournaledTurn after a crash (resume)", () => {
   let dir: ReturnType<typeof createTempDir>;
   let store: SqliteStore;
   let histories: ChatMessage[][];
@@ -86,7 +86,7 @@ describe("executeTurn after a crash (resume)", () => {
   }
 
   async function run(active: ActiveTurn, turnAgent: AgentRun): Promise<void> {
-    await executeTurn(
+    await runJournaledTurn(
       {
         store,
         agent: turnAgent,

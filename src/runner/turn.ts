@@ -3,11 +3,31 @@
  * agent with a journal that records every step, and record the end together with the reply.
  */
 import type { Logger } from "pino";
-import type { ChatMessage } from "../agent/types.js";
+import type { UserContent } from "../agent/content.js";
+import type { CallUsage, ChatMessage } from "../agent/types.js";
+import { createCompactionSink, visibleMessages } from "../context/compaction-record.js";
 import type { CrashPoint } from "../lib/crash-point.js";
-import type { ChatAddress } from "../platforms/platform.js";
-import type { ResumeReason, Store } from "../sessions/store.js";
-import type { AgentRun, IsReadOnlyTool, TurnJournal } from "./agent-run.js";
+import { memoryUserOf } from "../memory/memory-file.js";
+import type {
+  ChatAddress,
+  OutboundFile,
+  ProgressStep,
+  ProgressUpdate,
+  TurnUsage,
+} from "../platforms/platform.js";
+import {
+  type InboxItem,
+  InboxItemTakenError,
+  type ResumeReason,
+  type Store,
+} from "../sessions/store.js";
+import type {
+  AgentRun,
+  GateTurn,
+  IsReadOnlyTool,
+  TurnApprovals,
+  TurnJournal,
+} from "./agent-run.js";
 import type { EventFanout } from "./events.js";
 import {
   normalizeHistory,
@@ -16,6 +36,13 @@ import {
   withNoteBeforeTail,
 } from "./history.js";
 import type { ActiveTurn } from "./lane.js";
+import {
+  type MediaSettings,
+  NO_VISION_NOTICE,
+  NO_VISION_NOTICE_NAME,
+  prepareMessageContent,
+} from "./media-input.js";
+import { isDetachedAddress, isScheduledFire, labelScheduledReply } from "./scheduled-input.js";
 import { UNKNOWN_OUTCOME } from "./texts.js";
 
 export interface TurnContext {
@@ -27,23 +54,46 @@ export interface TurnContext {
   crashPoint: CrashPoint;
   /** Called when a reply was queued in the outbox. */
   onReplyQueued(): void;
-}
-
-export interface TurnOutcome {
-  state: "done" | "interrupted" | "failed";
+  /** How a message's files are fetched and read; null: files are named to the model, unread. */
+  media?: MediaSettings | null;
+  approvals?: TurnApprovals;
+  /** Shows the turn's progress on its chat's platform (streamed reply, tool lines). */
+  progress?(update: ProgressUpdate): void;
 }
 
 /** Runs `active.work` to its end. Throws only when the store fails (the turn stays `running`). */
-export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise<TurnOutcome> {
+export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Promise<void> {
   const { store, events } = ctx;
   const work = active.work;
-  const userText =
+  let userContent: UserContent | null =
     work.kind === "message" ? work.item.text : work.kind === "retry" ? work.text : null;
-  const turn = await store.startTurn({
-    sessionKey: active.sessionKey,
-    inboxId: work.kind === "message" ? work.item.id : null,
-    userMessage: userText === null ? null : { role: "user", content: userText },
-  });
+  if (work.kind === "message" && work.item.attachments?.length) {
+    const prepared = await messageWithFiles(ctx, active, work.item);
+    // Cut off before its files were handled: by a gateway stop (the message stays pending and
+    // the next start runs it from the recorded steps) or by `/stop`, `/new` (closed, no turn).
+    if (prepared === null) return;
+    userContent = prepared;
+  }
+  const turn = await store
+    .startTurn({
+      sessionKey: active.sessionKey,
+      inboxId: work.kind === "message" ? work.item.id : null,
+      userMessage: userContent === null ? null : { role: "user", content: userContent },
+      // A resume continues the request the origin already names; any other turn answers its own.
+      origin: work.kind === "resume" ? null : active.address,
+      memoryUser: work.kind === "message" ? memoryUserOf(work.item) : null,
+      lease: active.lease ?? undefined,
+    })
+    .catch((err: unknown) => {
+      // Another gateway sharing the store started this message first (it took over a queue
+      // presumed dead): it answers it, this one does nothing.
+      if (err instanceof InboxItemTakenError) return null;
+      throw err;
+    });
+  if (!turn) {
+    ctx.logger.info({ session: active.sessionKey }, "message already taken by another gateway");
+    return;
+  }
   ctx.crashPoint("after_turn_start");
   active.turnId = turn.id;
   active.sessionId = turn.sessionId;
@@ -57,53 +107,117 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
 
   // A resumed turn, or a new message in a session an interruption left resume-pending, is told
   // what happened so the model continues instead of starting over.
+  const session = await ctx.store.getSession(active.sessionKey);
+  const gateTurn: GateTurn = {
+    sessionKey: active.sessionKey,
+    sessionId: turn.sessionId,
+    turnId: turn.id,
+    address: active.address && !isDetachedAddress(active.address) ? active.address : null,
+    requester: active.requester,
+  };
+  // A new message instead of an answer: calls still waiting for approval are not run.
+  if (work.kind === "message" || work.kind === "retry") await ctx.approvals?.supersede(gateTurn);
   const resumeFrom =
-    work.kind === "resume"
-      ? work.session
-      : await ctx.store.getSession(active.sessionKey).then((s) => (s?.resumePending ? s : null));
-  const history = await buildHistory(
+    work.kind === "resume" ? work.session : session?.resumePending ? session : null;
+  const { history, summary } = await buildHistory(
     ctx,
+    active,
     turn.sessionId,
     resumeFrom ? { reason: resumeFrom.resumeReason, newInput: work.kind !== "resume" } : null,
   );
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
+  const usage: TurnUsage = { promptTokens: 0, completionTokens: 0, estimated: false };
+  const count = (call: CallUsage | undefined) => {
+    if (!call) return;
+    usage.promptTokens += call.promptTokens;
+    usage.completionTokens += call.completionTokens;
+    usage.estimated ||= call.estimated;
+  };
+  const chat = active.address && !isDetachedAddress(active.address) ? active.address : null;
+  const progress = ctx.progress;
+  const show = (step: ProgressStep) => {
+    if (chat && progress) progress({ turnId: turn.id, address: chat, ...step });
+  };
+  show({ type: "turn_start" });
   const result = await ctx.agent({
     history,
     signal: active.controller.signal,
-    journal: createJournal(ctx, active, turn.id, turn.sessionId),
+    journal: createJournal(ctx, active, turn.id, turn.sessionId, count),
+    chat,
+    sessionId: turn.sessionId,
+    summary,
+    compactionSink: createCompactionSink({
+      store,
+      sessionId: turn.sessionId,
+      turnId: turn.id,
+      crashPoint: ctx.crashPoint,
+    }),
+    preferredModel: session?.model ?? null,
+    memoryUser: session?.memoryUser ?? null,
     onEvent: (event) => {
       if (event.type === "tool_start") active.currentTool = event.name;
       if (event.type === "tool_end") active.currentTool = null;
       events.emit({ ...base, ...event });
+      show({ type: "event", event });
     },
     takeSteeredInput: () => takeSteered(active),
+    onImagesRefused: () => {
+      const to = active.address;
+      if (!to || isDetachedAddress(to)) return;
+      store
+        .enqueueNoticeOnce({
+          sessionKey: active.sessionKey,
+          sessionId: turn.sessionId,
+          name: NO_VISION_NOTICE_NAME,
+          address: to,
+          text: NO_VISION_NOTICE,
+        })
+        .then(() => ctx.onReplyQueued())
+        .catch((err: unknown) => ctx.logger.warn({ err }, "no-vision notice not queued"));
+    },
+    ...(ctx.approvals && { gate: ctx.approvals.gateFor(gateTurn) }),
   });
 
+  count(result.usage);
   const state =
     result.stopReason === "aborted"
       ? "interrupted"
       : result.stopReason === "error"
         ? "failed"
         : "done";
-  const replyText = state === "interrupted" ? "" : result.reply;
   const address = active.address;
+  const plainReply = state === "interrupted" ? "" : result.reply;
+  const replyText =
+    plainReply && address ? withFileLinks(address, plainReply, active.sentFiles) : plainReply;
   const outbox = await store.finishTurn({
     turnId: turn.id,
     state,
     finalMessage: result.finalMessage,
-    reply: replyText && address ? { address, text: replyText } : null,
+    ...(result.usage && { usage: result.usage }),
+    reply:
+      replyText && address && !isDetachedAddress(address)
+        ? {
+            address,
+            text: labelled(work, replyText),
+            ...(result.awaitingApproval && { approvalId: result.awaitingApproval }),
+          }
+        : null,
+    lease: active.lease ?? undefined,
   });
   if (outbox) {
     ctx.crashPoint("after_reply_queued");
     ctx.onReplyQueued();
   }
+  show({ type: "turn_end", stopReason: result.stopReason });
   events.emit({
     ...base,
     type: "turn_end",
     inboxId: turn.inboxId,
     stopReason: result.stopReason,
     reply: replyText,
+    abortCause: active.abortCause,
+    usage,
   });
   ctx.logger.info(
     {
@@ -115,19 +229,62 @@ export async function executeTurn(ctx: TurnContext, active: ActiveTurn): Promise
     },
     "turn finished",
   );
-  return { state };
+}
+
+/**
+ * The message's content with its files handled (media-input.ts). A newer message interrupting
+ * the turn does not cut the downloads short (a photo is often followed at once by its question);
+ * a gateway stop, `/stop` or `/new` does, and then this is null: after a stop the message stays
+ * pending for the next start; after `/stop` or `/new` it is closed without a turn (`/new` has
+ * already moved the session to a fresh transcript, which must not get the old message).
+ */
+async function messageWithFiles(
+  ctx: TurnContext,
+  active: ActiveTurn,
+  item: InboxItem,
+): Promise<UserContent | null> {
+  if (!ctx.media) {
+    const count = item.attachments?.length ?? 0;
+    const note = `[The user sent ${count} file(s) that this gateway cannot fetch.]`;
+    return item.text ? `${item.text}\n\n${note}` : note;
+  }
+  const controller = new AbortController();
+  const onAbort = () => {
+    if (active.abortCause !== "interrupt") controller.abort();
+  };
+  active.controller.signal.addEventListener("abort", onAbort, { once: true });
+  if (active.controller.signal.aborted) onAbort();
+  try {
+    const mediaContext = {
+      store: ctx.store,
+      media: ctx.media,
+      logger: ctx.logger,
+      crashPoint: ctx.crashPoint,
+    };
+    const content = await prepareMessageContent(mediaContext, item, controller.signal);
+    if (content === null && active.abortCause !== "shutdown") {
+      await ctx.store.closeInboxItem(item.id, "done");
+    }
+    return content;
+  } finally {
+    active.controller.signal.removeEventListener("abort", onAbort);
+    // Notices (a file too large, a transcript echo) go out before the reply.
+    ctx.onReplyQueued();
+  }
 }
 
 /**
  * Loads the transcript and makes it safe to send: tool calls cut off by a crash get an
  * "outcome unknown" result (never silently re-run, unless read-only), and the model is told when
- * it is resuming or when earlier tool results went unanswered.
+ * it is resuming or when earlier tool results went unanswered. Messages a recorded compaction
+ * covers are left out: its summary stands in for them.
  */
 async function buildHistory(
   ctx: TurnContext,
+  active: ActiveTurn,
   sessionId: string,
   resume: { reason: ResumeReason | null; newInput: boolean } | null,
-): Promise<ChatMessage[]> {
+): Promise<{ history: ChatMessage[]; summary: string | null }> {
   const unfinished = await ctx.store.listUnfinishedToolCalls(sessionId);
   for (const call of unfinished) {
     if (ctx.isReadOnlyTool(call.name)) continue;
@@ -136,15 +293,24 @@ async function buildHistory(
       sessionId,
       turnId: call.turnId,
       result: UNKNOWN_OUTCOME,
+      lease: active.lease ?? undefined,
     });
   }
-  const stored = (await ctx.store.loadTranscript(sessionId)).map((m) => m.message);
+  const compaction = await ctx.store.latestCompaction(sessionId);
+  const stored = visibleMessages(
+    await ctx.store.loadTranscript(sessionId, compaction?.throughSeq),
+    compaction,
+  );
   const history = normalizeHistory(stored);
+  const summary = compaction?.summary ?? null;
   if (resume) {
     const note: ChatMessage = { role: "system", content: resumeNote(resume.reason) };
-    return withNoteBeforeTail(history, note, { keepUserLast: resume.newInput });
+    return {
+      history: withNoteBeforeTail(history, note, { keepUserLast: resume.newInput }),
+      summary,
+    };
   }
-  return withAutoContinueNote(history);
+  return { history: withAutoContinueNote(history), summary };
 }
 
 function createJournal(
@@ -152,13 +318,22 @@ function createJournal(
   active: ActiveTurn,
   turnId: number,
   sessionId: string,
+  countUsage: (usage: CallUsage | undefined) => void,
 ): TurnJournal {
   return {
-    recordMessages: async (messages) => {
+    recordMessages: async (messages, usage) => {
       active.agentStarted = true;
       // Steered input taken just before is recorded and its inbox rows closed at once.
       const steered = active.steerTaken.splice(0).map((item) => item.id);
-      await ctx.store.appendMessages(sessionId, turnId, messages, steered);
+      await ctx.store.appendMessages(
+        sessionId,
+        turnId,
+        messages,
+        steered,
+        usage,
+        active.lease ?? undefined,
+      );
+      countUsage(usage);
       ctx.crashPoint("after_model_call");
     },
     recordToolStart: async (call) => {
@@ -169,18 +344,30 @@ function createJournal(
         sessionId,
         name: call.function.name,
         arguments: call.function.arguments,
+        lease: active.lease ?? undefined,
       });
       ctx.crashPoint("after_tool_started");
     },
     recordToolFinish: async (call, output) => {
       ctx.crashPoint("after_tool_ran");
+      const to = active.address;
+      const sentFile =
+        output.sentFile && to && !isDetachedAddress(to)
+          ? { ...output.sentFile, sessionKey: active.sessionKey, address: to }
+          : undefined;
       await ctx.store.recordToolFinish({
         toolCallId: call.id,
         sessionId,
         turnId,
         result: output.output,
+        ...(sentFile && { sentFile }),
+        lease: active.lease ?? undefined,
       });
       ctx.crashPoint("after_tool_finished");
+      if (sentFile) {
+        active.sentFiles.push(sentFile.file);
+        ctx.onReplyQueued();
+      }
     },
   };
 }
@@ -201,4 +388,21 @@ export function replyAddress(
   if (work.kind === "message") return work.item.address;
   if (work.kind === "retry") return work.address;
   return origin;
+}
+
+/**
+ * The API answers in its HTTP response, which carries no files: a reply there links each file the
+ * turn sent (`GET /files/<id>`, authenticated like the API).
+ */
+function withFileLinks(address: ChatAddress, text: string, files: OutboundFile[]): string {
+  if (address.platform !== "api" || files.length === 0) return text;
+  const links = files.map((f) => `[${f.name.replace(/[[\]]/g, "")}](/files/${f.id})`);
+  return `${text}\n\n${links.join("\n")}`;
+}
+
+/** A scheduled run's reply carries the job's name; every other reply is sent as written. */
+function labelled(work: ActiveTurn["work"], text: string): string {
+  return work.kind === "message" && isScheduledFire(work.item)
+    ? labelScheduledReply(work.item.chatId, text)
+    : text;
 }

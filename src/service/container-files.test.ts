@@ -55,9 +55,9 @@ describe("compose.yaml", () => {
 });
 
 describe("Dockerfile", () => {
-  it("builds on node:20-bookworm-slim with the native toolchain only in the build stage", () => {
-    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim AS build$/m);
-    expect(instruction("FROM")).toEqual(["node:20-bookworm-slim"]);
+  it("builds on the current Node LTS (node:24-bookworm-slim) with the native toolchain only in the build stage", () => {
+    expect(dockerfile).toMatch(/^FROM node:24-bookworm-slim AS build$/m);
+    expect(instruction("FROM")).toEqual(["node:24-bookworm-slim"]);
     expect(dockerfile).toMatch(/apt-get install -y --no-install-recommends python3 make g\+\+/);
     expect(finalStage().join("\n")).not.toMatch(/g\+\+|python3/);
     expect(dockerfile).toContain("npm ci");
@@ -73,6 +73,8 @@ describe("Dockerfile", () => {
     const envLine = instruction("ENV").join(" ");
     expect(envLine).toContain("KEEL_HOME=/data");
     expect(envLine).toContain("KEEL_HTTP_HOST=0.0.0.0");
+    // Required off loopback (exit 78 otherwise): the names of the published loopback port.
+    expect(envLine).toContain("KEEL_HTTP_PUBLIC_HOSTS=127.0.0.1:8642,localhost:8642");
   });
 });
 

@@ -54,6 +54,8 @@ export interface UninstallResult {
   path: string;
   commands: string[][];
   error?: string;
+  /** `removed`, but a follow-up command (daemon-reload) failed. */
+  warning?: string;
 }
 
 /** Result of {@link serviceStatus}. */
@@ -122,6 +124,27 @@ async function writeAtomically(path: string, text: string): Promise<void> {
   await rename(tmp, path);
 }
 
+/**
+ * Undoes a failed install: the previous file comes back (or the new one goes), and the manager
+ * is told once more, best effort. Returns what was done, for the error message.
+ */
+async function rollBack(
+  kind: ServiceKind,
+  system: boolean,
+  path: string,
+  previous: string | null,
+  deps: ServiceDeps,
+): Promise<string> {
+  try {
+    if (previous === null) await rm(path, { force: true });
+    else await writeAtomically(path, previous);
+  } catch (err) {
+    return `could not roll back ${path}: ${(err as Error).message}`;
+  }
+  if (kind === "systemd") await deps.run(systemctl(system, "daemon-reload"));
+  return previous === null ? `removed ${path} again` : `restored the previous ${path}`;
+}
+
 /** Runs commands in order; stops at the first failure not listed in `tolerated`. */
 async function runAll(
   run: RunCommand,
@@ -186,7 +209,12 @@ export async function installService(
     if (kind === "launchd") await mkdir(join(spec.home, "logs"), { recursive: true, mode: 0o700 });
     // bootout fails when the job was not loaded, which is fine.
     const error = await runAll(deps.run, register, new Set([bootout]));
-    if (error !== null) return result("failed", register, error);
+    if (error !== null) {
+      // All or nothing: a unit left behind would make `keel gateway start` go through a service
+      // manager that cannot run it.
+      const undo = await rollBack(kind, spec.system, path, existing, deps);
+      return result("failed", register, `${error}; ${undo}`);
+    }
     return result(existing === null ? "installed" : "replaced", register);
   } catch (err) {
     return result("failed", [], `could not write ${path}: ${(err as Error).message}`);
@@ -223,8 +251,10 @@ export async function uninstallService(
     // A unit that is not loaded cannot be disabled or booted out; removing the file still counts.
     await runAll(deps.run, before, new Set(before));
     await rm(path, { force: true });
-    const error = await runAll(deps.run, after);
-    return error === null ? result("removed", commands) : result("failed", commands, error);
+    // The unit is gone either way; a failing reload only leaves systemd's cache stale until the
+    // next one, so it is a warning, not a failed uninstall.
+    const warning = await runAll(deps.run, after);
+    return { ...result("removed", commands), ...(warning !== null && { warning }) };
   } catch (err) {
     return result("failed", commands, `could not remove ${path}: ${(err as Error).message}`);
   }

@@ -162,3 +162,62 @@ describe("runServiceStatusCommand", () => {
     expect(out).toEqual(["service: not installed (systemd; `keel gateway install` adds it)"]);
   });
 });
+
+describe("install is all or nothing", () => {
+  /** A machine whose systemctl fails for the commands containing `failing`. */
+  function failingDeps(failing: string, stderr: string): ServiceDeps {
+    return {
+      ...deps(),
+      run: async (argv) => {
+        calls.push([...argv]);
+        if (argv.includes(failing)) return { code: 1, stdout: "", stderr };
+        return { code: 0, stdout: "", stderr: "" };
+      },
+    };
+  }
+  const unit = () => join(dir, "units", "keel-gateway.service");
+  const exists = () =>
+    readFile(unit(), "utf8").then(
+      (text) => text,
+      () => null,
+    );
+
+  it("checks the user bus first and writes nothing without it", async () => {
+    const machine = failingDeps("show-environment", "Failed to connect to bus: No medium found");
+    expect(await runInstallCommand({ spec: makeSpec() }, io, machine)).toBe(1);
+    expect(calls).toEqual([["systemctl", "--user", "show-environment"]]);
+    expect(await exists()).toBeNull();
+    expect(err.join("\n")).toMatch(/no user D-Bus \(Failed to connect to bus: No medium found\)/);
+    expect(err.join("\n")).toContain("`keel gateway start`");
+  });
+
+  it("removes the unit again when registering it fails", async () => {
+    const machine = failingDeps("enable", "Failed to enable unit");
+    expect(await runInstallCommand({ spec: makeSpec() }, io, machine)).toBe(1);
+    expect(await exists()).toBeNull();
+    expect(calls.at(-1)).toEqual(["systemctl", "--user", "daemon-reload"]);
+    expect(err.join("\n")).toMatch(
+      /Install failed: .*enable.*; removed .*keel-gateway\.service again/,
+    );
+    expect(err.join("\n")).toContain("Nothing is installed. `keel gateway start`");
+  });
+
+  it("restores the previous unit when replacing it fails", async () => {
+    await mkdir(join(dir, "units"), { recursive: true });
+    await writeFile(unit(), "[Unit]\nDescription=the old one\n");
+    const machine = failingDeps("enable", "Failed to enable unit");
+    expect(await runInstallCommand({ spec: makeSpec(), force: true }, io, machine)).toBe(1);
+    expect(await exists()).toBe("[Unit]\nDescription=the old one\n");
+  });
+
+  it("uninstall reports success when it removed the unit, even if the reload failed", async () => {
+    expect(await runInstallCommand({ spec: makeSpec() }, io, deps())).toBe(0);
+    out = [];
+    err = [];
+    const machine = failingDeps("daemon-reload", "Failed to connect to bus");
+    expect(await runUninstallCommand({ system: false }, io, machine)).toBe(0);
+    expect(await exists()).toBeNull();
+    expect(out).toEqual([`Stopped the service and removed ${unit()}.`]);
+    expect(err.join("\n")).toMatch(/^warning: .*daemon-reload/);
+  });
+});

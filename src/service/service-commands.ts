@@ -1,6 +1,13 @@
 /** CLI-facing bodies of `keel gateway install|uninstall` and the service part of `status`. */
 
-import { installService, type ServiceDeps, serviceStatus, uninstallService } from "./install.js";
+import {
+  installService,
+  type ServiceDeps,
+  serviceKindFor,
+  serviceStatus,
+  uninstallService,
+} from "./install.js";
+import { serviceManagerProblem } from "./manager-check.js";
 import type { ServiceSpec } from "./service-spec.js";
 import { SYSTEMD_UNIT_NAME } from "./systemd.js";
 
@@ -59,6 +66,20 @@ export async function runInstallCommand(
     );
     return 2;
   }
+  if (!args.dryRun) {
+    // Check the service manager before touching anything: without it the unit is useless.
+    let problem: string | null;
+    try {
+      problem = await serviceManagerProblem(serviceKindFor(deps.platform), args.spec.system, deps);
+    } catch (err) {
+      io.err((err as Error).message);
+      return 2;
+    }
+    if (problem !== null) {
+      io.err(`Not installed: ${problem}`);
+      return 1;
+    }
+  }
   let result: Awaited<ReturnType<typeof installService>>;
   try {
     result = await installService(args, deps);
@@ -88,6 +109,9 @@ export async function runInstallCommand(
       return 1;
     case "failed":
       io.err(`Install failed: ${result.error ?? "unknown error"}`);
+      io.err(
+        "Nothing is installed. `keel gateway start` runs the gateway as a background process instead.",
+      );
       return 1;
     default:
       io.out(`${result.outcome === "replaced" ? "Replaced" : "Installed"} ${result.path}.`);
@@ -122,6 +146,7 @@ export async function runUninstallCommand(
       return 1;
     default:
       io.out(`Stopped the service and removed ${result.path}.`);
+      if (result.warning) io.err(`warning: ${result.warning}`);
       return 0;
   }
 }

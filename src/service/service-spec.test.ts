@@ -41,6 +41,7 @@ describe("captureServiceEnv", () => {
     KEEL_HOME: "/elsewhere",
     KEEL_CONTROL_TOKEN: "t".repeat(20),
     TELEGRAM_BOT_TOKEN: "123:abc",
+    DISCORD_API_ROOT: "http://127.0.0.1:9/api",
     HTTPS_PROXY: "http://proxy:3128",
     EMPTY_IGNORED: "",
     KEEL_EMPTY: "",
@@ -57,6 +58,7 @@ describe("captureServiceEnv", () => {
       KEEL_MODEL: "m",
       KEEL_CONTROL_TOKEN: "t".repeat(20),
       TELEGRAM_BOT_TOKEN: "123:abc",
+      DISCORD_API_ROOT: "http://127.0.0.1:9/api",
       HTTPS_PROXY: "http://proxy:3128",
       KEEL_HOME: "/home/ada/.keel",
     });
@@ -67,6 +69,7 @@ describe("captureServiceEnv", () => {
     const { env, skipped } = captureServiceEnv(shell, { home: "/srv/keel", system: true });
     expect(skipped).toEqual(["KEEL_CONTROL_TOKEN", "OPENAI_API_KEY", "TELEGRAM_BOT_TOKEN"]);
     expect(Object.keys(env).sort()).toEqual([
+      "DISCORD_API_ROOT",
       "HTTPS_PROXY",
       "KEEL_HOME",
       "KEEL_MODEL",

@@ -56,7 +56,7 @@ const CAPTURED_NAMES = [
   "https_proxy",
   "no_proxy",
 ];
-const CAPTURED_PREFIXES = ["KEEL_", "OPENAI_", "TELEGRAM_"];
+const CAPTURED_PREFIXES = ["KEEL_", "OPENAI_", "TELEGRAM_", "SLACK_", "DISCORD_"];
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD/i;
 
 /** Result of {@link captureServiceEnv}. */
@@ -68,7 +68,7 @@ export interface CapturedEnv {
 
 /**
  * Picks the variables a service should inherit from the installing shell: PATH, locale, proxies,
- * Node options and every `KEEL_*`, `OPENAI_*`, `TELEGRAM_*` setting; `KEEL_HOME` is set to `home`.
+ * Node options and every `KEEL_*`, `OPENAI_*`, `TELEGRAM_*`, `SLACK_*` setting; `KEEL_HOME` is set to `home`.
  * For a system unit, secret-looking names (KEY/TOKEN/SECRET/PASSWORD) are skipped, because any
  * local user can read a system unit's environment with `systemctl show`; they belong in
  * `config.yaml` instead. Empty values are dropped. Pure.

@@ -1,4 +1,5 @@
 /** systemd unit rendering (pure) and the argv of the gateway's restart-under-systemd helper. */
+import { EXIT } from "../lib/exit-codes.js";
 import {
   assertAbsolutePaths,
   gatewayArgv,
@@ -85,9 +86,9 @@ export function renderSystemdUnit(spec: ServiceSpec): string {
     "# 75 = restart requested: clean, but always restarted. 78 = configuration error: stay down.",
     "Restart=on-failure",
     `RestartSec=${SYSTEMD_RESTART_SEC}`,
-    "SuccessExitStatus=75",
-    "RestartForceExitStatus=75",
-    "RestartPreventExitStatus=78",
+    `SuccessExitStatus=${EXIT.restart}`,
+    `RestartForceExitStatus=${EXIT.restart}`,
+    `RestartPreventExitStatus=${EXIT.config}`,
     "# SIGTERM to the gateway only, so tool processes are not killed before the drain ends.",
     "KillMode=mixed",
     "KillSignal=SIGTERM",

@@ -1,4 +1,13 @@
 import { randomBytes } from "node:crypto";
+import type { ChatAddress } from "../platforms/platform.js";
+
+/** Session keys of Keel's own bookkeeping (notice lanes), hidden from `keel sessions list`. */
+export const INTERNAL_KEY_PREFIX = "system:";
+
+/** The lane of lifecycle and operator notices to one chat. */
+export function noticeSessionKey(address: ChatAddress): string {
+  return `${INTERNAL_KEY_PREFIX}notices:${address.platform}:${address.chatId}`;
+}
 
 /** A new transcript id: sortable by creation time, readable in logs (`20261125-215344-3fa9c1`). */
 export function newSessionId(now: number): string {

@@ -118,4 +118,208 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX channel_events_channel ON channel_events(channel, seq);
   `,
+  // 2 (sec-http, operator rights): whether the sender of an inbox message may use gateway-wide
+  // commands (/restart, /sethome); commands run from the stored item, also after a restart.
+  `
+  ALTER TABLE inbox ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;
+  `,
+  // 3 (sec-api): idempotency keys of the OpenAI-compatible API (Idempotency-Key header), and what a repeated
+  // request needs to find the first one's reply: the turn that answered an inbox item, the reply
+  // row of a turn, and the notice that answered an item without a turn.
+  `
+  CREATE TABLE idempotency_keys (
+    scope TEXT NOT NULL,           -- a hash of the credential that sent the key, never the secret
+    idempotency_key TEXT NOT NULL,
+    request_hash TEXT NOT NULL,    -- canonical hash of the request the key was first used for
+    inbox_id INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (scope, idempotency_key)
+  );
+  CREATE INDEX idempotency_keys_expiry ON idempotency_keys(expires_at);
+
+  ALTER TABLE outbox ADD COLUMN inbox_id INTEGER;
+  CREATE INDEX outbox_inbox ON outbox(inbox_id) WHERE inbox_id IS NOT NULL;
+  CREATE INDEX outbox_turn ON outbox(turn_id) WHERE turn_id IS NOT NULL;
+  CREATE INDEX turns_inbox ON turns(inbox_id) WHERE inbox_id IS NOT NULL;
+  `,
+  // 4: scheduled jobs (src/schedules). Each fire is an inbox row (platform `schedule`, chat = job
+  // name, message id = the slot's ISO time) committed together with the job's advanced next_fire_at.
+  `
+  CREATE TABLE schedule_jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    expr TEXT NOT NULL,
+    tz TEXT,
+    prompt TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    chat TEXT,
+    misfire TEXT NOT NULL,
+    paused INTEGER NOT NULL DEFAULT 0,
+    paused_reason TEXT,
+    next_fire_at INTEGER,
+    last_fire_at INTEGER,
+    last_fired_late_ms INTEGER,
+    failures INTEGER NOT NULL DEFAULT 0,
+    created_by TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  );
+  CREATE INDEX schedule_jobs_due ON schedule_jobs(next_fire_at) WHERE paused = 0;
+  `,
+  // 5: the notice given about a session's unanswered request since its last answered turn
+  // ('held_back' or 'dropped'), so that a crash cannot make the gateway give it twice.
+  `ALTER TABLE sessions ADD COLUMN request_notice TEXT;`,
+  // 6 (progress): chat messages that show a turn's reply while it streams, one row per piece
+  // (a reply past the platform's length limit continues in the next piece). The final reply is
+  // edited into them (state 'final'); a turn cut off leaves them 'open' until they are edited
+  // to say so ('interrupted'). `text` is what the message shows, written before each edit.
+  `
+  CREATE TABLE stream_messages (
+    turn_id INTEGER NOT NULL,
+    piece INTEGER NOT NULL,
+    platform TEXT NOT NULL,
+    address TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'open',
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (turn_id, piece)
+  );
+  CREATE INDEX stream_messages_open ON stream_messages(platform, state) WHERE state = 'open';
+  CREATE INDEX stream_messages_updated ON stream_messages(updated_at);
+  `,
+  // 7 (discord): durable state of platform adapters, one JSON value per key (the Discord gateway
+  // session id, resume URL and last committed sequence; the identify count).
+  `
+  CREATE TABLE platform_state (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+  );
+  CREATE INDEX inbox_platform_received ON inbox(platform, received_at);
+  `,
+  // 8 (approvals, src/approvals): A tool call that waits for a human is a tool_calls row in state
+  // 'awaiting_approval' plus an approvals row (who asked, where, until when); the decision moves
+  // both in one transaction. approval_grants hold "approve this rule for this session".
+  `
+  CREATE TABLE approvals (
+    id TEXT PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    turn_id INTEGER NOT NULL,
+    tool_call_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    address TEXT,
+    requester TEXT,
+    state TEXT NOT NULL,
+    decision TEXT,
+    decided_by TEXT,
+    created_at INTEGER NOT NULL,
+    deadline_at INTEGER NOT NULL,
+    decided_at INTEGER
+  );
+  CREATE INDEX approvals_call ON approvals(session_id, tool_call_id);
+  CREATE INDEX approvals_pending ON approvals(deadline_at) WHERE state = 'pending';
+  CREATE TABLE approval_grants (
+    session_id TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    granted_by TEXT,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, rule)
+  );
+  ALTER TABLE outbox ADD COLUMN approval_id TEXT;
+  `,
+  // 9 (context): compactions (a summary that stands in for a transcript's messages up to
+  // through_seq in what is sent to the model; the messages themselves stay), tokens used per
+  // model call, the model a session chose with /model, and whose memory file its turns use.
+  `
+  CREATE TABLE compactions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    turn_id INTEGER,
+    through_seq INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    tokens_before INTEGER NOT NULL,
+    tokens_after INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX compactions_session ON compactions(session_id, id);
+
+  CREATE TABLE model_usage (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    turn_id INTEGER,
+    model TEXT NOT NULL,
+    purpose TEXT NOT NULL,          -- 'turn' or 'compaction'
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    estimated INTEGER NOT NULL,     -- 1 when the endpoint reported no usage
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX model_usage_session ON model_usage(session_id, id);
+
+  ALTER TABLE sessions ADD COLUMN model TEXT;
+  ALTER TABLE sessions ADD COLUMN memory_user TEXT;
+  `,
+  // 10 (media): the files a message came with (platform references, stored with the message);
+  // each expensive step on them (download, transcription) recorded once per inbox item; files
+  // the agent sent, and the outbox row that sends one; notices given once per transcript.
+  `
+  ALTER TABLE inbox ADD COLUMN attachments TEXT;
+  CREATE TABLE media_steps (
+    inbox_id INTEGER NOT NULL,
+    step TEXT NOT NULL,            -- e.g. 'download:0', 'transcript:0'
+    result TEXT NOT NULL,          -- JSON
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (inbox_id, step)
+  );
+  CREATE TABLE sent_files (
+    id TEXT PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    path TEXT NOT NULL,
+    name TEXT NOT NULL,
+    mime TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  ALTER TABLE outbox ADD COLUMN file_id TEXT;
+  CREATE TABLE session_notices (
+    session_id TEXT NOT NULL,      -- the transcript: a fresh one (/new) may be told again
+    notice TEXT NOT NULL,          -- e.g. 'no_vision'
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, notice)
+  );
+  `,
+  // 11 (issue 20, several gateways): the gateways sharing this store, and one lease per session
+  // whose fence (a counter that only grows, the row is never deleted) every write of a turn
+  // checks, so an instance that lost its lease while paused cannot write over its successor.
+  `
+  CREATE TABLE instances (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+  );
+  CREATE TABLE session_leases (
+    session_key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    fence INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  );
+  CREATE INDEX session_leases_owner ON session_leases(owner);
+  `,
+  // 12 (issue 20): which gateway accepted each inbox row, so that when it dies before running
+  // them the others know which pending messages nobody will run (adoptPendingInbox); which
+  // gateway queued each outbox row, which sends it while it lives (its turn's streamed preview
+  // is in its hands).
+  `
+  ALTER TABLE inbox ADD COLUMN accepted_by TEXT;
+  ALTER TABLE outbox ADD COLUMN queued_by TEXT;
+  `,
 ];

@@ -40,8 +40,15 @@ export interface Harness {
   readonly baseUrl: string;
   /** The control token the gateway wrote to `<home>/control_token`. */
   controlToken(): string;
-  /** A new page in a fresh browser context; `viewport` defaults to 1280x800. */
+  /** A new page in a fresh browser context (no session yet); `viewport` defaults to 1280x800. */
   newPage(viewport?: { width: number; height: number }): Promise<Page>;
+  /** The login link the gateway prints (`/?token=<control token>`). */
+  loginLink(): string;
+  /**
+   * Logs the page's browser context in through the login link (which lands on `/`), then opens
+   * `path` when it is another page.
+   */
+  login(page: Page, path?: string): Promise<void>;
   /** `fetch` on the gateway, with the control token when `control` is true. */
   fetch(path: string, init?: RequestInit & { control?: boolean }): Promise<Response>;
   /**
@@ -60,8 +67,11 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** Starts the fake model, the gateway (ready) and Chromium. */
-export async function startHarness(): Promise<Harness> {
+/**
+ * Starts the fake model, the gateway (ready) and Chromium; `extraEnv` goes to the gateway too
+ * (e.g. a Postgres store).
+ */
+export async function startHarness(extraEnv: Record<string, string> = {}): Promise<Harness> {
   const fake = await startFakeOpenAI();
   const temp = createTempDir("keel-browser-");
   const port = await freePort();
@@ -69,6 +79,7 @@ export async function startHarness(): Promise<Harness> {
     OPENAI_BASE_URL: fake.baseUrl,
     OPENAI_API_KEY: "sk-fake",
     KEEL_MODEL: "fake-model",
+    ...extraEnv,
   };
   const gateways: GatewayProcess[] = [await startGatewayProcess({ home: temp.path, port, env })];
   const contexts: BrowserContext[] = [];
@@ -91,6 +102,14 @@ export async function startHarness(): Promise<Harness> {
       const context = await browser.newContext({ viewport });
       contexts.push(context);
       return context.newPage();
+    },
+    loginLink: () => `${harness.baseUrl}/?token=${encodeURIComponent(harness.controlToken())}`,
+    async login(page, path = "/") {
+      await page.goto(harness.loginLink());
+      if (new URL(page.url()).pathname !== "/" || new URL(page.url()).search !== "") {
+        throw new Error(`the login link did not land on / but on ${page.url()}`);
+      }
+      if (path !== "/") await page.goto(`${harness.baseUrl}${path}`);
     },
     fetch(path, init = {}) {
       const { control, ...rest } = init;

@@ -25,7 +25,7 @@ describe("web chat in a browser", () => {
     const answer = "The quick brown fox jumps over the lazy dog, twice over.";
     h.fake.script({ text: answer, chunkDelayMs: 120 });
     const page = await h.newPage();
-    await page.goto(`${h.baseUrl}/`);
+    await h.login(page);
     await send(page, "Tell me about the fox");
 
     const user = page.locator("[data-testid=message][data-kind=user]");
@@ -71,7 +71,7 @@ describe("web chat in a browser", () => {
       dialogs.push(dialog.message());
       void dialog.dismiss();
     });
-    await page.goto(`${h.baseUrl}/`);
+    await h.login(page);
     await send(page, hostile);
 
     const reply = replies(page);
@@ -89,7 +89,7 @@ describe("web chat in a browser", () => {
 
   it("shows a tool call compactly: the command, and its output folded away", async () => {
     const page = await h.newPage();
-    await page.goto(`${h.baseUrl}/`);
+    await h.login(page);
     await send(page, "run: echo tool-marker-42; seq 1 30");
 
     await expect
@@ -106,13 +106,28 @@ describe("web chat in a browser", () => {
     await expect.poll(() => output.isVisible()).toBe(true);
     expect(await output.textContent()).toContain("tool-marker-42\n1\n2\n3");
     await h.screenshot(page, "chat-tool-call");
+
+    // After a reload the call is still there, once, before the reply, from the stored history.
+    await page.reload();
+    await expect
+      .poll(() => replies(page).allTextContents(), { timeout: 15_000 })
+      .toEqual(["ran: tool-marker-42"]);
+    expect(await call.count()).toBe(1);
+    expect(await summary.textContent()).toContain("terminal echo tool-marker-42; seq 1 30");
+    expect(await call.getAttribute("data-state")).toBe("done");
+    const order = await page
+      .locator("#messages > [data-testid=tool-call], #messages [data-kind=reply]")
+      .evaluateAll((nodes) => nodes.map((n) => n.getAttribute("data-testid")));
+    expect(order).toEqual(["tool-call", "message"]);
+    await summary.click();
+    await expect.poll(() => output.textContent()).toContain("tool-marker-42\n1\n2\n3");
   });
 
   it("keeps the message box and send button usable at phone width", async () => {
     const page = await h.newPage({ width: 390, height: 844 });
     // Phones often run dark: the screenshot then shows the dark palette too.
     await page.emulateMedia({ colorScheme: "dark" });
-    await page.goto(`${h.baseUrl}/`);
+    await h.login(page);
     for (const id of ["#message-input", "#send-button"]) {
       const box = await page.locator(id).boundingBox();
       expect(box, id).not.toBeNull();
@@ -146,5 +161,26 @@ describe("web chat in a browser", () => {
       .poll(() => page.locator("#toggle-sidebar").getAttribute("aria-expanded"))
       .toBe("false");
     expect(await replies(page).count()).toBe(2);
+  });
+});
+
+describe("approvals in the web chat", () => {
+  it("a dangerous command shows buttons; Approve once runs it and the agent goes on", async () => {
+    const page = await h.newPage();
+    await h.login(page);
+    await send(page, "run: rm -rf scratch && echo approved-and-ran");
+    const approve = page.locator("[data-testid=approve]");
+    await expect.poll(() => approve.count(), { timeout: 15_000 }).toBe(1);
+    const card = page.locator("[data-testid=message]", { has: approve });
+    expect(await card.textContent()).toContain("rm -rf scratch");
+    expect(await page.locator("[data-testid=deny]").count()).toBe(1);
+    expect(await page.locator("[data-testid=approve-session]").count()).toBe(1);
+    await h.screenshot(page, "chat-approval");
+
+    await approve.click();
+    await expect
+      .poll(() => replies(page).allTextContents(), { timeout: 15_000 })
+      .toContain("ran: approved-and-ran");
+    expect(await approve.isDisabled()).toBe(true);
   });
 });

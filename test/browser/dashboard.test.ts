@@ -18,24 +18,23 @@ async function readyz(): Promise<number> {
 }
 
 describe("dashboard in a browser", () => {
-  it("asks for the token, then drains and cancels the drain, and shows a transcript", async () => {
+  it("without a session says to open the login link; logged in, drains and cancels the drain, and shows a transcript", async () => {
     const chat = await h.newPage();
-    await chat.goto(`${h.baseUrl}/`);
+    await h.login(chat);
     await chat.locator("#message-input").fill("echo: for the dashboard");
     await chat.locator("#send-button").click();
     await expect.poll(() => chat.locator("[data-kind=reply]").count(), { timeout: 15_000 }).toBe(1);
 
     const page = await h.newPage();
-    await page.goto(`${h.baseUrl}/dashboard`);
-    const form = page.locator("#token-form");
-    await expect.poll(() => form.isVisible()).toBe(true);
-    await h.screenshot(page, "dashboard-token");
-    await page.locator("#token-input").fill(h.controlToken());
-    await page.locator("#token-submit").click();
+    const refused = await page.goto(`${h.baseUrl}/dashboard`);
+    expect(refused?.status()).toBe(401);
+    expect(await page.locator("[data-testid=login-required]").textContent()).toContain("keel open");
+    await h.screenshot(page, "dashboard-login-required");
+    await h.login(page, "/dashboard");
 
     const state = page.locator("#gateway-state");
     await expect.poll(() => state.textContent()).toBe("running");
-    expect(await form.isHidden()).toBe(true);
+    expect(await page.locator("#login-needed").isHidden()).toBe(true);
     await expect.poll(() => page.locator("#version").textContent()).toMatch(/\d+\.\d+\.\d+/);
     await expect.poll(() => page.locator("#uptime").textContent()).toMatch(/\d+s/);
     expect(await page.locator("#active-turns").textContent()).toBe("0");

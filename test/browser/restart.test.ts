@@ -25,16 +25,14 @@ describe("web chat across a gateway restart", () => {
           : { text: ANSWER, chunkDelayMs: 30 },
     );
     const chat = await h.newPage();
-    await chat.goto(`${h.baseUrl}/`);
+    await h.login(chat);
     await chat.locator("#message-input").fill("Please work on this");
     await chat.locator("#send-button").click();
     const liveReply = chat.locator("[data-testid=live-reply]");
     await expect.poll(() => liveReply.textContent(), { timeout: 10_000 }).toMatch(/^Parti/);
 
     const dashboard = await h.newPage();
-    await dashboard.goto(`${h.baseUrl}/dashboard`);
-    await dashboard.locator("#token-input").fill(h.controlToken());
-    await dashboard.locator("#token-submit").click();
+    await h.login(dashboard, "/dashboard");
     await expect.poll(() => dashboard.locator("#active-turns").textContent()).toBe("1");
     const dialogs: string[] = [];
     dashboard.on("dialog", (dialog) => {

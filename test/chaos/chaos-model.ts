@@ -6,6 +6,7 @@
  * message the model saw since its last answer: `re c3.7 c3.8 r41` (the `r` number is unique per
  * answer, so the same text delivered twice is a duplicate delivery).
  */
+import { INTERRUPTED_MARK } from "../../src/platforms/stream-editor.js";
 import { UNKNOWN_OUTCOME } from "../../src/runner/texts.js";
 import type {
   FakeChatRequest,
@@ -31,6 +32,7 @@ export const READ_FILE_NAME = "notes.txt";
 export const READ_FILE_TEXT = "chaos notes: nothing to see";
 
 const ID_PATTERN = /\bc\d+\.\d+\b/g;
+const INTERRUPTED_TEXT = INTERRUPTED_MARK.trim();
 
 export interface ChaosModel {
   script: FakeScript;
@@ -114,6 +116,11 @@ export function createChaosModel(options: ChaosModelOptions): ChaosModel {
 
   const script: FakeScript = (request): FakeStep => {
     const messages = request.messages;
+    // A compaction's summary request: answered with a summary, which is not a reply to anyone.
+    const last = messages.at(-1);
+    if (last && /summari[sz]e/i.test(textOf(last))) {
+      return { text: "Summary: a chaos conversation of numbered messages.", delayMs: 20 };
+    }
     noteResults(messages);
     const lastAnswer = messages.findLastIndex(
       (m) => m.role === "assistant" && !(m.tool_calls as unknown[] | undefined)?.length,
@@ -139,8 +146,11 @@ export function createChaosModel(options: ChaosModelOptions): ChaosModel {
   return { script, toolCalls, unknownOutcomeSeen, readResultSeen, answers: () => answers };
 }
 
-/** The user-message ids a bot reply answers (empty for notices). */
+/**
+ * The user-message ids a bot message answers, judged on what the chat finally shows: empty for
+ * notices, tool lines, and a streamed reply that was cut off (it carries the interrupted mark).
+ */
 export function answeredIds(replyText: string): string[] {
-  if (!replyText.startsWith("re ")) return [];
+  if (!replyText.startsWith("re ") || replyText.includes(INTERRUPTED_TEXT)) return [];
   return replyText.match(ID_PATTERN) ?? [];
 }

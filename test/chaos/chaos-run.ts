@@ -1,12 +1,17 @@
 /**
  * One chaos run: the real gateway process under the fake Telegram server and the chaos model,
- * conversations driven in the background, the gateway SIGKILLed at every named crash point and
- * at random moments and restarted, then one clean start to let everything settle, and the whole
- * history checked (check-history.ts). Everything is bounded in time.
+ * with the shipped defaults (restart-loop breaker included), conversations driven in the
+ * background. The kills come in cycles: a crash loop (five starts each killed within 2 s) or one
+ * to four kills at named crash points and random moments, then a stable gateway that runs until
+ * the breaker's held-back sessions have resumed and is killed at a random moment. Then one clean
+ * start lets everything settle, and the whole history is checked (check-history.ts). Everything
+ * is bounded in time.
  */
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { INTERRUPTED_MARK } from "../../src/platforms/stream-editor.js";
+import { readBootHistory } from "../../src/recovery/boot-history.js";
 import type { GatewayProcess } from "../helpers/gateway-process.js";
 import { answeredIds } from "./chaos-model.js";
 import {
@@ -16,9 +21,16 @@ import {
   type TurnRow,
   type Verdict,
 } from "./check-history.js";
-import { type Conversation, createEpisodes, type Episode, planConversations } from "./plan.js";
+import {
+  BUSY_MODES,
+  type Conversation,
+  createEpisodes,
+  cycleLength,
+  type Episode,
+  planConversations,
+} from "./plan.js";
 import { createRng } from "./prng.js";
-import { createRig, type Rig } from "./rig.js";
+import { type BusyMode, createRig, type Rig } from "./rig.js";
 
 export interface ChaosOptions {
   /** User messages to send in total. */
@@ -26,9 +38,13 @@ export interface ChaosOptions {
   seed: number;
   /** Chats driven in parallel (default: one per six turns, 2 to 8). */
   conversations?: number;
-  /** Bound of the kill phase; the settle phase adds at most `settleMs` (default 60 s). */
+  /** Bound of the kill phase; the settle phase adds at most `settleMs` (default: window + 90 s). */
   timeLimitMs?: number;
   settleMs?: number;
+  /** `agent.resume_breaker_window` (s) for the gateways; default: the shipped default. */
+  breakerWindowSeconds?: number;
+  /** Crash points the first round aims at (default: all); a later run covers what one missed. */
+  crashPoints?: readonly string[];
   /** Work folder (default: a temporary folder). */
   dir?: string;
   /** Called with a progress line every few seconds. */
@@ -42,6 +58,18 @@ export interface ChaosFigures {
   duplicate_tool_runs: number;
   unresumed: number;
   duplicate_replies: number;
+  /** Starts at which the restart-loop breaker held resumes back. */
+  breaker_trips: number;
+  /** Held-back sessions resumed once a gateway had stayed up for the breaker window. */
+  held_resumes: number;
+  /** "Held back" notices the chats received. */
+  held_notices: number;
+  /** "Dropped" notices (a suspended session); the harness answers each with /retry, as a user would. */
+  dropped_notices: number;
+  /** Answers the chats show in a message that was edited into them (a streamed preview). */
+  edited_replies: number;
+  /** Preview messages left saying they were cut off (by a kill or an interrupting message). */
+  interrupted_previews: number;
 }
 
 export interface ChaosResult {
@@ -56,12 +84,19 @@ export interface ChaosResult {
 
 /** The one line the harness prints. */
 export function formatFigures(f: ChaosFigures): string {
-  return `turns=${f.turns} kills=${f.kills} lost=${f.lost} duplicate_tool_runs=${f.duplicate_tool_runs} unresumed=${f.unresumed} duplicate_replies=${f.duplicate_replies}`;
+  return (
+    `turns=${f.turns} kills=${f.kills} lost=${f.lost} duplicate_tool_runs=${f.duplicate_tool_runs} ` +
+    `unresumed=${f.unresumed} duplicate_replies=${f.duplicate_replies} breaker_trips=${f.breaker_trips} ` +
+    `held_resumes=${f.held_resumes} held_notices=${f.held_notices} dropped_notices=${f.dropped_notices} ` +
+    `edited_replies=${f.edited_replies} interrupted_previews=${f.interrupted_previews}`
+  );
 }
 
-const STEP_TIMEOUT_MS = 60_000;
 const CRASH_POINT_WAIT_MS = 15_000;
-const CALM_TIMEOUT_MS = 30_000;
+/** A crash loop now and then (the second cycle always is one). */
+const CRASH_LOOP_CHANCE = 0.3;
+const HELD_NOTICE = "⏸ The gateway restarted";
+const DROPPED_NOTICE = "◐ ";
 
 interface RunState {
   rig: Rig;
@@ -69,6 +104,8 @@ interface RunState {
   stopping: boolean;
   driversDone: boolean;
   kills: number;
+  /** How long a step waits for its answers: through a crash loop and the breaker window. */
+  stepTimeoutMs: number;
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
@@ -78,15 +115,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     chats: conversations.map((c) => c.chatId),
     seed: options.seed,
     dir: options.dir,
+    ...(options.breakerWindowSeconds !== undefined && {
+      breakerWindowSeconds: options.breakerWindowSeconds,
+    }),
   });
-  const state: RunState = { rig, sent: [], stopping: false, driversDone: false, kills: 0 };
+  const state: RunState = {
+    rig,
+    sent: [],
+    stopping: false,
+    driversDone: false,
+    kills: 0,
+    stepTimeoutMs: rig.breakerWindowMs + 150_000,
+  };
   const drivers = Promise.all(conversations.map((c) => drive(state, c))).then(() => {
     state.driversDone = true;
   });
   const progress = setInterval(() => options.onProgress?.(progressLine(state)), 10_000);
   try {
     const kills = await killLoop(state, options);
-    await settle(state, options.settleMs ?? 60_000);
+    await settle(state, options.settleMs ?? rig.breakerWindowMs + 90_000);
     state.stopping = true;
     await drivers;
     return finish(state, options, kills);
@@ -97,15 +144,30 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   }
 }
 
-function isAnswered(rig: Rig, chatId: number, id: string): boolean {
+export function isAnswered(rig: Pick<Rig, "telegram">, chatId: number, id: string): boolean {
   return rig.telegram
     .chatLog(chatId)
     .some((e) => e.from === "bot" && answeredIds(e.text).includes(id));
 }
 
-/** Sends a conversation's steps; each waits (bounded) until its messages are answered. */
-async function drive(state: RunState, conversation: Conversation): Promise<void> {
+/**
+ * Sends a conversation's steps; each waits (bounded) until its messages are answered. A
+ * "dropped" notice (the session was suspended) is answered with /retry, as its text asks.
+ */
+export async function drive(
+  state: Pick<RunState, "sent" | "stopping" | "stepTimeoutMs"> & { rig: Pick<Rig, "telegram"> },
+  conversation: Conversation,
+): Promise<void> {
   const { rig } = state;
+  let retried = 0;
+  const retryDropped = () => {
+    const dropped = rig.telegram
+      .chatLog(conversation.chatId)
+      .filter((e) => e.from === "bot" && e.text.startsWith(DROPPED_NOTICE)).length;
+    for (; retried < dropped; retried += 1) {
+      rig.telegram.sendUserMessage({ chatId: conversation.chatId, text: "/retry" });
+    }
+  };
   for (const step of conversation.steps) {
     if (state.stopping) return;
     const stepStartedAt = Date.now();
@@ -118,16 +180,17 @@ async function drive(state: RunState, conversation: Conversation): Promise<void>
         text: `${message.id} ${message.kind}`,
       });
     }
-    await until(
-      () =>
-        state.stopping || step.messages.every((m) => isAnswered(rig, conversation.chatId, m.id)),
-      STEP_TIMEOUT_MS,
-    );
+    await until(() => {
+      retryDropped();
+      return (
+        state.stopping || step.messages.every((m) => isAnswered(rig, conversation.chatId, m.id))
+      );
+    }, state.stepTimeoutMs);
     await sleep(step.pauseMs);
   }
 }
 
-async function until(
+export async function until(
   predicate: () => boolean,
   timeoutMs: number,
   intervalMs = 50,
@@ -142,47 +205,69 @@ async function until(
 
 interface KillRecord {
   kills: number;
-  /** Kills after a calm run (see calmEpisode). */
-  calmKills: number;
+  /** Stable gateways (run until the held-back sessions resumed, then killed). */
+  stableKills: number;
+  crashLoops: number;
   cutOff: CutOffTurn[];
   crashPointsHit: Record<string, number>;
   cutOffToolCalls: Map<string, string>;
   unexpectedExits: number;
 }
 
-/** Starts and kills gateways until the conversations are done or the time limit is reached. */
+/**
+ * Starts and kills gateways in cycles until the conversations are done or the time limit is
+ * reached: a crash loop or a few planned episodes, then a stable gateway.
+ */
 async function killLoop(state: RunState, options: ChaosOptions): Promise<KillRecord> {
   const record: KillRecord = {
     kills: 0,
-    calmKills: 0,
+    stableKills: 0,
+    crashLoops: 0,
     cutOff: [],
     crashPointsHit: {},
     cutOffToolCalls: new Map(),
     unexpectedExits: 0,
   };
-  const episodes = createEpisodes(createRng(options.seed ^ 0x5bd1e995));
+  const rng = createRng(options.seed ^ 0x5bd1e995);
+  const episodes = createEpisodes(rng, options.crashPoints);
   const deadline = Date.now() + (options.timeLimitMs ?? 10 * 60_000);
-  let risky: number[] = [];
-  while (!state.driversDone && Date.now() < deadline) {
-    if (risky.length > 0) {
-      await calmEpisode(state, risky);
-      record.calmKills += 1;
-    } else {
-      const planned = episodes.next();
-      const hit = await episode(state, planned, record);
-      if (planned.crashPoint && !hit) episodes.missed(planned.crashPoint);
-    }
+  const going = () => !state.driversDone && Date.now() < deadline;
+  const afterDeath = () => {
     record.kills += 1;
     state.kills = record.kills;
     noteCutOff(state.rig, record);
-    risky = chatsNearSuspension(state.rig);
+  };
+  let cycle = 0;
+  while (going()) {
+    // The second cycle is a crash loop, then one now and then once the crash points were hit.
+    const crashLoop: boolean =
+      cycle === 1 || (episodes.roundLeft() === 0 && cycle > 1 && rng.chance(CRASH_LOOP_CHANCE));
+    const planned = crashLoop ? episodes.crashLoop() : null;
+    const length = planned?.length ?? cycleLength(rng, episodes.roundLeft());
+    if (crashLoop) record.crashLoops += 1;
+    for (let i = 0; i < length && going(); i += 1) {
+      // Three cut-offs in a row suspend a session (tested elsewhere); a boot the breaker holds
+      // back resumes nothing, so only a boot that resumes can add the third.
+      if (chatsNearSuspension(state.rig).length > 0 && !(await nextBootHoldsBack(state.rig))) {
+        break;
+      }
+      const episode = planned?.[i] ?? episodes.next();
+      const hit = await runEpisode(state, episode, record);
+      if (episode.crashPoint && !hit) episodes.missed(episode.crashPoint);
+      afterDeath();
+    }
+    if (!going()) break;
+    await stableEpisode(state, rng.pick(BUSY_MODES), rng.int(100, 3500));
+    record.stableKills += 1;
+    afterDeath();
+    cycle += 1;
   }
   state.stopping = Date.now() >= deadline;
   return record;
 }
 
 /** One planned episode: a crash point or a SIGKILL at a random moment; true when a crash point was hit. */
-async function episode(state: RunState, planned: Episode, record: KillRecord): Promise<boolean> {
+async function runEpisode(state: RunState, planned: Episode, record: KillRecord): Promise<boolean> {
   const gateway = await state.rig.spawn({
     crashPoint: planned.crashPoint ?? undefined,
     busyMode: planned.busyMode,
@@ -200,31 +285,44 @@ async function episode(state: RunState, planned: Episode, record: KillRecord): P
 }
 
 /**
- * Three cut-offs in a row suspend a session (the lifecycle's restart-loop protection, tested
- * elsewhere): it would then never resume. So when a session has been cut off twice in a row,
- * the next gateway runs until that session's streak has ended (a turn finished `done`, which
- * resets its count) before it is killed. The record is read while the gateway runs (WAL).
+ * A gateway that stays up until the record has settled — no session resume-pending (the
+ * breaker's held-back ones resume once it has been up for the window) and no session with a
+ * cut-off streak running a turn — then runs `killAfterMs` more in normal traffic and is killed.
+ * The record is read while the gateway runs (WAL).
  */
-async function calmEpisode(state: RunState, chats: number[]): Promise<void> {
-  const gateway = await state.rig.spawn({ busyMode: "interrupt" });
-  await gateway.waitForRunning(20_000);
-  const keys = chats.map((chatId) => state.rig.sessionKey(chatId));
-  const streaksOver = () => {
-    try {
-      return state.rig.readDb((db) =>
-        keys.every((key) => {
-          const row = db.prepare("SELECT interrupt_count FROM sessions WHERE key = ?").get(key) as
-            | { interrupt_count: number }
-            | undefined;
-          return (row?.interrupt_count ?? 0) === 0;
-        }),
-      );
-    } catch {
-      return false;
-    }
-  };
-  await until(() => state.driversDone || streaksOver(), CALM_TIMEOUT_MS, 200);
+async function stableEpisode(state: RunState, busyMode: BusyMode, killAfterMs: number) {
+  const { rig } = state;
+  const gateway = await rig.spawn({ busyMode });
+  if (await gateway.waitForRunning(20_000)) {
+    await until(() => state.driversDone || settled(rig), rig.breakerWindowMs + 45_000, 200);
+    if (!state.driversDone) await sleep(killAfterMs);
+  }
   await gateway.stop();
+}
+
+function settled(rig: Rig): boolean {
+  try {
+    return rig.readDb((db) => {
+      const row = db
+        .prepare(
+          `SELECT
+             (SELECT COUNT(*) FROM sessions WHERE resume_pending = 1) AS pending,
+             (SELECT COUNT(*) FROM sessions s WHERE s.interrupt_count > 0 AND EXISTS
+                (SELECT 1 FROM turns t WHERE t.session_key = s.key AND t.state = 'running')) AS streaks`,
+        )
+        .get() as { pending: number; streaks: number };
+      return row.pending === 0 && row.streaks === 0;
+    });
+  } catch {
+    return false;
+  }
+}
+
+/** True when the next start with resumable sessions trips the breaker (it holds them back). */
+async function nextBootHoldsBack(rig: Rig): Promise<boolean> {
+  // Judged 5 s ahead: the next start records its boot a moment from now.
+  const boots = await readBootHistory(rig.home, Date.now() + 5000, rig.breakerWindowMs);
+  return boots.length >= 2;
 }
 
 /** Chats whose session will count two or more cut-offs in a row once recovery has run. */
@@ -340,17 +438,78 @@ function finish(state: RunState, options: ChaosOptions, record: KillRecord): Cha
     ),
     sessionKeyOf: (chatId) => rig.sessionKey(chatId),
   });
-  const figures: ChaosFigures = {
-    turns: state.sent.length,
+  const botEntries = chats.flatMap((chatId) =>
+    rig.telegram.chatLog(chatId).filter((e) => e.from === "bot"),
+  );
+  const figures = figuresOf({
+    sent: state.sent.length,
     kills: record.kills,
+    verdict,
+    botEntries,
+    logs: [gatewayLog(rig.home)],
+  });
+  const ok = figures.lost === 0 && figures.duplicate_tool_runs === 0 && figures.unresumed === 0;
+  writeReport(state, options, record, figures, verdict);
+  return { figures, verdict, crashPointsHit: record.crashPointsHit, dir: rig.dir, ok };
+}
+
+/** The figures line's numbers, from the verdict, what the chats show and the gateways' logs. */
+export function figuresOf(input: {
+  sent: number;
+  kills: number;
+  verdict: Verdict;
+  botEntries: { text: string; edited: boolean }[];
+  logs: string[];
+}): ChaosFigures {
+  const { verdict, botEntries } = input;
+  const botTexts = botEntries.map((e) => e.text);
+  const breaker = input.logs
+    .map(breakerLog)
+    .reduce((a, b) => ({ trips: a.trips + b.trips, heldResumes: a.heldResumes + b.heldResumes }), {
+      trips: 0,
+      heldResumes: 0,
+    });
+  return {
+    turns: input.sent,
+    kills: input.kills,
     lost: verdict.lost.length,
     duplicate_tool_runs: verdict.duplicateToolRuns.length,
     unresumed: verdict.unresumed.length,
     duplicate_replies: verdict.duplicateReplies.length,
+    breaker_trips: breaker.trips,
+    held_resumes: breaker.heldResumes,
+    held_notices: botTexts.filter((t) => t.startsWith(HELD_NOTICE)).length,
+    dropped_notices: botTexts.filter((t) => t.startsWith(DROPPED_NOTICE)).length,
+    edited_replies: botEntries.filter((e) => e.edited && answeredIds(e.text).length > 0).length,
+    interrupted_previews: botTexts.filter((t) => t.includes(INTERRUPTED_MARK.trim())).length,
   };
-  const ok = figures.lost === 0 && figures.duplicate_tool_runs === 0 && figures.unresumed === 0;
-  writeReport(state, options, record, figures, verdict);
-  return { figures, verdict, crashPointsHit: record.crashPointsHit, dir: rig.dir, ok };
+}
+
+function gatewayLog(home: string): string {
+  try {
+    return readFileSync(join(home, "logs", "gateway.log"), "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/** From a gateway's log: starts at which the breaker tripped, and sessions it resumed later. */
+function breakerLog(text: string): { trips: number; heldResumes: number } {
+  let trips = 0;
+  let heldResumes = 0;
+  for (const line of text.split("\n")) {
+    if (!line.includes("restart loop detected") && !line.includes("resuming held-back sessions"))
+      continue;
+    try {
+      const entry = JSON.parse(line) as { msg?: string; sessions?: unknown[] };
+      if (entry.msg?.startsWith("restart loop detected")) trips += 1;
+      else if (entry.msg === "resuming held-back sessions")
+        heldResumes += entry.sessions?.length ?? 0;
+    } catch {
+      // A line cut off by SIGKILL.
+    }
+  }
+  return { trips, heldResumes };
 }
 
 function writeReport(
@@ -370,7 +529,8 @@ function writeReport(
     turnsPlanned: options.turns,
     figures,
     crashPointsHit: record.crashPointsHit,
-    calmKills: record.calmKills,
+    stableKills: record.stableKills,
+    crashLoops: record.crashLoops,
     unexpectedExits: record.unexpectedExits,
     cutOffTurns: new Set(record.cutOff.map((c) => c.turnId)).size,
     cutOffToolCalls: {

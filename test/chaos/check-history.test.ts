@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { INTERRUPTED_MARK } from "../../src/platforms/stream-editor.js";
 import { checkHistory, type History } from "./check-history.js";
 
 const key = (chatId: number) => `agent:main:telegram:dm:${chatId}`;
@@ -32,6 +33,22 @@ describe("checkHistory", () => {
       }),
     );
     expect(verdict.lost).toEqual(["c1.2", "c2.1"]);
+  });
+
+  it("judges what a chat finally shows: a streamed reply marked interrupted answers nothing", () => {
+    const verdict = checkHistory(
+      history({
+        sent: [
+          { id: "c1.1", chatId: 1, sentAt: 1, stepStartedAt: 1 },
+          { id: "c1.2", chatId: 1, sentAt: 2, stepStartedAt: 2 },
+        ],
+        botMessages: [
+          { chatId: 1, text: `re c1.1 c1.2 r1${INTERRUPTED_MARK}` },
+          { chatId: 1, text: "re c1.2 r2" },
+        ],
+      }),
+    );
+    expect(verdict.lost).toEqual(["c1.1"]);
   });
 
   it("counts every repeated ledger id and every reply delivered again", () => {

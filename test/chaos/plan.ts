@@ -74,17 +74,56 @@ const BUSY_MODES: readonly BusyMode[] = ["interrupt", "queue", "steer"];
  * mix. `missed(point)` puts a crash point whose gateway never reached it back in the round, so
  * that a run long enough covers every point whatever the timing.
  */
-export function createEpisodes(rng: Rng): { next(): Episode; missed(point: string): void } {
-  const round = [...rng.shuffle(CRASH_POINTS)] as string[];
+export function createEpisodes(
+  rng: Rng,
+  points: readonly string[] = CRASH_POINTS,
+): {
+  next(): Episode;
+  missed(point: string): void;
+  crashLoop(): Episode[];
+  /** Crash points of the first round not hit yet. */
+  roundLeft(): number;
+} {
+  const round = [...rng.shuffle(points)] as string[];
   return {
     next: () => episodeFrom(rng, round.shift()),
     missed: (point) => round.push(point.split(":")[0]!),
+    crashLoop: () => crashLoopEpisodes(rng),
+    roundLeft: () => round.length,
   };
 }
 
+/** Starts in a crash loop, each killed within 2 s of its spawn (see crashLoopEpisodes). */
+export const CRASH_LOOP_STARTS = 5;
+
+/**
+ * A crash loop (an OOM loop, a bad deploy): five starts, each SIGKILLed within 2 s of its spawn,
+ * no pause in between, while the conversations keep sending; the busy modes take turns.
+ */
+function crashLoopEpisodes(rng: Rng): Episode[] {
+  const first = rng.int(0, BUSY_MODES.length - 1);
+  return Array.from({ length: CRASH_LOOP_STARTS }, (_, i) => ({
+    crashPoint: null,
+    killAfterMs: rng.int(100, 2000),
+    downMs: 0,
+    busyMode: BUSY_MODES[(first + i) % BUSY_MODES.length]!,
+  }));
+}
+
+/**
+ * Planned episodes before a stable gateway: four while named crash points of the first round
+ * are left (so a short run reaches them all), then one to four.
+ */
+export function cycleLength(rng: Rng, roundLeft: number): number {
+  return roundLeft > 0 ? 4 : rng.int(1, 4);
+}
+
+export { BUSY_MODES };
+
 function episodeFrom(rng: Rng, scheduled: string | undefined): Episode {
   const point = scheduled ?? (rng.chance(0.3) ? rng.pick(CRASH_POINTS) : null);
-  const hit = rng.int(1, 3);
+  // The first round kills at the first hit, so that a short run reaches every point.
+  const hit = scheduled !== undefined ? 1 : rng.int(1, 3);
   return {
     // Recovery runs once per start: its point can only be hit the first time.
     crashPoint: point ? `${point}:${point === "mid_recovery" ? 1 : hit}` : null,

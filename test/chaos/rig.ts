@@ -6,8 +6,9 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import type { BUSY_INPUT_MODES } from "../../src/config/schema.js";
+import { openSqliteDatabase } from "../../src/sessions/sqlite-database.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type FakeTelegram, startFakeTelegram } from "../fakes/telegram-server.js";
 import { type GatewayProcess, startGatewayProcess } from "../helpers/gateway-process.js";
@@ -17,6 +18,9 @@ import {
   READ_FILE_NAME,
   READ_FILE_TEXT,
 } from "./chaos-model.js";
+
+/** The chaos model's window, in tokens. */
+export const CHAOS_CONTEXT_LENGTH = 2048;
 
 export type BusyMode = (typeof BUSY_INPUT_MODES)[number];
 
@@ -29,7 +33,15 @@ export interface RigOptions {
   /** Folder to work in (default: a fresh temporary folder, removed by close()). */
   dir?: string;
   maxSlowMs?: number;
+  /**
+   * `agent.resume_breaker_window` in seconds, written to config.yaml only when given: the short
+   * run in the test suite shortens it; `npm run chaos` leaves the shipped default (60 s).
+   */
+  breakerWindowSeconds?: number;
 }
+
+/** The shipped `agent.resume_breaker_window` (src/config/schema.ts). */
+export const DEFAULT_BREAKER_WINDOW_SECONDS = 60;
 
 export interface Rig {
   readonly dir: string;
@@ -38,6 +50,8 @@ export interface Rig {
   readonly telegram: FakeTelegram;
   readonly model: FakeOpenAI;
   readonly chaos: ChaosModel;
+  /** The restart-loop breaker window the gateways run with, ms. */
+  readonly breakerWindowMs: number;
   /** Starts a gateway process (not waiting for it); `busyMode` is written to config.yaml first. */
   spawn(options?: { crashPoint?: string; busyMode?: BusyMode }): Promise<GatewayProcess>;
   /** Spawns and waits until it runs; throws if it does not within `timeoutMs`. */
@@ -64,7 +78,9 @@ export async function createRig(options: RigOptions): Promise<Rig> {
   writeFileSync(join(home, "workspace", READ_FILE_NAME), `${READ_FILE_TEXT}\n`);
   writeFileSync(ledger, "");
   const telegram = await startFakeTelegram({ token: TOKEN });
-  const model = await startFakeOpenAI();
+  // A small model (2k tokens, reported by its /v1/models): long chats get compacted, so kills
+  // land during compactions too (crash points mid_compaction, after_compaction).
+  const model = await startFakeOpenAI({ contextLength: CHAOS_CONTEXT_LENGTH });
   const chaos = createChaosModel({ ledger, seed: options.seed, maxSlowMs: options.maxSlowMs });
   model.script(chaos.script);
   const env = {
@@ -78,12 +94,12 @@ export async function createRig(options: RigOptions): Promise<Rig> {
     KEEL_WEBCHAT_ENABLED: "false",
     KEEL_LOG_LEVEL: "info",
   };
+  const window = options.breakerWindowSeconds;
   const writeConfig = (busyMode: BusyMode) => {
-    // The harness restarts far faster than any real restart loop: keep the breaker out of it.
-    writeFileSync(
-      join(home, "config.yaml"),
-      `agent:\n  resume_breaker_window: 0\ndisplay:\n  busy_input_mode: ${busyMode}\n`,
-    );
+    // Only what a user sets: the busy mode (and the breaker window when asked); the rest is
+    // the shipped defaults, restart-loop breaker included.
+    const agent = window === undefined ? "" : `agent:\n  resume_breaker_window: ${window}\n`;
+    writeFileSync(join(home, "config.yaml"), `${agent}display:\n  busy_input_mode: ${busyMode}\n`);
   };
   const spawn = (spawnOptions: { crashPoint?: string; busyMode?: BusyMode } = {}) => {
     writeConfig(spawnOptions.busyMode ?? "interrupt");
@@ -103,6 +119,7 @@ export async function createRig(options: RigOptions): Promise<Rig> {
     telegram,
     model,
     chaos,
+    breakerWindowMs: (window ?? DEFAULT_BREAKER_WINDOW_SECONDS) * 1000,
     spawn,
     async start(startOptions = {}) {
       const gateway = await spawn(startOptions);
@@ -113,7 +130,7 @@ export async function createRig(options: RigOptions): Promise<Rig> {
       return gateway;
     },
     readDb(read) {
-      const db = new Database(join(home, "state.db"), { fileMustExist: true });
+      const db = openSqliteDatabase(join(home, "state.db"), { fileMustExist: true });
       try {
         return read(db);
       } finally {

@@ -1,12 +1,14 @@
 /**
- * `npm run chaos -- [--turns N] [--seed S] [--conversations C] [--minutes M] [--verbose]`:
- * runs the chaos harness against the built gateway and prints one line of figures. Exits 1 when
+ * `npm run chaos -- [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--verbose]`:
+ * runs the chaos harness against the built gateway and prints one line of figures. With
+ * `--instances N` (2 or more), N gateways share one Postgres database (cluster-run.ts). Exits 1 when
  * a message was lost, a tool ran twice or an interrupted session did not resume (the work
  * folder, with chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
  */
 import { rmSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { formatFigures, runChaos } from "./chaos-run.js";
+import { runClusterChaos } from "./cluster-run.js";
 
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined) return fallback;
@@ -27,6 +29,7 @@ async function main(): Promise<void> {
       minutes: { type: "string" },
       verbose: { type: "boolean", default: false },
       keep: { type: "boolean", default: false },
+      instances: { type: "string" },
     },
   });
   const turns = positiveInt("turns", values.turns, 200);
@@ -34,15 +37,23 @@ async function main(): Promise<void> {
   const conversations = values.conversations
     ? positiveInt("conversations", values.conversations, 0)
     : undefined;
-  const minutes = positiveInt("minutes", values.minutes, 15);
+  // Generous: on the shipped defaults every crash loop costs a stable breaker window (60 s).
+  const minutes = positiveInt("minutes", values.minutes, 40);
   const started = Date.now();
-  const result = await runChaos({
-    turns,
-    seed,
-    conversations,
-    timeLimitMs: minutes * 60_000,
-    onProgress: values.verbose ? (line) => console.error(line) : undefined,
-  });
+  const instances = positiveInt("instances", values.instances, 1);
+  const onProgress = values.verbose ? (line: string) => console.error(line) : undefined;
+  // Several gateways run on the Postgres the tests use (KEEL_TEST_PG_URL), in a schema of their own.
+  const result =
+    instances > 1
+      ? await runClusterChaos({
+          turns,
+          seed,
+          instances,
+          conversations,
+          timeLimitMs: minutes * 60_000,
+          onProgress,
+        })
+      : await runChaos({ turns, seed, conversations, timeLimitMs: minutes * 60_000, onProgress });
   console.log(formatFigures(result.figures));
   if (values.verbose) {
     const seconds = Math.round((Date.now() - started) / 1000);

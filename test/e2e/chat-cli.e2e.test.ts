@@ -2,17 +2,21 @@
  * `keel chat` as a user runs it: a real process with stdin piped, talking to a running gateway
  * (or, when none runs, to one it starts in-process), against the stand-in model.
  */
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import {
+  childEnv,
   freePort,
   type GatewayProcess,
+  KEEL_BIN,
   runKeel,
   startGatewayProcess,
 } from "../helpers/gateway-process.js";
+import { waitFor } from "../helpers/wait-for.js";
 
 let fake: FakeOpenAI;
 let home: string;
@@ -77,6 +81,48 @@ describe("keel chat", () => {
     expect(fake.requests.at(-1)!.messages.filter((m) => m.role === "user")).toHaveLength(3);
   });
 
+  it("shows each tool call as it starts, on stderr, apart from the reply on stdout", async () => {
+    gateway = await startGatewayProcess({ home, env: modelEnv() });
+    await gateway.waitForReady();
+    const result = await runKeel({
+      home,
+      args: ["chat"],
+      env: { ...modelEnv(), KEEL_HTTP_PORT: String(gateway.port) },
+      input: "run: echo tool-output-42\n",
+    });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain("⚙ terminal: echo tool-output-42\n");
+    expect(result.stdout).toBe("ran: tool-output-42\n");
+  });
+
+  it("waits for this home's gateway while it does not answer yet, then talks to it", async () => {
+    gateway = await startGatewayProcess({ home, env: modelEnv() });
+    await gateway.waitForReady();
+    // Frozen: alive with its pid and start time, listening, but answering nothing (as while it starts).
+    gateway.kill("SIGSTOP");
+    const child = spawn(process.execPath, [KEEL_BIN, "--home", home, "chat"], {
+      env: childEnv({ ...modelEnv(), KEEL_HTTP_PORT: String(gateway.port) }),
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (t: string) => (stdout += t));
+    child.stderr.setEncoding("utf8").on("data", (t: string) => (stderr += t));
+    const exited = new Promise<number | null>((done) => child.once("close", done));
+    try {
+      await waitFor(() => /not answering yet: waiting for it/.test(stderr), {
+        timeoutMs: 20_000,
+        message: "keel chat waiting for the frozen gateway",
+      });
+    } finally {
+      gateway.kill("SIGCONT");
+    }
+    child.stdin.end("echo: after the wait\n");
+    expect(await exited, stderr).toBe(0);
+    expect(stdout).toBe("after the wait\n");
+    expect(stderr).not.toMatch(/no gateway running/);
+  });
+
   it("runs an in-process gateway when none is running, and stores the session", async () => {
     const result = await runKeel({
       home,
@@ -97,7 +143,8 @@ describe("keel chat", () => {
   it("prints a model error and carries on with the next line", async () => {
     gateway = await startGatewayProcess({ home, env: modelEnv() });
     await gateway.waitForReady();
-    fake.failNext(500);
+    // The call and its model.max_retries (3) retries all fail, without waiting.
+    for (let i = 0; i < 4; i++) fake.failNext(500, undefined, { "retry-after": "0" });
     const result = await runKeel({
       home,
       args: ["chat"],

@@ -3,8 +3,17 @@
  * drives a real background gateway in a temporary home folder. `HOME` points into the temporary
  * folder too, so no installed systemd unit or launchd agent of the developer is ever used.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:net";
+import { randomUUID } from "node:crypto";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -37,6 +46,9 @@ let port: number;
 let fake: FakeOpenAI;
 /** Every gateway pid seen, so afterEach can kill any that a failed test left behind. */
 let seenPids: Set<number>;
+/** Marks every process this test starts (see processesMarked). */
+const RUN_MARKER = "KEEL_E2E_RUN_ID";
+let runId: string;
 
 beforeEach(async () => {
   root = mkdtempSync(join(tmpdir(), "keel-e2e-cli-"));
@@ -44,6 +56,7 @@ beforeEach(async () => {
   port = await freePort();
   fake = await startFakeOpenAI();
   seenPids = new Set();
+  runId = randomUUID();
 });
 
 afterEach(async () => {
@@ -51,12 +64,12 @@ afterEach(async () => {
   if (pid !== null) seenPids.add(pid);
   // Also whatever else runs for this home: a restart helper that outlived a failed test would
   // otherwise start a successor after the cleanup.
-  for (const p of processesMentioning(home)) seenPids.add(p);
+  for (const p of processesMarked(runId)) seenPids.add(p);
   for (const p of seenPids) kill(p, "SIGKILL");
   await waitFor(
     () => {
-      for (const p of processesMentioning(home)) kill(p, "SIGKILL");
-      return [...seenPids, ...processesMentioning(home)].every((p) => !alive(p));
+      for (const p of processesMarked(runId)) kill(p, "SIGKILL");
+      return [...seenPids, ...processesMarked(runId)].every((p) => !alive(p));
     },
     { timeoutMs: 5000, message: "gateways killed" },
   );
@@ -64,17 +77,23 @@ afterEach(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** Pids whose command line mentions `text` (Linux /proc; empty elsewhere). */
-function processesMentioning(text: string): number[] {
-  if (!existsSync("/proc/self/cmdline")) return [];
+/**
+ * Pids of processes this test started, directly or through what it started (a detached
+ * gateway, a restart helper, a successor): each inherits `RUN_MARKER=<runId>` in its
+ * environment. Unrelated processes never carry it, whatever their command line says.
+ */
+function processesMarked(id: string): number[] {
+  if (!existsSync("/proc/self/environ")) return [];
+  const needle = `\0${RUN_MARKER}=${id}\0`;
   const pids: number[] = [];
   for (const entry of readdirSync("/proc")) {
     const pid = Number(entry);
     if (!Number.isInteger(pid) || pid === process.pid) continue;
     try {
-      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(text) && alive(pid)) pids.push(pid);
+      if (`\0${readFileSync(`/proc/${pid}/environ`, "utf8")}`.includes(needle) && alive(pid))
+        pids.push(pid);
     } catch {
-      // Exited meanwhile.
+      // Exited meanwhile, or not ours to read.
     }
   }
   return pids;
@@ -95,6 +114,7 @@ async function keel(args: string[], env: Record<string, string> = {}): Promise<R
     args,
     env: {
       HOME: root,
+      [RUN_MARKER]: runId,
       KEEL_HTTP_PORT: String(port),
       OPENAI_BASE_URL: fake.baseUrl,
       KEEL_MODEL: "fake-model",
@@ -192,9 +212,10 @@ describe("keel gateway start/status/restart/stop", () => {
     fake.script([{ hang: true }]);
     expect((await keel(["gateway", "start"])).code).toBe(0);
     const oldPid = readPid();
+    const token = readFileSync(join(home, "control_token"), "utf8").trim();
     const cutOff = fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
       body: JSON.stringify({ model: "fake-model", messages: [{ role: "user", content: "hi" }] }),
     }).catch(() => null);
     await waitFor(() => fake.requests.length === 1, { message: "the first model call" });
@@ -206,7 +227,6 @@ describe("keel gateway start/status/restart/stop", () => {
     await cutOff;
     // The new process calls the model again for the interrupted session and stores the reply.
     await waitFor(() => fake.requests.length >= 2, { timeoutMs: 10_000, message: "resumed" });
-    const token = readFileSync(join(home, "control_token"), "utf8").trim();
     const transcript = await waitFor(
       async () => {
         const res = await fetch(`http://127.0.0.1:${port}/api/sessions`, {
@@ -256,15 +276,39 @@ describe("keel gateway commands without a running gateway", () => {
   });
 
   it("start exits 1 with the log tail when the gateway dies while starting", async () => {
-    const blocker: Server = createServer();
-    await new Promise<void>((done) => blocker.listen(port, "127.0.0.1", done));
+    // A state.db that is not a database: the config is fine, the gateway process dies opening it.
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    writeFileSync(join(home, "state.db"), "this is not a SQLite database\n".repeat(20));
+    const started = await keel(["gateway", "start", "--timeout", "20"]);
+    expect(started.code).toBe(1);
+    expect(started.stderr).toMatch(/exited with code 1 while starting/);
+    expect(started.stderr).toContain("gateway.out.log");
+    expect(started.stderr).toMatch(/not a database/);
+  });
+
+  it("start refuses at once when another program holds the port, and starts nothing", async () => {
+    // The blocker takes a port of its own (a port picked earlier and released may be taken
+    // meanwhile), and a failed listen fails the test instead of hanging it.
+    const held = new Set<Socket>();
+    const blocker: Server = createServer((socket) => {
+      held.add(socket.on("error", () => {}).resume());
+    });
+    await new Promise<void>((done, fail) => {
+      blocker.once("error", fail);
+      blocker.listen(0, "127.0.0.1", done);
+    });
+    port = (blocker.address() as AddressInfo).port;
     try {
       const started = await keel(["gateway", "start", "--timeout", "20"]);
       expect(started.code).toBe(1);
-      expect(started.stderr).toMatch(/exited with code 1 while starting/);
-      expect(started.stderr).toContain("gateway.out.log");
-      expect(started.stderr).toMatch(/EADDRINUSE|address already in use/i);
+      expect(started.stderr).toContain(
+        `127.0.0.1:${port} is taken by another program (EADDRINUSE)`,
+      );
+      expect(started.stdout).not.toMatch(/Gateway started/);
+      expect(existsSync(join(home, "logs", "gateway.out.log"))).toBe(false);
+      expect(readPid()).toBeNull();
     } finally {
+      for (const socket of held) socket.destroy();
       await new Promise<void>((done) => blocker.close(() => done()));
     }
   });

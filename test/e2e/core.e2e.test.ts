@@ -49,7 +49,7 @@ async function send(
   content: string,
   sessionId?: string,
 ): Promise<{ status: number; text: string; sessionId: string | null }> {
-  const res = await gateway.fetch("/v1/chat/completions", {
+  const res = await gateway.control("/v1/chat/completions", {
     method: "POST",
     headers: {
       "content-type": "application/json",
@@ -94,14 +94,20 @@ describe("keel gateway run", () => {
     expect(readFileSync(file, "utf8")).toBe("made-by-the-agent\n");
   });
 
-  it("starts without a model and answers how to configure one", async () => {
+  it("starts without a model and answers API requests how to configure one", async () => {
     const gateway = await startGateway({});
     const ready = await gateway.fetch("/readyz");
     expect(ready.status).toBe(200);
-    const reply = await send(gateway, "hello?");
-    expect(reply.status).toBe(200);
-    expect(reply.text).toMatch(/No model is configured/);
-    expect(reply.text).toMatch(/model\.base_url/);
+    const res = await gateway.control("/v1/chat/completions", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "hello?" }] }),
+    });
+    expect(res.status).toBe(503);
+    const { error } = (await res.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("model_not_configured");
+    expect(error.message).toMatch(/No model is configured/);
+    expect(error.message).toMatch(/model\.base_url/);
     expect(gateway.exitStatus).toBeNull();
   });
 });
@@ -224,10 +230,15 @@ describe("keel doctor", () => {
     expect(result.stdout).toMatch(/✗ model: .*unreachable/);
   });
 
+  it("`npm start` without a model names `keel setup` as the next step", async () => {
+    const gateway = await startGateway({});
+    await gateway.waitForOutput(/model: +not configured — next step: run `keel setup`/);
+  });
+
   it("exits 78 on a bad config", async () => {
     writeFileSync(join(home, "config.yaml"), "agent:\n  max_iterations: -3\n");
     const result = await runKeel({ home, args: ["doctor"] });
     expect(result.code).toBe(78);
-    expect(result.stderr).toMatch(/agent\.max_iterations/);
+    expect(result.stdout).toMatch(/^✗ config: .*config\.yaml:2: agent\.max_iterations: /m);
   });
 });

@@ -2,7 +2,7 @@ import type {
   RunningTurn,
   StopParticipants,
   StopSummary,
-} from "../../src/gateway/stop-sequence.js";
+} from "../../src/lifecycle/stop-sequence.js";
 import type { ChatAddress } from "../../src/platforms/platform.js";
 import type { ResumeReason } from "../../src/sessions/store.js";
 

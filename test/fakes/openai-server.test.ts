@@ -1,6 +1,11 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { defaultScript, type FakeOpenAI, startFakeOpenAI } from "./openai-server.js";
+import {
+  defaultScript,
+  type FakeOpenAI,
+  fakePromptTokens,
+  startFakeOpenAI,
+} from "./openai-server.js";
 
 let fake: FakeOpenAI;
 
@@ -116,6 +121,47 @@ describe("fake OpenAI server", () => {
     expect(second.status).toBe(502);
     expect(await second.text()).toBe("<html>bad gateway</html>");
     expect((await post()).status).toBe(200);
+  });
+
+  it("with a context length: lists it, counts usage as it counts the limit, and refuses a longer prompt like OpenAI", async () => {
+    fake = await startFakeOpenAI({ contextLength: 1024 });
+    const models = await client().models.list();
+    expect(models.data[0]).toMatchObject({ id: "fake-model", context_length: 1024 });
+    const fits = await client().chat.completions.create({
+      model: "m",
+      messages: [{ role: "user", content: "echo: short" }],
+    });
+    expect(fits.usage?.prompt_tokens).toBe(fakePromptTokens(fake.requests[0]!));
+    const error = await client()
+      .chat.completions.create({
+        model: "m",
+        messages: [{ role: "user", content: "x".repeat(5_000) }],
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
+    expect((error as InstanceType<typeof OpenAI.APIError>).code).toBe("context_length_exceeded");
+  });
+
+  it("sends failNext's headers (Retry-After), and summarises when the last message asks to", async () => {
+    fake = await startFakeOpenAI();
+    fake.failNext(429, undefined, { "retry-after": "7" });
+    const post = (messages: unknown) =>
+      fetch(`${fake.baseUrl}/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify({ model: "m", messages }),
+      });
+    const limited = await post([{ role: "user", content: "echo: x" }]);
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("retry-after")).toBe("7");
+    const summary = await post([
+      { role: "system", content: "earlier: remember: a=1" },
+      { role: "user", content: "remember: b=2 and more. Please summarise." },
+    ]);
+    const body = (await summary.json()) as { choices: Array<{ message: { content: string } }> };
+    expect(body.choices[0]!.message.content).toBe(
+      "Summary of the earlier conversation. remember: a=1. remember: b=2.",
+    );
   });
 
   it("paces the content pieces of a stream with chunkDelayMs", async () => {

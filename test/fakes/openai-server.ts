@@ -2,7 +2,8 @@
  * A stand-in for an OpenAI-compatible chat completions server, on a real loopback socket, for
  * tests, the chaos harness and benchmarks. It speaks OpenAI's wire format (JSON and SSE chunks),
  * records every request body, and answers from a script: by default one keyed on simple phrases
- * in the last user message (see {@link defaultScript}).
+ * in the last user message (see {@link defaultScript}). It also serves `/v1/audio/transcriptions`
+ * (multipart, as the `openai` client sends it): the transcript is the audio's bytes read as text.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -11,7 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 /** A message as a client sent it (OpenAI chat format; content may be a string or parts). */
 export interface FakeChatMessage {
   role: string;
-  content?: string | null | Array<{ type: string; text?: string }>;
+  content?: string | null | Array<{ type: string; text?: string; image_url?: { url: string } }>;
   tool_calls?: Array<{ id: string; type: string; function: { name: string; arguments: string } }>;
   tool_call_id?: string;
 }
@@ -45,8 +46,8 @@ export interface FakeStep {
   delayMs?: number;
   /** Streams only: wait this long before each content piece after the first, so a client sees the text grow. */
   chunkDelayMs?: number;
-  /** Answer with this HTTP status and an OpenAI-style error JSON. */
-  error?: { status: number; message: string };
+  /** Answer with this HTTP status and an OpenAI-style error JSON (and these headers, e.g. Retry-After). */
+  error?: { status: number; message: string; code?: string; headers?: Record<string, string> };
   /** Hold the response open (for streams: after the headers) until the client goes away. */
   hang?: true;
   /** Send unparsable JSON (non-streaming) or a broken SSE frame (streaming), then end. */
@@ -61,6 +62,14 @@ export interface FakeOpenAIOptions {
   apiKey?: string;
   /** Model id listed by `GET /v1/models` and echoed when a request names none (default "fake-model"). */
   model?: string;
+  /**
+   * The model's window in tokens: listed by `GET /v1/models` as `context_length`, and a request
+   * whose prompt is larger (counted as the usage numbers are) gets OpenAI's 400
+   * `context_length_exceeded`.
+   */
+  contextLength?: number;
+  /** False: never report `usage` (as some compatible servers do), streamed or not. */
+  usage?: boolean;
 }
 
 /** A running fake server. Close it in `afterEach`. */
@@ -75,12 +84,39 @@ export interface FakeOpenAI {
    * computes each step (call `defaultScript(request)` inside it to keep the default phrases).
    */
   script(stepOrFn: FakeStep | FakeStep[] | FakeScript): void;
-  /** The next chat completions request gets this status: an OpenAI error JSON, or `body` as given (a string is sent raw). */
-  failNext(status: number, body?: string | Record<string, unknown>): void;
+  /**
+   * The next chat completions request gets this status: an OpenAI error JSON, or `body` as given
+   * (a string is sent raw); `headers` go with it (e.g. `{"retry-after": "1"}`).
+   */
+  failNext(
+    status: number,
+    body?: string | Record<string, unknown>,
+    headers?: Record<string, string>,
+  ): void;
   /** The next chat completions request is held open until the client aborts it. */
   hangNext(): void;
+  /** Every `/v1/audio/transcriptions` request, in order (failed ones included). */
+  readonly transcriptions: FakeTranscription[];
+  /** The next transcription request gets this HTTP status and an OpenAI error JSON. */
+  failTranscriptionNext(status: number): void;
   /** Stops listening and drops every open connection (hung responses included). */
   close(): Promise<void>;
+}
+
+/** One transcription request as received. */
+export interface FakeTranscription {
+  model: string;
+  filename: string;
+  bytes: Buffer;
+}
+
+/** The URLs of the image parts of a request's messages (data URLs included), in order. */
+export function imagePartsOf(request: FakeChatRequest): string[] {
+  return request.messages.flatMap((m) =>
+    Array.isArray(m.content)
+      ? m.content.flatMap((p) => (p.type === "image_url" && p.image_url ? [p.image_url.url] : []))
+      : [],
+  );
 }
 
 const SSE_HEADERS = {
@@ -96,15 +132,55 @@ export function lastUserText(request: FakeChatRequest): string {
 }
 
 /**
- * The default script. On the last user message:
+ * Tokens of a request as the fake counts them (its `usage.prompt_tokens` and its context limit):
+ * a quarter of the characters of the messages and tools as JSON.
+ */
+export function fakePromptTokens(request: FakeChatRequest): number {
+  return Math.ceil(
+    (JSON.stringify(request.messages).length + JSON.stringify(request.tools ?? []).length) / 4,
+  );
+}
+
+/** Every `remember: KEY=VALUE` fact in a text, in order, without repeats. */
+function factsIn(text: string): string[] {
+  return [
+    ...new Set([...text.matchAll(/remember: ([A-Za-z0-9_-]+=[A-Za-z0-9_-]+)/g)].map((m) => m[1]!)),
+  ];
+}
+
+/** All text of a request (system prompt, every message and tool result). */
+function requestText(request: FakeChatRequest): string {
+  return request.messages.map((m) => contentText(m.content)).join("\n");
+}
+
+/**
+ * The default script. When the last message asks to "summarise" (a compaction request), the
+ * reply is a summary that keeps every `remember: KEY=VALUE` fact found in the request.
+ * Otherwise, on the last user message:
  * `echo: X` replies X; `run: CMD` calls `terminal {command: CMD}`, then replies
  * `ran: <first line of the tool output>`; `read: PATH` calls `read_file`, then replies with the
  * tool output; `write: PATH CONTENT` calls `write_file`, then replies `wrote: <first line>`;
- * `slow: MS X` waits MS ms, then replies X; `garbage` sends an unparsable response; anything else
- * replies `ok: <text>`. "Then" means: once a `tool` message follows that user message.
+ * `slow: MS X` waits MS ms, then replies X; `garbage` sends an unparsable response;
+ * `recall: KEY` replies `recalled: VALUE` for a `remember: KEY=VALUE` anywhere in the request
+ * (system prompt and summaries included), else `recalled: nothing`; `memorise: TEXT` calls
+ * `memory {action: "add", text: TEXT}`, then replies `memorised: <first line>`; `big: N` calls
+ * `terminal` to print N characters, then replies `big done`; anything else replies
+ * `ok: <text>`. "Then" means: once a `tool` message follows that user message.
  */
 export function defaultScript(request: FakeChatRequest): FakeStep {
+  const last = request.messages.at(-1);
+  if (last && /summari[sz]e/i.test(contentText(last.content))) {
+    const facts = factsIn(requestText(request));
+    return {
+      text: `Summary of the earlier conversation.${facts.map((f) => ` remember: ${f}.`).join("")}`,
+    };
+  }
   const text = lastUserText(request).trim();
+  const recall = /^recall:\s*([A-Za-z0-9_-]+)$/.exec(text);
+  if (recall) {
+    const fact = factsIn(requestText(request)).findLast((f) => f.startsWith(`${recall[1]}=`));
+    return { text: `recalled: ${fact ? fact.slice(recall[1]!.length + 1) : "nothing"}` };
+  }
   const lastUser = request.messages.findLastIndex((m) => m.role === "user");
   const toolMessage = request.messages.slice(lastUser + 1).findLast((m) => m.role === "tool");
   const result = toolMessage ? contentText(toolMessage.content) : undefined;
@@ -124,6 +200,27 @@ const PHRASES: ReadonlyArray<
   [/^echo:\s?([\s\S]*)$/, ([x]) => ({ text: x })],
   [/^slow:\s*(\d+)\s?([\s\S]*)$/, ([ms, x]) => ({ delayMs: Number(ms), text: x })],
   [/^garbage$/, () => ({ garbage: true })],
+  [
+    /^memorise:\s?([\s\S]*)$/,
+    ([text], result) =>
+      result !== undefined
+        ? { text: `memorised: ${firstLine(result)}` }
+        : { toolCalls: [{ name: "memory", arguments: { action: "add", text } }] },
+  ],
+  [
+    /^big:\s*(\d+)$/,
+    ([n], result) =>
+      result !== undefined
+        ? { text: "big done" }
+        : {
+            toolCalls: [
+              {
+                name: "terminal",
+                arguments: { command: `head -c ${Number(n)} /dev/zero | tr '\\0' x` },
+              },
+            ],
+          },
+  ],
   [
     /^run:\s?([\s\S]*)$/,
     ([command], result) =>
@@ -155,8 +252,28 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     step: FakeStep;
     status: number;
     rawBody?: string | Record<string, unknown>;
+    headers?: Record<string, string>;
   }> = [];
   let responder: FakeScript = defaultScript;
+  const transcriptions: FakeTranscription[] = [];
+  const transcriptionFailures: number[] = [];
+
+  async function transcribe(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readRawBody(req);
+    const fields = parseMultipartFields(body, req.headers["content-type"] ?? "");
+    const file = fields.file;
+    const model = fields.model?.data.toString("utf8") ?? "";
+    transcriptions.push({
+      model,
+      filename: file?.filename ?? "",
+      bytes: file?.data ?? Buffer.alloc(0),
+    });
+    const status = transcriptionFailures.shift();
+    if (status !== undefined)
+      return sendError(res, status, `Transcription failed (fake ${status}).`);
+    if (!file || !model) return sendError(res, 400, "file and model are required");
+    sendJson(res, 200, { text: file.data.toString("utf8") });
+  }
   let queue: FakeStep[] = [];
   let counter = 0;
   const nextId = () => (++counter).toString().padStart(6, "0");
@@ -175,9 +292,25 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     }
     requests.push(body);
     const override = overrides.shift();
-    if (override?.rawBody !== undefined) return sendRaw(res, override.status, override.rawBody);
+    if (override?.rawBody !== undefined) {
+      return sendRaw(res, override.status, override.rawBody, override.headers);
+    }
+    if (!override && options.contextLength !== undefined) {
+      const tokens = fakePromptTokens(body);
+      if (tokens > options.contextLength) {
+        const message =
+          `This model's maximum context length is ${options.contextLength} tokens. ` +
+          `However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`;
+        return sendError(res, 400, message, "invalid_request_error", "context_length_exceeded");
+      }
+    }
     const step = override?.step ?? queue.shift() ?? (await responder(body));
-    await answer(res, body, step, { model, nextId, gone: gone.signal });
+    await answer(res, body, step, {
+      model,
+      nextId,
+      gone: gone.signal,
+      usage: options.usage !== false,
+    });
   }
 
   const server = createServer((req, res) => {
@@ -193,7 +326,19 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     } else if (req.method === "GET" && path === "/v1/models") {
       sendJson(res, 200, {
         object: "list",
-        data: [{ id: model, object: "model", created: 1_700_000_000, owned_by: "keel-fake" }],
+        data: [
+          {
+            id: model,
+            object: "model",
+            created: 1_700_000_000,
+            owned_by: "keel-fake",
+            ...(options.contextLength !== undefined && { context_length: options.contextLength }),
+          },
+        ],
+      });
+    } else if (req.method === "POST" && path === "/v1/audio/transcriptions") {
+      transcribe(req, res).catch((error: unknown) => {
+        if (!res.headersSent) sendError(res, 500, `Fake server error: ${String(error)}`);
       });
     } else if (req.method === "POST" && path === "/v1/chat/completions") {
       chatCompletions(req, res).catch((error: unknown) => {
@@ -210,6 +355,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    transcriptions,
+    failTranscriptionNext(status) {
+      transcriptionFailures.push(status);
+    },
     script(stepOrFn) {
       queue = [];
       if (typeof stepOrFn === "function") responder = stepOrFn;
@@ -218,9 +367,14 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         queue = [...stepOrFn];
       } else responder = () => stepOrFn;
     },
-    failNext(status, body) {
+    failNext(status, body, headers) {
       const message = `The server had an error while processing your request (fake ${status}).`;
-      overrides.push({ step: { error: { status, message } }, status, rawBody: body });
+      overrides.push({
+        step: { error: { status, message, ...(headers && { headers }) } },
+        status,
+        ...(body !== undefined && { rawBody: body }),
+        ...(headers && { headers }),
+      });
     },
     hangNext() {
       overrides.push({ step: { hang: true }, status: 200 });
@@ -237,6 +391,8 @@ interface AnswerContext {
   nextId: () => string;
   /** Aborted when the client disconnects. */
   gone: AbortSignal;
+  /** Report usage (when the request asks for it, in streams). */
+  usage: boolean;
 }
 
 async function answer(
@@ -245,7 +401,11 @@ async function answer(
   step: FakeStep,
   context: AnswerContext,
 ): Promise<void> {
-  if (step.error) return sendError(res, step.error.status, step.error.message);
+  if (step.error) {
+    const { status, message, code, headers } = step.error;
+    const type = status >= 500 ? "server_error" : "invalid_request_error";
+    return sendError(res, status, message, type, code ?? null, headers);
+  }
   const { gone } = context;
   const stream = request.stream === true;
   if (stream) {
@@ -264,7 +424,7 @@ async function answer(
   }
   const reply = buildReply(step, request, context);
   if (stream) {
-    const usage = request.stream_options?.include_usage === true;
+    const usage = context.usage && request.stream_options?.include_usage === true;
     await writeChunks(res, reply, usage, step.chunkDelayMs ?? 0, gone);
   } else sendJson(res, 200, completionBody(reply));
 }
@@ -286,10 +446,9 @@ function buildReply(step: FakeStep, request: FakeChatRequest, context: AnswerCon
     arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
   }));
   const text = step.text ?? (toolCalls.length > 0 ? null : "");
-  const promptChars = JSON.stringify(request.messages).length;
   const completionChars =
     (text ?? "").length + toolCalls.reduce((n, c) => n + c.arguments.length, 0);
-  const prompt_tokens = Math.ceil(promptChars / 4);
+  const prompt_tokens = fakePromptTokens(request);
   const completion_tokens = Math.ceil(completionChars / 4);
   return {
     id: `chatcmpl-fake${context.nextId()}`,
@@ -394,6 +553,37 @@ function contentText(content: FakeChatMessage["content"]): string {
   return "";
 }
 
+function readRawBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+/** The parts of a multipart/form-data body by field name, with their bytes and file name. */
+function parseMultipartFields(
+  body: Buffer,
+  contentType: string,
+): Record<string, { filename?: string; data: Buffer }> {
+  const boundary = /boundary=(?:"([^"]+)"|([^;]+))/.exec(contentType);
+  const fields: Record<string, { filename?: string; data: Buffer }> = {};
+  if (!boundary) return fields;
+  const delimiter = `--${boundary[1] ?? boundary[2]}`;
+  for (const part of body.toString("latin1").split(delimiter)) {
+    const headerEnd = part.indexOf("\r\n\r\n");
+    if (headerEnd < 0) continue;
+    const headers = part.slice(0, headerEnd);
+    const name = /name="([^"]*)"/.exec(headers);
+    if (!name) continue;
+    const filename = /filename="([^"]*)"/.exec(headers);
+    const data = Buffer.from(part.slice(headerEnd + 4).replace(/\r\n$/, ""), "latin1");
+    fields[name[1]!] = { ...(filename && { filename: filename[1]! }), data };
+  }
+  return fields;
+}
+
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -420,8 +610,13 @@ function waitUntilAborted(signal: AbortSignal): Promise<void> {
   );
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json" });
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { "content-type": "application/json", ...headers });
   res.end(JSON.stringify(body));
 }
 
@@ -429,12 +624,13 @@ function sendRaw(
   res: ServerResponse,
   status: number,
   body: string | Record<string, unknown>,
+  headers: Record<string, string> = {},
 ): void {
   if (typeof body !== "string") {
-    sendJson(res, status, body);
+    sendJson(res, status, body, headers);
     return;
   }
-  res.writeHead(status, { "content-type": "text/plain; charset=utf-8" });
+  res.writeHead(status, { "content-type": "text/plain; charset=utf-8", ...headers });
   res.end(body);
 }
 
@@ -444,6 +640,7 @@ function sendError(
   message: string,
   type = status >= 500 ? "server_error" : "invalid_request_error",
   code: string | null = null,
+  headers: Record<string, string> = {},
 ): void {
-  sendJson(res, status, { error: { message, type, param: null, code } });
+  sendJson(res, status, { error: { message, type, param: null, code } }, headers);
 }

@@ -1,7 +1,9 @@
 /**
  * A stand-in Telegram Bot API server on a real loopback socket, for adapter tests, benchmarks and
  * the chaos harness. It follows the real protocol where Keel depends on it: `getUpdates` long
- * polling and offset confirmation, 401/409/429/5xx errors, HTML validation and the 4096-unit limit.
+ * polling and offset confirmation, 401/409/429/5xx errors, HTML validation and the 4096-unit limit,
+ * and files: photo/document/voice/audio updates, `getFile` and the file download route (the cloud
+ * server's 20 MB limit included), and multipart `sendPhoto`/`sendDocument` uploads.
  * Point grammY at it with `new Bot(token, { client: { apiRoot: fake.apiRoot } })`.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -15,6 +17,8 @@ export interface SentCall {
   /** False when the fake answered with an error (or dropped the connection). */
   ok: boolean;
   errorCode?: number;
+  /** When the fake received it (epoch ms). */
+  at: number;
 }
 
 /** A message as the user sees it in the chat (bot messages show their final edited text). */
@@ -30,6 +34,43 @@ export interface ChatLogEntry {
   parseMode?: string;
   replyToMessageId?: number;
   edited: boolean;
+  /** Inline keyboard buttons (`reply_markup`); an edit without a keyboard removes them. */
+  buttons?: { text: string; callback_data?: string }[][];
+  /** The buttons the message was sent with (edits leave this as it was). */
+  sentButtons?: { text: string; callback_data?: string }[][];
+  /** Visible texts the message showed before its current one, oldest first (one per edit). */
+  earlier: string[];
+  /** A file the bot sent (sendPhoto/sendDocument); `text` is then its caption. */
+  file?: { method: string; name: string; bytes: Buffer };
+}
+
+/** A file a user sends (`sendUserFile`). */
+export interface UserFileInput {
+  chatId: number | string;
+  userId?: number | string;
+  kind: "photo" | "document" | "voice" | "audio";
+  bytes: Buffer;
+  caption?: string;
+  fileName?: string;
+  mime?: string;
+  /** The size the message claims (default: the real size), e.g. to stand for a 25 MB file. */
+  reportedSize?: number;
+}
+
+/** A file part of a multipart upload. */
+export interface UploadedFile {
+  filename: string;
+  data: Buffer;
+}
+
+export interface ButtonPressInput {
+  chatId: number | string;
+  /** The bot message carrying the button. */
+  messageId: number;
+  userId: number | string;
+  /** The button's `callback_data`; the message must carry such a button. */
+  data: string;
+  firstName?: string;
 }
 
 /** An error the next call of a method gets instead of being processed. */
@@ -64,6 +105,17 @@ export interface FakeTelegram {
   readonly sent: SentCall[];
   /** Queues a text message from a user as a `message` update; wakes a waiting long poll. */
   sendUserMessage(input: UserMessageInput): { update_id: number; message_id: number };
+  /** Queues a message with a file from a user; the file is then served by getFile. */
+  sendUserFile(input: UserFileInput): { update_id: number; message_id: number; file_id: string };
+  /** How many times the bytes of a file were downloaded (its URL fetched successfully). */
+  downloads(fileId: string): number;
+  /**
+   * A user presses an inline button: queues a `callback_query` update, as Telegram does. Throws
+   * when the message does not (or no longer) carry that button.
+   */
+  pressButton(input: ButtonPressInput): { update_id: number; callback_query_id: string };
+  /** The bot's `answerCallbackQuery` calls by query id: the text shown (null without text). */
+  callbackAnswers(): Map<string, string | null>;
   /** Queues an arbitrary update; assigns the next `update_id` unless one is given. Returns it. */
   pushUpdate(update: Record<string, unknown>): number;
   /** Calls `listener` with every call as it is recorded (for benchmarks); returns an unsubscribe. */
@@ -86,7 +138,10 @@ export interface FakeTelegram {
   confirmedOffset(): number;
   /** Updates queued and not confirmed yet, oldest first. */
   pendingUpdates(): TelegramUpdate[];
-  /** What a user sees in a chat (optionally one thread), oldest first. */
+  /**
+   * What a user sees in a chat (optionally one thread), oldest first: bot messages with their
+   * latest edit; deleted messages are gone.
+   */
   chatLog(chatId: number | string, threadId?: number): ChatLogEntry[];
   /** The commands last registered with setMyCommands. */
   commands(): { command: string; description: string }[];
@@ -138,7 +193,16 @@ function parseMultipart(body: Buffer, contentType: string): Payload {
     const name = /name="([^"]*)"/.exec(part.slice(0, headerEnd));
     if (!name) continue;
     const raw = part.slice(headerEnd + 4).replace(/\r\n$/, "");
-    payload[name[1]!] = coerceFormValue(Buffer.from(raw, "latin1").toString("utf8"));
+    const filename = /filename="?([^";\r\n]*)"?/.exec(part.slice(0, headerEnd));
+    payload[name[1]!] = filename
+      ? ({ filename: filename[1]!, data: Buffer.from(raw, "latin1") } satisfies UploadedFile)
+      : coerceFormValue(Buffer.from(raw, "latin1").toString("utf8"));
+  }
+  // grammY names a file field `attach://<part>` and sends the bytes in that part.
+  for (const [key, value] of Object.entries(payload)) {
+    if (typeof value === "string" && value.startsWith("attach://")) {
+      payload[key] = payload[value.slice("attach://".length)];
+    }
   }
   return payload;
 }
@@ -180,7 +244,11 @@ export async function startFakeTelegram(options: { token: string }): Promise<Fak
     token: options.token,
     sent: state.sent,
     sendUserMessage: (input) => state.sendUserMessage(input),
+    sendUserFile: (input) => state.sendUserFile(input),
+    downloads: (fileId) => state.downloadCounts.get(fileId) ?? 0,
     pushUpdate: (update) => state.pushUpdate(update),
+    pressButton: (input) => state.pressButton(input),
+    callbackAnswers: () => new Map(state.callbackAnswers),
     onCall: (listener) => {
       state.listeners.add(listener);
       return () => state.listeners.delete(listener);
@@ -210,6 +278,12 @@ class FakeState {
   confirmed = 0;
   closing = false;
   registeredCommands: { command: string; description: string }[] = [];
+  readonly downloadCounts = new Map<string, number>();
+  private readonly files = new Map<string, { bytes: Buffer; size: number }>();
+  private nextFileId = 1;
+  readonly callbackAnswers = new Map<string, string | null>();
+  private readonly callbackQueries = new Set<string>();
+  private nextCallbackId = 1;
   private nextUpdateId = 100_001;
   private readonly nextMessageId = new Map<string, number>();
   private readonly chatTypes = new Map<string, string>();
@@ -233,6 +307,11 @@ class FakeState {
 
   private dispatch(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
     const url = new URL(req.url ?? "/", "http://fake");
+    const download = /^\/file\/bot([^/]+)\/files\/([^/]+)$/.exec(url.pathname);
+    if (download) {
+      this.serveFile(res, download[1]!, download[2]!);
+      return;
+    }
     const match = /^\/bot([^/]+)\/([A-Za-z]+)$/.exec(url.pathname);
     if (!match) {
       this.respond(res, fail(404, "Not Found"));
@@ -253,12 +332,12 @@ class FakeState {
     const hang = this.hangs.get(method) ?? 0;
     if (hang > 0) {
       this.hangs.set(method, hang - 1);
-      this.record({ method, payload, ok: false });
+      this.record({ method, payload, ok: false, at: Date.now() });
       return;
     }
     const drop = this.drops.get(method)?.shift();
     if (drop === false) {
-      this.record({ method, payload, ok: false });
+      this.record({ method, payload, ok: false, at: Date.now() });
       res.socket?.destroy();
       return;
     }
@@ -272,7 +351,7 @@ class FakeState {
       if (drop === true) {
         // The server confirmed the offset, but the client never sees the answer.
         this.applyOffset(Number(payload.offset ?? 0));
-        this.record({ method, payload, ok: false });
+        this.record({ method, payload, ok: false, at: Date.now() });
         res.socket?.destroy();
         return;
       }
@@ -281,7 +360,7 @@ class FakeState {
     }
     const reply = this.call(method, payload);
     if (drop === true) {
-      this.record({ method, payload, ok: false });
+      this.record({ method, payload, ok: false, at: Date.now() });
       res.socket?.destroy();
       return;
     }
@@ -289,7 +368,7 @@ class FakeState {
   }
 
   private finish(res: ServerResponse, method: string, payload: Payload, reply: Reply): void {
-    const call: SentCall = { method, payload, ok: reply.status === 200 };
+    const call: SentCall = { method, payload, ok: reply.status === 200, at: Date.now() };
     if (reply.status !== 200) call.errorCode = reply.status;
     this.record(call);
     this.respond(res, reply);
@@ -367,7 +446,7 @@ class FakeState {
       this.finish(res, "getUpdates", payload, fail(409, conflict));
       return;
     }
-    this.record({ method: "getUpdates", payload, ok: true });
+    this.record({ method: "getUpdates", payload, ok: true, at: Date.now() });
     const offset = Number(payload.offset ?? 0);
     const limit = Math.min(Math.max(Number(payload.limit ?? 100), 1), 100);
     const timeoutSec = Number(payload.timeout ?? 0);
@@ -461,9 +540,162 @@ class FakeState {
       rawText: input.text,
       replyToMessageId: input.replyToMessageId,
       edited: false,
+      earlier: [],
     });
     const updateId = this.pushUpdate({ message });
     return { update_id: updateId, message_id: messageId };
+  }
+
+  sendUserFile(input: UserFileInput): { update_id: number; message_id: number; file_id: string } {
+    const chatId = String(input.chatId);
+    this.chatTypes.set(chatId, Number(chatId) > 0 ? "private" : "supergroup");
+    const messageId = this.allocateMessageId(chatId);
+    const fileId = `file-${this.nextFileId++}`;
+    const size = input.reportedSize ?? input.bytes.length;
+    this.files.set(fileId, { bytes: input.bytes, size });
+    const base = { file_id: fileId, file_unique_id: `u${fileId}`, file_size: size };
+    const media: Payload =
+      input.kind === "photo"
+        ? {
+            photo: [
+              { ...base, file_id: `${fileId}-thumb`, width: 90, height: 90, file_size: 100 },
+              { ...base, width: 1280, height: 960 },
+            ],
+          }
+        : input.kind === "voice"
+          ? { voice: { ...base, duration: 2, mime_type: input.mime ?? "audio/ogg" } }
+          : {
+              [input.kind]: {
+                ...base,
+                ...(input.kind === "audio" && { duration: 5 }),
+                ...(input.fileName !== undefined && { file_name: input.fileName }),
+                ...(input.mime !== undefined && { mime_type: input.mime }),
+              },
+            };
+    const message: Payload = {
+      message_id: messageId,
+      date: Math.floor(Date.now() / 1000),
+      chat: this.chat(chatId),
+      from: { id: Number(input.userId ?? input.chatId), is_bot: false, first_name: "Tester" },
+      ...media,
+      ...(input.caption !== undefined && { caption: input.caption }),
+    };
+    this.appendLog({
+      messageId,
+      chatId,
+      from: "user",
+      text: input.caption ?? "",
+      rawText: input.caption ?? "",
+      edited: false,
+      earlier: [],
+    });
+    const updateId = this.pushUpdate({ message });
+    return { update_id: updateId, message_id: messageId, file_id: fileId };
+  }
+
+  /** `GET /file/bot<token>/files/<id>`: the bytes, counted; failNext("downloadFile") applies. */
+  private serveFile(res: ServerResponse, token: string, fileId: string): void {
+    const file = this.files.get(fileId);
+    const failure = this.takeFailure("downloadFile");
+    if (token !== this.token || !file || failure) {
+      res.writeHead(failure?.error_code ?? 404).end();
+      return;
+    }
+    this.downloadCounts.set(fileId, (this.downloadCounts.get(fileId) ?? 0) + 1);
+    res.writeHead(200, { "content-length": file.bytes.length }).end(file.bytes);
+  }
+
+  private getFile(payload: Payload): Reply {
+    const fileId = String(payload.file_id ?? "");
+    const file = this.files.get(fileId);
+    if (!file) return fail(400, "Bad Request: invalid file_id");
+    // The cloud Bot API serves at most 20 MB.
+    if (file.size > 20 * 1_048_576) return fail(400, "Bad Request: file is too big");
+    return ok({
+      file_id: fileId,
+      file_unique_id: `u${fileId}`,
+      file_size: file.size,
+      file_path: `files/${fileId}`,
+    });
+  }
+
+  private sendFile(method: "sendPhoto" | "sendDocument", payload: Payload): Reply {
+    const field = method === "sendPhoto" ? "photo" : "document";
+    const upload = payload[field] as UploadedFile | undefined;
+    if (payload.chat_id === undefined) return fail(400, "Bad Request: chat_id is empty");
+    if (!upload || typeof upload !== "object" || !Buffer.isBuffer(upload.data)) {
+      return fail(400, `Bad Request: there is no ${field} in the request`);
+    }
+    const caption = typeof payload.caption === "string" ? payload.caption : "";
+    if ([...caption].length > 1024) return fail(400, "Bad Request: message caption is too long");
+    const chatId = String(payload.chat_id);
+    const messageId = this.allocateMessageId(chatId);
+    const replyParameters = payload.reply_parameters as { message_id?: unknown } | undefined;
+    this.appendLog({
+      messageId,
+      chatId,
+      from: "bot",
+      text: caption,
+      rawText: caption,
+      replyToMessageId:
+        replyParameters?.message_id === undefined ? undefined : Number(replyParameters.message_id),
+      edited: false,
+      earlier: [],
+      file: { method, name: upload.filename, bytes: upload.data },
+    });
+    return ok({
+      message_id: messageId,
+      date: Math.floor(Date.now() / 1000),
+      chat: this.chat(chatId),
+      from: BOT_USER,
+      ...(caption && { caption }),
+      [field]:
+        field === "photo"
+          ? [{ file_id: `sent-${messageId}`, file_unique_id: "x", width: 1, height: 1 }]
+          : { file_id: `sent-${messageId}`, file_unique_id: "x", file_name: upload.filename },
+    });
+  }
+
+  pressButton(input: ButtonPressInput): { update_id: number; callback_query_id: string } {
+    const chatId = String(input.chatId);
+    const entry = this.log
+      .get(chatId)
+      ?.find((e) => e.from === "bot" && e.messageId === input.messageId);
+    const button = entry?.buttons?.flat().find((b) => b.callback_data === input.data);
+    if (!entry || !button) {
+      throw new Error(`message ${input.messageId} in chat ${chatId} has no button ${input.data}`);
+    }
+    const id = `cbq-${this.nextCallbackId++}`;
+    this.callbackQueries.add(id);
+    const userId = Number(input.userId);
+    const update_id = this.pushUpdate({
+      callback_query: {
+        id,
+        from: { id: userId, is_bot: false, first_name: input.firstName ?? "Tester" },
+        message: {
+          message_id: entry.messageId,
+          date: Math.floor(Date.now() / 1000),
+          chat: this.chat(chatId),
+          from: BOT_USER,
+          text: entry.text,
+        },
+        chat_instance: `ci-${chatId}`,
+        data: input.data,
+      },
+    });
+    return { update_id, callback_query_id: id };
+  }
+
+  private answerCallbackQuery(payload: Payload): Reply {
+    const id = String(payload.callback_query_id ?? "");
+    if (!this.callbackQueries.has(id)) {
+      return fail(
+        400,
+        "Bad Request: query is too old and response timeout expired or query ID is invalid",
+      );
+    }
+    this.callbackAnswers.set(id, typeof payload.text === "string" ? payload.text : null);
+    return ok(true);
   }
 
   private appendLog(entry: ChatLogEntry): void {
@@ -488,14 +720,22 @@ class FakeState {
         return ok(true);
       case "sendMessage":
         return this.sendMessage(payload);
+      case "getFile":
+        return this.getFile(payload);
+      case "sendPhoto":
+      case "sendDocument":
+        return this.sendFile(method, payload);
       case "editMessageText":
         return this.editMessageText(payload);
+      case "deleteMessage":
+        return this.deleteMessage(payload);
       case "setMyCommands":
         this.registeredCommands =
           (payload.commands as { command: string; description: string }[]) ?? [];
         return ok(true);
-      case "sendChatAction":
       case "answerCallbackQuery":
+        return this.answerCallbackQuery(payload);
+      case "sendChatAction":
         return ok(true);
       default:
         return fail(404, "Not Found: method not found");
@@ -537,6 +777,9 @@ class FakeState {
       parseMode,
       replyToMessageId: replyTo === undefined ? undefined : Number(replyTo),
       edited: false,
+      ...keyboardOf(payload),
+      ...(keyboardOf(payload).buttons && { sentButtons: keyboardOf(payload).buttons }),
+      earlier: [],
     });
     const message: Payload = {
       message_id: messageId,
@@ -563,11 +806,31 @@ class FakeState {
         "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
       );
     }
+    entry.earlier.push(entry.text);
     entry.text = checked.visible;
     entry.rawText = String(payload.text);
+    entry.parseMode = payload.parse_mode === undefined ? undefined : String(payload.parse_mode);
     entry.edited = true;
+    entry.buttons = keyboardOf(payload).buttons;
     return ok({ message_id: entry.messageId, date: 0, chat: this.chat(chatId), text: entry.text });
   }
+
+  private deleteMessage(payload: Payload): Reply {
+    const chatId = String(payload.chat_id);
+    const entries = this.log.get(chatId) ?? [];
+    const index = entries.findIndex(
+      (e) => e.from === "bot" && e.messageId === Number(payload.message_id),
+    );
+    if (index < 0) return fail(400, "Bad Request: message to delete not found");
+    entries.splice(index, 1);
+    return ok(true);
+  }
+}
+
+/** The inline keyboard of a sendMessage/editMessageText payload, if any. */
+function keyboardOf(payload: Payload): Pick<ChatLogEntry, "buttons"> {
+  const markup = payload.reply_markup as { inline_keyboard?: ChatLogEntry["buttons"] } | undefined;
+  return markup?.inline_keyboard ? { buttons: markup.inline_keyboard } : {};
 }
 
 function defaultDescription(spec: FailSpec): string {

@@ -12,45 +12,57 @@ import { join } from "node:path";
 import pino from "pino";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
-import { createAgentParts } from "../../src/gateway/agent-wiring.js";
-import type { Supervisor } from "../../src/gateway/exit-code.js";
-import { Gateway } from "../../src/gateway/gateway.js";
-import { createCrashPoint } from "../../src/lib/crash-point.js";
-import type { InboundMessage, PlatformAdapter } from "../../src/platforms/platform.js";
+import { createGateway, type GatewayOptions } from "../../src/gateway/create-gateway.js";
+import type { Gateway } from "../../src/gateway/gateway.js";
+import type { Supervisor } from "../../src/lifecycle/exit-code.js";
+import type { InboundMessage } from "../../src/platforms/platform.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type FakeTelegram, startFakeTelegram } from "../fakes/telegram-server.js";
 import { RecordingAdapter } from "./recording-adapter.js";
 import { createTempDir } from "./temp-home.js";
+import { waitFor } from "./wait-for.js";
 
-/** Options of {@link createTestGateway}. */
-export interface TestGatewayOptions {
-  now?: () => number;
-  /** Default null. Restart tests use "container" (exit 75) so that no detached successor is spawned. */
-  supervisor?: Supervisor;
-  extraAdapters?: PlatformAdapter[];
-  /** The version the gateway reports (default "test"). */
-  version?: string;
-}
+/**
+ * Options of {@link createTestGateway}: the composition root's seams. The supervisor defaults to
+ * none; restart tests use "container" (exit 75), and no test gateway can spawn a successor.
+ */
+export type TestGatewayOptions = Omit<GatewayOptions, "logger" | "relaunch">;
 
 /**
  * A real Gateway in this process (SQLite store, runner, agent, HTTP on the configured port —
- * use KEEL_HTTP_PORT=0), not started; logs are discarded and crash points are off.
+ * use KEEL_HTTP_PORT=0), not started; logs are discarded.
  */
 export function createTestGateway(config: Config, options: TestGatewayOptions = {}): Gateway {
-  const logger = pino({ level: "silent" });
-  return new Gateway({
-    config,
-    logger,
-    agent: createAgentParts(config, logger),
-    crashPoint: createCrashPoint(undefined),
-    version: options.version ?? "test",
-    supervisor: options.supervisor ?? null,
-    relaunch: () => {
-      throw new Error("in-process test gateways must not spawn a detached successor");
+  return createGateway(config, { ...options, logger: pino({ level: "silent" }) });
+}
+
+/**
+ * A real gateway in this process on `home` (port 0, no web chat), talking to the fake model at
+ * `modelBaseUrl` and to the platform `env` configures; resolves once `platform` reports connected.
+ */
+export async function startPlatformGateway(options: {
+  home: string;
+  modelBaseUrl: string;
+  platform: string;
+  env: Record<string, string>;
+}): Promise<Gateway> {
+  const { config } = loadConfig({
+    home: options.home,
+    env: {
+      ...options.env,
+      OPENAI_BASE_URL: options.modelBaseUrl,
+      KEEL_MODEL: "fake-model",
+      KEEL_HTTP_PORT: "0",
+      KEEL_WEBCHAT_ENABLED: "false",
     },
-    ...(options.extraAdapters && { extraAdapters: options.extraAdapters }),
-    ...(options.now && { now: options.now }),
   });
+  const gateway = createTestGateway(config);
+  await gateway.start();
+  await waitFor(
+    async () => (await gateway.status()).platforms[options.platform]?.state === "connected",
+    { timeoutMs: 15_000, message: `${options.platform} connected` },
+  );
+  return gateway;
 }
 
 /** Planned stop; resolves with the exit code once everything is closed. */
@@ -78,6 +90,7 @@ export interface InProcessGatewayOptions {
   /** Default null. Restart tests use "container" (exit 75) so that no detached successor is spawned. */
   supervisor?: Supervisor;
   now?: () => number;
+  schedule?: (fn: () => void, ms: number) => () => void;
 }
 
 export interface InProcessGateway {
@@ -87,8 +100,15 @@ export interface InProcessGateway {
   /** Base URL of the gateway's HTTP server. */
   url: string;
   controlToken: string;
-  /** Sends a chat message from the test platform; the session key is `agent:main:test:dm:<chatId>`. */
-  send(text: string, chatId?: string): Promise<{ sessionId: string; inboxId: number }>;
+  /**
+   * Sends a chat message from the test platform; the session key is `agent:main:test:dm:<chatId>`.
+   * The sender has operator rights (as the web chat's) unless `operator` is false.
+   */
+  send(
+    text: string,
+    chatId?: string,
+    operator?: boolean,
+  ): Promise<{ sessionId: string; inboxId: number }>;
   /** Stops it (planned stop) unless it already stopped; resolves with the exit code. */
   shutdown(): Promise<number>;
 }
@@ -123,6 +143,7 @@ export async function startInProcessGateway(
     extraAdapters: [platform],
     ...(options.supervisor && { supervisor: options.supervisor }),
     ...(options.now && { now: options.now }),
+    ...(options.schedule && { schedule: options.schedule }),
   });
   await gateway.start();
   let exitCode: number | null = null;
@@ -132,7 +153,7 @@ export async function startInProcessGateway(
     platform,
     url: `http://127.0.0.1:${gateway.port}`,
     controlToken: config.controlToken,
-    async send(text, chatId = "1") {
+    async send(text, chatId = "1", operator = true) {
       messageCounter += 1;
       const message: InboundMessage = {
         platform: "test",
@@ -140,7 +161,10 @@ export async function startInProcessGateway(
         platformMessageId: `m${messageCounter}`,
         sessionKey: testSessionKey(chatId),
         text,
+        // A direct chat: the sender is the chat (whose memory file the turn uses).
+        senderId: chatId,
         address: { platform: "test", chatId },
+        ...(operator && { operator: true }),
       };
       const result = await gateway.runner.receive(message);
       return { sessionId: result.sessionId, inboxId: result.inboxId };

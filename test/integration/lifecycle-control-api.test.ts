@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { DRAIN_REQUEST_FILE } from "../../src/gateway/markers.js";
+import { DRAIN_REQUEST_FILE } from "../../src/lifecycle/markers.js";
 import { type InProcessGateway, startInProcessGateway } from "../helpers/in-process-gateway.js";
 import { createTempDir } from "../helpers/temp-home.js";
 

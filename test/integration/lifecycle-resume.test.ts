@@ -3,9 +3,10 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { resumeNote } from "../../src/runner/history.js";
 import {
+  droppedRequestNotice,
+  heldBackNotice,
   queuedForAfterRestartText,
   RESTART_NOTICE_AUTO_RESUME,
-  SUSPENDED_NOTICE,
 } from "../../src/runner/lifecycle-texts.js";
 import { SqliteStore } from "../../src/sessions/sqlite-store.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
@@ -101,25 +102,32 @@ describe("lifecycle: resume after a restart (in-process gateways on one home)", 
     expect(second.platform.texts().filter((t) => t === "the follow-up")).toHaveLength(1);
   });
 
-  it("a session cut off by three restarts in a row is suspended: its next message starts fresh with a notice", async () => {
-    const first = await boot();
+  it("a session cut off by three restarts in a row is suspended, told which request was dropped; its next message starts fresh", async () => {
+    // Restarts 31 s apart: slower than a loop the breaker would hold back (three boots in 60 s).
+    let now = Date.now();
+    const clock = () => now;
+    const first = await boot({ now: clock });
     const { sessionId } = await first.send("slow: 30000 never finishes");
     await waitFor(() => agentStarted(first));
     expect(await restart(first)).toBe(75);
     for (let boots = 2; boots <= 3; boots += 1) {
+      now += 31_000;
       // The session resumes by itself, and the restart cuts off the resumed turn again.
-      const gw = await boot();
+      const gw = await boot({ now: clock });
       await waitFor(() => agentStarted(gw));
       expect(await restart(gw)).toBe(75);
     }
-    const fourth = await boot();
+    now += 31_000;
+    const fourth = await boot({ now: clock });
     const session = await fourth.gateway.store.getSession(testSessionKey());
     expect(session).toMatchObject({ suspended: true, resumePending: false });
     expect(fourth.gateway.runner.activeTurns()).toEqual([]);
+    const dropped = droppedRequestNotice("slow: 30000 never finishes");
+    await waitFor(() => fourth.platform.texts().includes(dropped));
 
     await fourth.send("echo: hello again");
     await waitFor(() => fourth.platform.texts().includes("hello again"));
-    expect(fourth.platform.texts()).toEqual([SUSPENDED_NOTICE, "hello again"]);
+    expect(fourth.platform.texts()).toEqual([dropped, "hello again"]);
     const fresh = await fourth.gateway.store.getSession(testSessionKey());
     expect(fresh?.sessionId).not.toBe(sessionId);
     expect(fake.requests.at(-1)?.messages.filter((m) => m.role !== "system")).toEqual([
@@ -127,7 +135,7 @@ describe("lifecycle: resume after a restart (in-process gateways on one home)", 
     ]);
   });
 
-  it("the restart-loop breaker holds back resumes on the third boot within the window, and the markers stay", async () => {
+  it("the restart-loop breaker holds back resumes on the third boot within the window, tells the chat once, and the markers stay", async () => {
     let now = Date.now();
     const clock = () => now;
     const seedInterrupted = async (chatId: string) => {
@@ -170,14 +178,16 @@ describe("lifecycle: resume after a restart (in-process gateways on one home)", 
     const tripped = await boot({ now: clock });
     await waitFor(async () => (await tripped.gateway.store.listPendingOutbox()).length === 0);
     expect(tripped.gateway.runner.activeTurns()).toEqual([]);
-    expect(tripped.platform.delivered).toEqual([]);
+    // Held back, not dropped: the chat is told once, and the request stays resume-pending.
+    expect(tripped.platform.texts()).toEqual([heldBackNotice("echo: resumed c", 60)]);
     expect((await tripped.gateway.store.getSession(testSessionKey("c")))?.resumePending).toBe(true);
     expect(await tripped.shutdown()).toBe(0);
 
-    // Outside the window the marker left behind resumes as usual.
+    // Outside the window the marker left behind resumes as usual, without a second notice.
     now += 120_000;
     cleanStart();
     const later = await boot({ now: clock });
     await waitFor(() => later.platform.texts("c").includes("resumed c"));
+    expect(later.platform.texts("c")).toEqual(["resumed c"]);
   });
 });

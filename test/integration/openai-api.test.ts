@@ -12,7 +12,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
-import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
+import {
+  defaultScript,
+  type FakeOpenAI,
+  fakePromptTokens,
+  startFakeOpenAI,
+} from "../fakes/openai-server.js";
 import { createTestGateway, stopTestGateway } from "../helpers/in-process-gateway.js";
 import { createTempDir } from "../helpers/temp-home.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -28,6 +33,10 @@ interface StoredSession {
   session: { key: string; session_id: string };
   messages: Array<{ role: string; content: string | null; tool_calls?: unknown[] }>;
 }
+
+/** platforms.api.key for the tests that send a credential (every route will need one). */
+const KEY = "api-key-of-the-api-tests";
+const bearer = () => ({ authorization: `Bearer ${KEY}` });
 
 let fake: FakeOpenAI;
 let home: { path: string; cleanup(): void };
@@ -61,17 +70,22 @@ async function start(
   const baseUrl = `http://127.0.0.1:${gateway.port}`;
   const client = new OpenAI({
     baseURL: `${baseUrl}/v1`,
-    apiKey: options.env?.KEEL_API_KEY ?? "unused",
+    apiKey: options.env?.KEEL_API_KEY ?? config.controlToken,
     maxRetries: 0,
   });
   harness = { gateway, config, baseUrl, client };
   return harness;
 }
 
+/** POSTs a completion with the control token unless `headers` names another authorization. */
 function chat(h: Harness, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
   return fetch(`${h.baseUrl}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json", ...headers },
+    headers: {
+      "content-type": "application/json",
+      authorization: `Bearer ${h.config.controlToken}`,
+      ...headers,
+    },
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
 }
@@ -146,6 +160,31 @@ describe("chat completions through the official client", () => {
     expect(frames.at(-1)).toBe("[DONE]");
     const parsed = frames.slice(0, -1).map((f) => JSON.parse(f) as OpenAI.ChatCompletionChunk);
     expect(parsed.map((c) => c.choices[0]!.delta.content ?? "").join("")).toBe("raw");
+  });
+
+  it("reports the turn's real token usage, summed over its model calls, streamed or not", async () => {
+    const h = await start();
+    const plain = await h.client.chat.completions.create({
+      model: "m",
+      messages: [{ role: "user", content: "run: echo counted" }],
+    });
+    // Two model calls (the tool call, then the answer): the fake's own counts, added up.
+    const [first, second] = fake.requests.map(fakePromptTokens);
+    expect(plain.usage?.prompt_tokens).toBe(first! + second!);
+    expect(plain.usage?.completion_tokens).toBeGreaterThan(0);
+    expect(plain.usage?.total_tokens).toBe(
+      plain.usage!.prompt_tokens + plain.usage!.completion_tokens,
+    );
+
+    const stream = await h.client.chat.completions.create({
+      model: "m",
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: "user", content: "echo: streamed" }],
+    });
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) usage = chunk.usage ?? usage;
+    expect(usage?.prompt_tokens).toBe(fakePromptTokens(fake.requests.at(-1)!));
   });
 
   it("lists the configured model", async () => {
@@ -230,21 +269,20 @@ describe("sessions over the API", () => {
     ]);
   });
 
-  it("a repeated Idempotency-Key is refused with 409 and stored once", async () => {
-    const h = await start();
-    const headers = { "Idempotency-Key": "req-1" };
-    const first = await chat(h, { messages: [{ role: "user", content: "echo: once" }] }, headers);
+  it("a repeated Idempotency-Key gets the stored reply and the message is stored once", async () => {
+    const h = await start({ env: { KEEL_API_KEY: KEY } });
+    const headers = { "Idempotency-Key": "req-1", ...bearer() };
+    const body = { messages: [{ role: "user", content: "echo: once" }] };
+    const first = await chat(h, body, headers);
     const sessionId = first.headers.get("x-session-id")!;
-    const again = await chat(
-      h,
-      { messages: [{ role: "user", content: "echo: once" }] },
-      { ...headers, "X-Session-Id": sessionId },
-    );
-    expect(again.status).toBe(409);
-    expect(((await again.json()) as { error: { code: string } }).error.code).toBe(
-      "duplicate_request",
+    const again = await chat(h, body, headers);
+    expect(again.status).toBe(200);
+    expect(again.headers.get("x-session-id")).toBe(sessionId);
+    expect(((await again.json()) as OpenAI.ChatCompletion).choices[0]!.message.content).toBe(
+      "once",
     );
     expect(roles(await transcript(h, sessionId))).toEqual(["user:echo: once", "assistant:once"]);
+    expect(fake.requests).toHaveLength(1);
   });
 
   it("streams the reply of a tool-using turn", async () => {
@@ -255,8 +293,41 @@ describe("sessions over the API", () => {
       messages: [{ role: "user", content: "run: echo streamed-tool" }],
     });
     let text = "";
-    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    for await (const chunk of stream) {
+      // Without X-Keel-Tool-Events a client gets OpenAI's chunks only.
+      expect(chunk).not.toHaveProperty("keel_tool");
+      expect(chunk.choices).toHaveLength(1);
+      text += chunk.choices[0]?.delta.content ?? "";
+    }
     expect(text).toBe("ran: streamed-tool");
+  });
+
+  it("with X-Keel-Tool-Events, a stream carries each tool call as it starts, before the reply", async () => {
+    const h = await start();
+    const stream = await h.client.chat.completions.create(
+      { model: "m", stream: true, messages: [{ role: "user", content: "run: echo seen-tool" }] },
+      { headers: { "X-Keel-Tool-Events": "1" } },
+    );
+    const seen: string[] = [];
+    for await (const chunk of stream) {
+      const tool = (chunk as { keel_tool?: { id: string; name: string; arguments: string } })
+        .keel_tool;
+      if (tool) {
+        expect(chunk.choices).toEqual([]);
+        expect(tool.id).toMatch(/\S/);
+        seen.push(`tool ${tool.name} ${JSON.parse(tool.arguments).command}`);
+      }
+      const piece = chunk.choices[0]?.delta.content;
+      if (piece) seen.push(`text ${piece}`);
+    }
+    expect(seen[0]).toBe("tool terminal echo seen-tool");
+    expect(seen.slice(1).every((s) => s.startsWith("text "))).toBe(true);
+    expect(
+      seen
+        .slice(1)
+        .map((s) => s.slice("text ".length))
+        .join(""),
+    ).toBe("ran: seen-tool");
   });
 
   it("runs a tool in agent.cwd and replies with its output", async () => {
@@ -281,8 +352,12 @@ describe("sessions over the API", () => {
 });
 
 describe("model failures become a clear reply and leave the session usable", () => {
+  // Retries are off here: these are the failures left once retries and fallbacks are used up
+  // (model-chain.test.ts and context.test.ts cover the retries).
+  const NO_RETRIES = "model:\n  max_retries: 0\n";
+
   it("a model 500 is a 502 with an OpenAI-style error", async () => {
-    const h = await start();
+    const h = await start({ yaml: NO_RETRIES });
     const sessionId = await seedSession(h);
     fake.failNext(500);
     const res = await chat(
@@ -318,7 +393,7 @@ describe("model failures become a clear reply and leave the session usable", () 
   });
 
   it("a streamed request gets the error as an SSE error event", async () => {
-    const h = await start();
+    const h = await start({ yaml: NO_RETRIES });
     fake.failNext(503);
     const stream = await h.client.chat.completions.create({
       model: "m",
@@ -334,7 +409,7 @@ describe("model failures become a clear reply and leave the session usable", () 
   });
 
   it("a hanging model times out within model.timeout_seconds", async () => {
-    const h = await start({ yaml: "model:\n  timeout_seconds: 0.5\n" });
+    const h = await start({ yaml: "model:\n  timeout_seconds: 0.5\n  max_retries: 0\n" });
     const sessionId = await seedSession(h);
     fake.hangNext();
     const res = await chat(
@@ -376,24 +451,121 @@ describe("model failures become a clear reply and leave the session usable", () 
     );
     expect(after.status).toBe(200);
   });
+});
 
-  it("with no model configured, replies how to configure one", async () => {
-    const h = await start({ model: false });
-    const res = await chat(h, { messages: [{ role: "user", content: "hello?" }] });
-    expect(res.status).toBe(200);
-    const body = (await res.json()) as OpenAI.ChatCompletion;
-    expect(body.choices[0]!.message.content).toMatch(/model\.base_url/);
-    expect(body.choices[0]!.message.content).toMatch(/OPENAI_BASE_URL/);
+describe("work the gateway does not take is a 503 in OpenAI's shape", () => {
+  async function expectRefusal(res: Response, code: string, retryAfter: string | null) {
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe(retryAfter);
+    const body = (await res.json()) as { error: { code: string; type: string; message: string } };
+    expect(body.error).toMatchObject({ code, type: "server_error" });
+    return body.error.message;
+  }
 
-    const stream = await h.client.chat.completions.create({
-      model: "m",
-      stream: true,
-      messages: [{ role: "user", content: "and streamed?" }],
-    });
-    let text = "";
-    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
-    expect(text).toMatch(/No model is configured/);
+  it("with no model configured: 503 model_not_configured saying how to configure one", async () => {
+    const h = await start({ model: false, env: { KEEL_API_KEY: KEY } });
+    const message = await expectRefusal(
+      await chat(h, { messages: [{ role: "user", content: "hello?" }] }, bearer()),
+      "model_not_configured",
+      null,
+    );
+    expect(message).toMatch(/model\.base_url/);
+    expect(message).toMatch(/OPENAI_BASE_URL/);
+
+    // The official client sees an APIError for a streamed request too.
+    const err = await h.client.chat.completions
+      .create({ model: "m", stream: true, messages: [{ role: "user", content: "and streamed?" }] })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+    expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe("model_not_configured");
+
+    // Nothing was stored; chat commands are still answered.
+    const sessions = (await (await control(h, "/api/sessions")).json()) as { sessions: unknown[] };
+    expect(sessions.sessions).toEqual([]);
+    const help = await chat(h, { messages: [{ role: "user", content: "/help" }] }, bearer());
+    expect(help.status).toBe(200);
     expect(fake.requests).toHaveLength(0);
+  });
+
+  it("while draining: 503 gateway_draining with Retry-After, nothing stored", async () => {
+    const h = await start({ env: { KEEL_API_KEY: KEY } });
+    const drain = await fetch(`${h.baseUrl}/api/gateway/drain`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${h.config.controlToken}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ action: "drain" }),
+    });
+    expect(drain.status).toBe(200);
+    const body = { messages: [{ role: "user", content: "echo: not now" }] };
+    await expectRefusal(await chat(h, body, bearer()), "gateway_draining", "30");
+    await expectRefusal(
+      await chat(h, { ...body, stream: true }, bearer()),
+      "gateway_draining",
+      "30",
+    );
+    const sessions = (await (await control(h, "/api/sessions")).json()) as { sessions: unknown[] };
+    expect(sessions.sessions).toEqual([]);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("while stopping: 503 gateway_stopping with Retry-After; the turn being drained still answers", async () => {
+    const h = await start({ env: { KEEL_API_KEY: KEY, KEEL_RESTART_DRAIN_TIMEOUT: "60" } });
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    fake.script(async (request) => {
+      await gate;
+      return defaultScript(request);
+    });
+    const running = chat(h, { messages: [{ role: "user", content: "echo: drained" }] }, bearer());
+    await waitFor(() => fake.requests.length === 1, { message: "the running turn's model call" });
+    h.gateway.requestStop({ restart: false, signalInitiated: false });
+    await waitFor(() => h.gateway.runner.refusalFor("echo: late") === "stopping", {
+      message: "admission closed",
+    });
+    await expectRefusal(
+      await chat(h, { messages: [{ role: "user", content: "echo: late" }] }, bearer()),
+      "gateway_stopping",
+      "10",
+    );
+    open();
+    const drained = await running;
+    expect(drained.status).toBe(200);
+    expect(((await drained.json()) as OpenAI.ChatCompletion).choices[0]!.message.content).toBe(
+      "drained",
+    );
+    expect(await h.gateway.exited).toBe(0);
+    expect(fake.requests).toHaveLength(1);
+  });
+
+  it("a turn cut off by a stop: 503 gateway_stopping with Retry-After, or that error event in a stream", async () => {
+    const h = await start({ env: { KEEL_API_KEY: KEY } });
+    fake.script({ hang: true });
+    const plain = chat(h, { messages: [{ role: "user", content: "echo: cut" }] }, bearer());
+    const streamed = chat(
+      h,
+      { stream: true, messages: [{ role: "user", content: "echo: cut too" }] },
+      bearer(),
+    );
+    await waitFor(() => fake.requests.length === 2, { message: "both model calls started" });
+    h.gateway.requestStop({ restart: false, signalInitiated: false });
+
+    const message = await expectRefusal(await plain, "gateway_stopping", "10");
+    expect(message).toMatch(/Idempotency-Key/);
+    const stream = await streamed;
+    expect(stream.status).toBe(200);
+    const frames = (await stream.text())
+      .split("\n")
+      .filter((l) => l.startsWith("data: "))
+      .map((l) => l.slice("data: ".length));
+    const errors = frames
+      .filter((f) => f !== "[DONE]")
+      .map((f) => JSON.parse(f) as { error?: { code: string } })
+      .filter((f) => f.error);
+    expect(errors.map((f) => f.error!.code)).toEqual(["gateway_stopping"]);
+    expect(await h.gateway.exited).toBe(0);
   });
 });
 
@@ -483,7 +655,11 @@ describe("bad input is refused and nothing stored changes", () => {
     const payload = new TextEncoder().encode(JSON.stringify(big));
     const chunked = await fetch(`${h.baseUrl}/v1/chat/completions`, {
       method: "POST",
-      headers: { "content-type": "application/json", "X-Session-Id": sessionId },
+      headers: {
+        "content-type": "application/json",
+        "X-Session-Id": sessionId,
+        authorization: `Bearer ${h.config.controlToken}`,
+      },
       body: new ReadableStream({
         start(controller) {
           for (let i = 0; i < payload.length; i += 512)
@@ -537,7 +713,7 @@ describe("API key", () => {
     const key = "test-api-key-123";
     const h = await start({ env: { KEEL_API_KEY: key } });
     const body = { messages: [{ role: "user", content: "echo: secret" }] };
-    const none = await chat(h, body);
+    const none = await chat(h, body, { authorization: "" });
     expect(none.status).toBe(401);
     expect(((await none.json()) as { error: { code: string } }).error.code).toBe("invalid_api_key");
     expect((await chat(h, body, { authorization: "Bearer wrong" })).status).toBe(401);

@@ -1,4 +1,7 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { runCliInProcess } from "../helpers/cli-run.js";
 import {
   ALLOWED_USER,
   botMessages,
@@ -37,6 +40,44 @@ describe("Telegram access through the real gateway", () => {
     h.telegram.sendUserMessage({ chatId: stranger, text: "echo: thanks" });
     await waitFor(() => botMessages(h.telegram, stranger)[1]);
     expect(botMessages(h.telegram, stranger).map((m) => m.text)).toEqual([answer.text, "thanks"]);
+  });
+
+  it("`keel pairing approve` tells the user they are in, through the running gateway", async () => {
+    await h.start();
+    const stranger = 9002;
+    h.telegram.sendUserMessage({ chatId: stranger, text: "echo: let me in" });
+    const answer = await waitFor(() => botMessages(h.telegram, stranger)[0]);
+    const code = /pairing code is ([A-Z0-9]{8})/.exec(answer.text)![1]!;
+
+    const approve = await runCliInProcess(["--home", h.home, "pairing", "approve", code]);
+    expect(approve.code).toBe(0);
+    // The CLI wrote the notice into state.db; the gateway's outbox sweep delivers it.
+    const notice = await waitFor(() => botMessages(h.telegram, stranger)[1], { timeoutMs: 15_000 });
+    expect(notice.text).toMatch(/You're in/);
+
+    const approved = await runCliInProcess(["--home", h.home, "pairing", "list", "--approved"]);
+    expect(approved.out.join("\n")).toContain(`telegram  user ${stranger}`);
+    const revoke = await runCliInProcess(["--home", h.home, "pairing", "revoke", String(stranger)]);
+    expect(revoke.code).toBe(0);
+    h.telegram.sendUserMessage({ chatId: stranger, text: "echo: still here?" });
+    const again = await waitFor(() => botMessages(h.telegram, stranger)[2]);
+    expect(again.text).toMatch(/pairing code is/);
+    expect(h.model.requests).toHaveLength(0);
+    expect((await runCliInProcess(["--home", h.home, "pairing", "revoke", "777"])).code).toBe(1);
+  });
+
+  it("an approval made while the gateway is down reaches the user at the next start", async () => {
+    await h.start();
+    const stranger = 9003;
+    h.telegram.sendUserMessage({ chatId: stranger, text: "echo: hello?" });
+    const answer = await waitFor(() => botMessages(h.telegram, stranger)[0]);
+    const code = /pairing code is ([A-Z0-9]{8})/.exec(answer.text)![1]!;
+    await h.stop();
+
+    expect((await runCliInProcess(["--home", h.home, "pairing", "approve", code])).code).toBe(0);
+    await h.start();
+    const notice = await waitFor(() => botMessages(h.telegram, stranger)[1]);
+    expect(notice.text).toMatch(/You're in/);
   });
 
   it("ignores a stranger in a group silently, and answers an allowed user there", async () => {
@@ -104,9 +145,10 @@ describe("Telegram send failures through the real gateway", () => {
       .telegram!;
     expect(telegram.error).toMatch(/401/);
     expect(telegram.error).toMatch(/token/i);
+    const token = readFileSync(join(h.home, "control_token"), "utf8").trim();
     const response = await fetch(`http://127.0.0.1:${gateway.port}/v1/chat/completions`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
       body: JSON.stringify({
         model: "keel",
         messages: [{ role: "user", content: "echo: still here" }],

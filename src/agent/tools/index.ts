@@ -3,27 +3,36 @@ import { errorText, toolError } from "./define-tool.js";
 import type { Tool, ToolContext, ToolOutput } from "./tool.js";
 
 /**
- * Creates the registry of the tools a turn may call. Throws at creation if two tools share a
- * name (a wiring bug); `run` never throws.
+ * Creates the registry of the tools a turn may call: the built-in `tools`, plus those `dynamic`
+ * returns at the moment of each lookup (MCP servers' tools, which come and go with their
+ * servers; a built-in name always wins). Throws at creation if two built-in tools share a name
+ * (a wiring bug); `run` never throws.
  */
-export function createToolRegistry(tools: Tool[]): ToolRegistry {
+export function createToolRegistry(tools: Tool[], dynamic?: () => Tool[]): ToolRegistry {
   const byName = new Map<string, Tool>();
   for (const tool of tools) {
     if (byName.has(tool.name)) throw new Error(`Two tools are named ${tool.name}`);
     byName.set(tool.name, tool);
   }
+  const all = (): Tool[] => {
+    const extra = dynamic?.().filter((tool) => !byName.has(tool.name)) ?? [];
+    return [...byName.values(), ...extra];
+  };
+  const get = (name: string) => byName.get(name) ?? dynamic?.().find((t) => t.name === name);
   return {
-    get: (name) => byName.get(name),
+    get,
     specs(): ToolSpec[] {
-      return [...byName.values()].map((tool) => ({
+      return all().map((tool) => ({
         type: "function",
         function: { name: tool.name, description: tool.description, parameters: tool.parameters },
       }));
     },
     async run(call: ToolCall, context: ToolContext): Promise<ToolOutput> {
-      const tool = byName.get(call.function.name);
+      const tool = get(call.function.name);
       if (!tool) {
-        const known = [...byName.keys()].join(", ");
+        const known = all()
+          .map((t) => t.name)
+          .join(", ");
         return toolError(`Unknown tool ${call.function.name}. Available tools: ${known}.`);
       }
       let args: unknown;

@@ -1,4 +1,6 @@
+import { execFileSync } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -68,4 +70,41 @@ describe("read_file tool", () => {
     expect(result.isError).toBe(true);
     expect(result.output).toContain("Invalid arguments for read_file");
   });
+
+  it("refuses a FIFO at once instead of waiting for a writer that never comes", async () => {
+    execFileSync("mkfifo", [join(cwd, "pipe")]);
+    // Without the check this never settles, and the test times out.
+    expect(await createReadFileTool().execute({ path: "pipe" }, { cwd, signal })).toEqual({
+      output:
+        "pipe is a FIFO (named pipe), not a regular file; the file tools only use regular files.",
+      isError: true,
+    });
+  });
+
+  it("refuses devices and sockets", async () => {
+    const tool = createReadFileTool();
+    const device = await tool.execute({ path: "/dev/zero" }, { cwd, signal });
+    expect(device).toMatchObject({ isError: true });
+    expect(device.output).toContain("/dev/zero is a device");
+    const server: Server = createServer();
+    await new Promise<void>((done) => server.listen(join(cwd, "sock"), done));
+    try {
+      const socket = await tool.execute({ path: "sock" }, { cwd, signal });
+      expect(socket.output).toContain("sock is a socket");
+    } finally {
+      await new Promise((done) => server.close(done));
+    }
+  });
+
+  // read_file runs inside the gateway, whose environment holds the model key and bot token (the
+  // scrub only covers the tools' child processes). /proc files report size 0, so nothing is read.
+  it.runIf(process.platform === "linux")(
+    "shows nothing of the gateway's own environment through /proc/self/environ",
+    async () => {
+      const tool = createReadFileTool();
+      const result = await tool.execute({ path: "/proc/self/environ" }, { cwd, signal });
+      expect(result.output).not.toContain("PATH=");
+      expect(result.output).toBe("(empty file)");
+    },
+  );
 });

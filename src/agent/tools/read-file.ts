@@ -1,12 +1,16 @@
-import { open } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { z } from "zod";
 import { defineTool, errorText, toolError } from "./define-tool.js";
+import { type HomeGuard, resolveReal } from "./home-guard.js";
 import type { Tool } from "./tool.js";
 
 export interface ReadFileToolOptions {
   /** Bytes shown at most (default 100,000); longer files are cut with a note. */
   maxBytes?: number;
+  /** Refuses paths inside the Keel home (the gateway always sets it). */
+  guard?: HomeGuard;
 }
 
 const ReadFileArgs = z.object({
@@ -14,9 +18,17 @@ const ReadFileArgs = z.object({
 });
 
 /**
+ * Non-blocking, so that a FIFO swapped in after the check still cannot hang the open; no
+ * following of a symlink swapped in for the checked real path.
+ */
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW;
+
+/**
  * Creates the `read_file` tool: returns a text file's content (path relative to the context's
  * cwd), the first `maxBytes` of it with a note when longer. Read-only, so it may be re-run after
- * a crash. Missing files, folders and binary files are `isError` results.
+ * a crash. Missing files, folders, binary files, paths the guard refuses and anything that is
+ * not a regular file (FIFOs, devices and sockets, which could block forever) are `isError`
+ * results.
  */
 export function createReadFileTool(options: ReadFileToolOptions = {}): Tool {
   const maxBytes = options.maxBytes ?? 100_000;
@@ -28,13 +40,20 @@ export function createReadFileTool(options: ReadFileToolOptions = {}): Tool {
     async run({ path }, { cwd }) {
       let file: Awaited<ReturnType<typeof open>>;
       try {
-        file = await open(resolve(cwd, path), "r");
+        const target = options.guard
+          ? await options.guard.check(cwd, path)
+          : { realPath: await resolveReal(resolve(cwd, path)) };
+        if (target.refusal) return toolError(target.refusal);
+        const problem = describeKind(await stat(target.realPath), path);
+        if (problem) return toolError(problem);
+        file = await open(target.realPath, OPEN_FLAGS);
       } catch (error) {
         return toolError(describeOpenError(error, path));
       }
       try {
         const info = await file.stat();
-        if (info.isDirectory()) return toolError(`${path} is a folder, not a file.`);
+        const problem = describeKind(info, path);
+        if (problem) return toolError(problem);
         const buffer = Buffer.alloc(Math.min(info.size, maxBytes));
         const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
         const bytes = buffer.subarray(0, bytesRead);
@@ -52,6 +71,17 @@ export function createReadFileTool(options: ReadFileToolOptions = {}): Tool {
       }
     },
   });
+}
+
+/** Why a file of this kind is not read, or undefined for a regular file. */
+export function describeKind(
+  info: { isFile(): boolean; isDirectory(): boolean; isFIFO(): boolean; isSocket(): boolean },
+  path: string,
+): string | undefined {
+  if (info.isFile()) return undefined;
+  if (info.isDirectory()) return `${path} is a folder, not a file.`;
+  const kind = info.isFIFO() ? "a FIFO (named pipe)" : info.isSocket() ? "a socket" : "a device";
+  return `${path} is ${kind}, not a regular file; the file tools only use regular files.`;
 }
 
 function describeOpenError(error: unknown, path: string): string {

@@ -1,3 +1,5 @@
+import { randomInt } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +8,8 @@ import { waitFor } from "../../../test/helpers/wait-for.js";
 import { createProcessRegistry, isGroupAlive, type ProcessRegistry } from "./process-registry.js";
 import { createOutputCapture, createTerminalTool } from "./terminal.js";
 import type { ToolOutput } from "./tool.js";
+
+const TOOL_ENV = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
 
 let cwd: string;
 let processes: ProcessRegistry;
@@ -17,18 +21,49 @@ beforeEach(async () => {
 
 afterEach(async () => {
   processes.killAll();
+  // Whatever a failing test left behind (found by the unique argument it was started with).
+  for (const pid of pidsWithArgument(String(uniqueSeconds))) process.kill(pid, "SIGKILL");
   await rm(cwd, { recursive: true, force: true });
 });
 
+/** A sleep length no other process on the machine uses, to find a test's sleeps in /proc. */
+const uniqueSeconds = 4_000_000 + randomInt(1_000_000);
+
+/** Live (non-zombie) processes whose command line has `argument`, from /proc. */
+function pidsWithArgument(argument: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // A zombie's cmdline is empty, so only live processes match.
+      if (readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").includes(argument)) {
+        pids.push(Number(entry));
+      }
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return pids;
+}
+
+/** Starts `sleep <uniqueSeconds>` once with setsid and once double-forked (both leave the group). */
+const ESCAPING = `setsid sleep ${uniqueSeconds} & (sleep ${uniqueSeconds} &) ; echo started`;
+
 function run(
   args: unknown,
-  options: { signal?: AbortSignal; maxOutputChars?: number; killGraceMs?: number } = {},
+  options: {
+    signal?: AbortSignal;
+    maxOutputChars?: number;
+    killGraceMs?: number;
+    defaultTimeoutMs?: number;
+  } = {},
 ): Promise<ToolOutput> {
   const tool = createTerminalTool({
-    defaultTimeoutMs: 20_000,
+    defaultTimeoutMs: options.defaultTimeoutMs ?? 20_000,
     processes,
     maxOutputChars: options.maxOutputChars,
     killGraceMs: options.killGraceMs,
+    env: TOOL_ENV,
   });
   return tool.execute(args, { cwd, signal: options.signal ?? new AbortController().signal });
 }
@@ -165,13 +200,99 @@ describe("terminal tool", () => {
   });
 
   it("reports a missing working folder", async () => {
-    const tool = createTerminalTool({ defaultTimeoutMs: 1000, processes });
+    const tool = createTerminalTool({ defaultTimeoutMs: 1000, processes, env: TOOL_ENV });
     const result = await tool.execute(
       { command: "true" },
       { cwd: join(cwd, "missing"), signal: new AbortController().signal },
     );
     expect(result.isError).toBe(true);
     expect(result.output).toContain("ENOENT");
+  });
+});
+
+describe("terminal tool limits", () => {
+  it("runs a command normally when the model asks for a huge timeout, capped at the configured one", async () => {
+    const result = await run({ command: "echo fine", timeout: 1e12 });
+    expect(result).toEqual({
+      output: "fine\n[exit code 0]\n[timeout capped at 20 s, the configured agent.tool_timeout]",
+      isError: false,
+    });
+  });
+
+  it("kills at the configured timeout when the model asks for more", async () => {
+    const result = await run(
+      { command: "sleep 30", timeout: 1e12 },
+      { defaultTimeoutMs: 300, killGraceMs: 100 },
+    );
+    expect(result.isError).toBe(true);
+    expect(result.output).toContain("[killed: timed out after 0.3 s]");
+  });
+
+  it("runs normally when the configured timeout itself is beyond what a timer can hold", async () => {
+    const result = await run({ command: "echo fine" }, { defaultTimeoutMs: 1e15 });
+    expect(result).toEqual({ output: "fine\n[exit code 0]", isError: false });
+  });
+
+  it("rejects a timeout that is not a positive finite number", async () => {
+    for (const timeout of [Number.NaN, -5, 0, Number.POSITIVE_INFINITY, "10"]) {
+      const result = await run({ command: "echo never", timeout });
+      expect(result.isError).toBe(true);
+      expect(result.output).toContain("Invalid arguments for terminal");
+    }
+  });
+
+  it("gives commands only the environment it was given, plus the run marker", async () => {
+    const result = await run({ command: "env" });
+    const names = result.output
+      .split("\n")
+      .filter((line) => line.includes("="))
+      .map((line) => line.slice(0, line.indexOf("=")));
+    // sh itself adds PWD (and dash may add OLDPWD); nothing of the test runner's own environment.
+    expect(names.filter((n) => !["PWD", "OLDPWD", "SHLVL", "_"].includes(n)).sort()).toEqual([
+      "KEEL_TOOL_RUN",
+      "PATH",
+    ]);
+  });
+});
+
+describe("terminal tool and processes that leave the process group", () => {
+  it("kills setsid and double-forked children when the command is interrupted", async () => {
+    const controller = new AbortController();
+    const pending = run(
+      { command: `${ESCAPING}; sleep ${uniqueSeconds}` },
+      { signal: controller.signal, killGraceMs: 200 },
+    );
+    await waitFor(() => pidsWithArgument(String(uniqueSeconds)).length === 3, {
+      timeoutMs: 5000,
+      message: "three sleeps started",
+    });
+    controller.abort();
+    expect((await pending).output).toContain("[interrupted");
+    await waitFor(() => pidsWithArgument(String(uniqueSeconds)).length === 0, {
+      timeoutMs: 5000,
+      message: "every sleep killed",
+    });
+  });
+
+  it("kills a finished command's escaped children with killAll, even once its group is gone", async () => {
+    const result = await run({ command: `setsid sleep ${uniqueSeconds} & echo started` });
+    expect(result.output).toContain("started");
+    await waitFor(() => pidsWithArgument(String(uniqueSeconds)).length === 1, {
+      timeoutMs: 5000,
+      message: "the sleep started",
+    });
+    await waitFor(() => processes.size === 0, { timeoutMs: 5000, message: "group forgotten" });
+    const second = await run({ command: ESCAPING });
+    expect(second.output).toContain("started");
+    await waitFor(() => pidsWithArgument(String(uniqueSeconds)).length === 3, {
+      timeoutMs: 5000,
+      message: "three sleeps running",
+    });
+    expect(processes.killAll()).toBe(2);
+    await waitFor(() => pidsWithArgument(String(uniqueSeconds)).length === 0, {
+      timeoutMs: 5000,
+      message: "every sleep killed",
+    });
   });
 });
 

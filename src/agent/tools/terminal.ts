@@ -2,11 +2,20 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { stat } from "node:fs/promises";
 import { z } from "zod";
 import { defineTool, errorText, toolError } from "./define-tool.js";
-import { isGroupAlive, type ProcessRegistry, signalGroup } from "./process-registry.js";
+import {
+  isGroupAlive,
+  type ProcessRegistry,
+  signalRun,
+  TOOL_RUN_VARIABLE,
+  type ToolRun,
+} from "./process-registry.js";
 import type { Tool, ToolContext, ToolOutput } from "./tool.js";
 
 export interface TerminalToolOptions {
-  /** Used when the model gives no `timeout` (config `agent.tool_timeout`, in ms). */
+  /**
+   * Used when the model gives no `timeout`, and the most it may ask for (config
+   * `agent.tool_timeout`, in ms).
+   */
   defaultTimeoutMs: number;
   /** Where live process groups are recorded for the gateway's stop. */
   processes: ProcessRegistry;
@@ -14,8 +23,8 @@ export interface TerminalToolOptions {
   maxOutputChars?: number;
   /** Time between SIGTERM and SIGKILL when a command is stopped (default 1000 ms). */
   killGraceMs?: number;
-  /** Environment of the commands (default: inherited from the gateway). */
-  env?: NodeJS.ProcessEnv;
+  /** Environment of the commands (the config's scrubbed `toolEnv`); a run marker is added. */
+  env: Readonly<Record<string, string>>;
 }
 
 const TerminalArgs = z.object({
@@ -24,16 +33,22 @@ const TerminalArgs = z.object({
     .number()
     .positive()
     .optional()
-    .describe("Seconds before the command is killed (default: the configured tool timeout)"),
+    .describe(
+      "Seconds before the command is killed (default and maximum: the configured tool timeout)",
+    ),
 });
 
 /** How long to wait for the output pipes after the shell exited (background children may hold them). */
 const PIPE_DRAIN_MS = 500;
 
+/** The longest delay a Node timer takes; a longer one fires at once (TimeoutOverflowWarning). */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /**
  * Creates the `terminal` tool: runs a command with `/bin/sh -c` in the context's cwd, in its own
- * process group. On timeout or abort the whole group gets SIGTERM, then SIGKILL after a grace
- * period. Output is stdout and stderr combined, middle-truncated, followed by the exit status; a
+ * process group, with the given environment plus a run marker. The model's `timeout` can only
+ * shorten the configured one. On timeout or abort the whole group and every process carrying the
+ * marker (see process-registry.ts) get SIGTERM, then SIGKILL after a grace period. Output is stdout and stderr combined, middle-truncated, followed by the exit status; a
  * non-zero exit, a timeout or an interruption is `isError` with the output still included.
  */
 export function createTerminalTool(options: TerminalToolOptions): Tool {
@@ -60,29 +75,33 @@ async function runCommand(
   if (context.signal.aborted) return toolError("Not run: the turn was interrupted.");
   const cwdProblem = await checkFolder(context.cwd);
   if (cwdProblem) return toolError(cwdProblem);
-  const timeoutMs = args.timeout !== undefined ? args.timeout * 1000 : options.defaultTimeoutMs;
+  const limitMs = Math.min(options.defaultTimeoutMs, MAX_TIMER_MS);
+  const requestedMs = args.timeout !== undefined ? args.timeout * 1000 : limitMs;
+  const timeoutMs = Math.min(requestedMs, limitMs);
+  const marker = options.processes.newMarker();
   const child = spawn("/bin/sh", ["-c", args.command], {
     cwd: context.cwd,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
-    env: options.env,
+    env: { ...options.env, [TOOL_RUN_VARIABLE]: marker },
   });
   const output = createOutputCapture(options.maxOutputChars ?? 50_000);
   for (const stream of [child.stdout, child.stderr]) {
     stream?.setEncoding("utf8");
     stream?.on("data", (text: string) => output.push(text));
   }
-  const pid = child.pid;
-  if (pid !== undefined) options.processes.add(pid);
+  const run: ToolRun | undefined =
+    child.pid === undefined ? undefined : { pgid: child.pid, marker };
+  if (run) options.processes.add(run);
   let stoppedBy: "timeout" | "aborted" | undefined;
   const stop = (why: "timeout" | "aborted") => {
-    if (stoppedBy || pid === undefined) return;
+    if (stoppedBy || !run) return;
     stoppedBy = why;
-    signalGroup(pid, "SIGTERM");
+    signalRun(run, "SIGTERM");
     // Runs even after the shell has gone: it reaches whatever ignored SIGTERM.
     const grace = setTimeout(() => {
-      signalGroup(pid, "SIGKILL");
-      options.processes.delete(pid);
+      signalRun(run, "SIGKILL");
+      options.processes.delete(run);
     }, options.killGraceMs ?? 1000);
     grace.unref();
   };
@@ -94,12 +113,14 @@ async function runCommand(
     if (ending.kind === "spawn_failed") {
       return toolError(`Could not start the command: ${errorText(ending.error)}`);
     }
-    return report(output.text(), ending, stoppedBy, timeoutMs);
+    const capped = requestedMs > limitMs ? limitMs : undefined;
+    return report(output.text(), ending, stoppedBy, timeoutMs, capped);
   } finally {
     clearTimeout(timer);
     context.signal.removeEventListener("abort", onAbort);
-    // A group that outlives its shell (background children) stays recorded for killAll.
-    if (pid !== undefined && !stoppedBy && !isGroupAlive(pid)) options.processes.delete(pid);
+    // A group that outlives its shell (background children) stays recorded for killAll; a
+    // child that left the group is found by its marker.
+    if (run && !stoppedBy && !isGroupAlive(run.pgid)) options.processes.delete(run);
   }
 }
 
@@ -108,6 +129,7 @@ function report(
   ending: Extract<Ending, { kind: "exited" }>,
   stoppedBy: "timeout" | "aborted" | undefined,
   timeoutMs: number,
+  cappedAtMs: number | undefined,
 ): ToolOutput {
   const body = text.length > 0 ? text.replace(/\n$/, "") : "(no output)";
   let status: string;
@@ -115,9 +137,12 @@ function report(
   else if (stoppedBy === "aborted") status = "[interrupted: the command was stopped]";
   else if (ending.code !== null) status = `[exit code ${ending.code}]`;
   else status = `[killed by ${ending.signal ?? "a signal"}]`;
-  const note = ending.pipesHeld
+  let note = ending.pipesHeld
     ? "\n[background processes kept the output open; later output is not shown]"
     : "";
+  if (cappedAtMs !== undefined) {
+    note += `\n[timeout capped at ${cappedAtMs / 1000} s, the configured agent.tool_timeout]`;
+  }
   return {
     output: `${body}\n${status}${note}`,
     isError: stoppedBy !== undefined || ending.code !== 0,

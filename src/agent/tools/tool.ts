@@ -1,3 +1,5 @@
+import type { ChatAddress, OutboundFile } from "../../platforms/platform.js";
+
 /** A tool the agent can call. `execute` never throws for expected failures: it returns isError. */
 export interface Tool {
   name: string;
@@ -6,6 +8,11 @@ export interface Tool {
   parameters: Record<string, unknown>;
   /** Read-only tools may be re-run after a crash; others never are (see the tool-call journal). */
   readOnly: boolean;
+  /**
+   * The approval rule of a tool from an MCP server (its server's `approval` setting); built-in
+   * tools leave it out and follow `tools.approval`.
+   */
+  approval?: "off" | "dangerous" | "always";
   execute(args: unknown, context: ToolContext): Promise<ToolOutput>;
 }
 
@@ -14,9 +21,15 @@ export interface ToolContext {
   cwd: string;
   /** Aborted when the turn is interrupted or the gateway stops: kill what you started. */
   signal: AbortSignal;
+  /** The chat the turn answers, when there is one (the `schedule` tool reports there). */
+  chat?: ChatAddress | null;
+  /** Whose memory file the `memory` tool edits (`<platform>-<user id>`): the turn's sender. */
+  memoryUser?: string | null;
 }
 
 export interface ToolOutput {
   output: string;
   isError: boolean;
+  /** A file the tool sends to the chat (`send_file`): queued with the result, atomically. */
+  sentFile?: { file: OutboundFile; caption: string };
 }

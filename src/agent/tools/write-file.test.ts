@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -44,5 +45,15 @@ describe("write_file tool", () => {
     const result = await createWriteFileTool().execute({ path: "x", content: 5 }, { cwd, signal });
     expect(result.isError).toBe(true);
     expect(result.output).toContain("content");
+  });
+
+  it("refuses to write into a FIFO instead of waiting for a reader", async () => {
+    execFileSync("mkfifo", [join(cwd, "pipe")]);
+    const result = await createWriteFileTool().execute(
+      { path: "pipe", content: "x" },
+      { cwd, signal },
+    );
+    expect(result).toMatchObject({ isError: true });
+    expect(result.output).toContain("pipe is a FIFO");
   });
 });

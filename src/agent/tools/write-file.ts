@@ -1,8 +1,16 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { mkdir, open, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
 import { defineTool, errorText, toolError } from "./define-tool.js";
+import { type HomeGuard, resolveReal } from "./home-guard.js";
+import { describeKind } from "./read-file.js";
 import type { Tool } from "./tool.js";
+
+export interface WriteFileToolOptions {
+  /** Refuses paths inside the Keel home (the gateway always sets it). */
+  guard?: HomeGuard;
+}
 
 const WriteFileArgs = z.object({
   path: z.string().min(1).describe("File path, relative to the working folder"),
@@ -10,11 +18,23 @@ const WriteFileArgs = z.object({
 });
 
 /**
+ * Non-blocking, so that opening a FIFO fails (ENXIO) instead of waiting for a reader; no
+ * following of a symlink swapped in for the checked real path.
+ */
+const OPEN_FLAGS =
+  constants.O_WRONLY |
+  constants.O_CREAT |
+  constants.O_TRUNC |
+  constants.O_NONBLOCK |
+  constants.O_NOFOLLOW;
+
+/**
  * Creates the `write_file` tool: writes `content` to `path` (relative to the context's cwd),
  * replacing the file and creating missing parent folders. Not read-only: never re-run after a
- * crash. File-system failures are `isError` results.
+ * crash. Paths the guard refuses, existing targets that are not regular files and file-system
+ * failures are `isError` results.
  */
-export function createWriteFileTool(): Tool {
+export function createWriteFileTool(options: WriteFileToolOptions = {}): Tool {
   return defineTool({
     name: "write_file",
     description:
@@ -23,10 +43,21 @@ export function createWriteFileTool(): Tool {
     schema: WriteFileArgs,
     readOnly: false,
     async run({ path, content }, { cwd }) {
-      const target = resolve(cwd, path);
       try {
-        await mkdir(dirname(target), { recursive: true });
-        await writeFile(target, content, "utf8");
+        const target = options.guard
+          ? await options.guard.check(cwd, path)
+          : { realPath: await resolveReal(resolve(cwd, path)) };
+        if (target.refusal) return toolError(target.refusal);
+        const existing = await stat(target.realPath).catch(() => null);
+        const problem = existing && describeKind(existing, path);
+        if (problem) return toolError(problem);
+        await mkdir(dirname(target.realPath), { recursive: true });
+        const file = await open(target.realPath, OPEN_FLAGS, 0o666);
+        try {
+          await file.writeFile(content, "utf8");
+        } finally {
+          await file.close();
+        }
       } catch (error) {
         return toolError(`Could not write ${path}: ${errorText(error)}`);
       }

@@ -1,19 +1,19 @@
 /**
  * The page's WebSocket to /ws: reconnects by itself with exponential backoff and jitter,
  * pings to notice a dead connection, and counts as connected only once the server's `hello`
- * arrived (docs/webchat-protocol.md).
+ * arrived (docs/webchat-protocol.md). The browser sends the session cookie (set by the login
+ * link) with the upgrade; the page itself never sees a token.
  */
 
 const SUBPROTOCOL = "keel.v1";
-const TOKEN_KEY = "keel.controlToken";
 const PING_EVERY_MS = 25_000;
 const PONG_TIMEOUT_MS = 10_000;
 const MAX_BACKOFF_MS = 15_000;
-const SUBPROTOCOL_TOKEN = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 
 /**
  * `handlers.onFrame(frame)` gets every server frame; `onOnline()` runs after each `hello`,
- * `onOffline()` when the connection is lost.
+ * `onOffline()` when the connection is lost, `onLoggedOut()` when a failed connection turns out
+ * to lack a valid session (a WebSocket does not show the 401 itself).
  */
 export function createChatSocket(handlers) {
   const state = {
@@ -25,14 +25,6 @@ export function createChatSocket(handlers) {
     pongTimer: null,
   };
 
-  function protocols() {
-    const list = [SUBPROTOCOL];
-    // A browser WebSocket cannot send Authorization: the token rides as a subprotocol.
-    const token = sessionStorage.getItem(TOKEN_KEY);
-    if (token && SUBPROTOCOL_TOKEN.test(token)) list.push(`keel.token.${token}`);
-    return list;
-  }
-
   function connect() {
     clearTimeout(state.reconnectTimer);
     const previous = state.ws;
@@ -40,10 +32,9 @@ export function createChatSocket(handlers) {
     previous?.close();
     let ws;
     try {
-      ws = new WebSocket(
-        `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`,
-        protocols(),
-      );
+      ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`, [
+        SUBPROTOCOL,
+      ]);
     } catch {
       disconnected();
       return;
@@ -57,7 +48,9 @@ export function createChatSocket(handlers) {
       handlers.onFrame(frame);
     };
     ws.onclose = () => {
-      if (ws === state.ws) disconnected();
+      if (ws !== state.ws) return;
+      if (!state.connected) checkSession();
+      disconnected();
     };
   }
 
@@ -83,6 +76,15 @@ export function createChatSocket(handlers) {
     state.attempt += 1;
     clearTimeout(state.reconnectTimer);
     state.reconnectTimer = setTimeout(connect, delay);
+  }
+
+  /** A connection refused before its `hello`: a 401 from the control API means the session ended. */
+  function checkSession() {
+    fetch("/api/status", { cache: "no-store" })
+      .then((response) => {
+        if (response.status === 401) handlers.onLoggedOut?.();
+      })
+      .catch(() => {});
   }
 
   /** Drops a connection that stopped answering (a half-open socket may not close for minutes). */

@@ -5,7 +5,7 @@
  * localStorage and resent with the same client_id after a reconnect or a reload.
  */
 import { createChatSocket } from "./chat-socket.js";
-import { clip, createLiveTurns } from "./live-turn.js";
+import { clip, createLiveTurns, storedToolElement } from "./live-turn.js";
 import { renderMarkdown } from "./markdown.js";
 
 const PENDING_KEY = "keel.chat.pending";
@@ -39,7 +39,12 @@ function createChat() {
     messages: document.getElementById("messages"),
     composer: document.getElementById("composer"),
     input: document.getElementById("message-input"),
+    fileInput: document.getElementById("file-input"),
+    attachButton: document.getElementById("attach-button"),
+    attachments: document.getElementById("attachments"),
   };
+  /** Files picked, pasted or dropped for the next message (uploaded when it is sent). */
+  let picked = [];
   const state = {
     conversations: new Map(),
     current: localStorage.getItem(CURRENT_KEY),
@@ -51,6 +56,11 @@ function createChat() {
     onOnline,
     onOffline: () => {
       el.banner.hidden = false;
+    },
+    onLoggedOut: () => {
+      el.banner.textContent =
+        "Not logged in (or the session ended): open the login link that `keel open` prints.";
+      el.banner.dataset.loggedOut = "true";
     },
   });
 
@@ -104,6 +114,7 @@ function createChat() {
       conversation_id: item.conversation_id,
       client_id: item.client_id,
       text: item.text,
+      ...(item.attachments?.length ? { attachments: item.attachments } : {}),
     });
   }
 
@@ -144,7 +155,7 @@ function createChat() {
     }
     conv.events.push(event);
     if (event.kind === "user" && !conv.titleFromUser) setTitle(conv, event.text);
-    conv.preview = clip(event.text, 80);
+    if (event.kind !== "tool") conv.preview = clip(event.text, 80);
     conv.updatedAt = event.created_at || Date.now();
     if (event.kind === "user" && event.client_id) forgetPending(event.client_id);
     if (event.conversation_id === state.current) showEvent(event);
@@ -217,14 +228,72 @@ function createChat() {
 
   // Rendering durable messages
 
-  function messageElement(kind, text) {
+  /** The element of a stored event: a message, or a tool call the agent made. */
+  function eventElement(event) {
+    if (event.kind === "tool" && event.tool) return storedToolElement(event.tool);
+    return messageElement(event.kind, event.text, event.approval_id, event.file, event.attachments);
+  }
+
+  function messageElement(kind, text, approvalId, file, attachments) {
     const div = document.createElement("div");
     div.className = `msg ${kind}`;
     div.dataset.testid = "message";
     div.dataset.kind = kind;
     if (kind === "user") div.textContent = text;
     else div.innerHTML = renderMarkdown(text);
+    if (file) div.prepend(fileElement(file));
+    for (const a of attachments ?? []) {
+      const chip = document.createElement("span");
+      chip.className = "attachment-chip";
+      chip.dataset.testid = "message-attachment";
+      chip.textContent = `📎 ${a.name}`;
+      div.append(chip);
+    }
+    if (approvalId) div.append(approvalButtons(approvalId));
     return div;
+  }
+
+  /** A file the agent sent: images inline, anything else as a download link. */
+  function fileElement(file) {
+    const link = document.createElement("a");
+    link.href = file.url;
+    link.dataset.testid = "file";
+    if (/^image\/(jpeg|png|gif|webp)$/.test(file.mime)) {
+      link.target = "_blank";
+      link.rel = "noopener";
+      const img = document.createElement("img");
+      img.src = file.url;
+      img.alt = file.name;
+      img.className = "sent-image";
+      link.append(img);
+    } else {
+      link.download = file.name;
+      link.textContent = `📎 ${file.name}`;
+    }
+    return link;
+  }
+
+  /** An approval card's answers: each sends the chat command, so it is stored like any message. */
+  function approvalButtons(id) {
+    const bar = document.createElement("div");
+    bar.className = "approval-buttons";
+    const choices = [
+      ["approve", "Approve once", `/approve ${id}`],
+      ["approve-session", "This session", `/approve ${id} session`],
+      ["deny", "Deny", `/deny ${id}`],
+    ];
+    for (const [testid, label, command] of choices) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = label;
+      button.dataset.testid = testid;
+      button.addEventListener("click", () => {
+        for (const b of bar.querySelectorAll("button")) b.disabled = true;
+        sendText(command);
+      });
+      bar.append(button);
+    }
+    return bar;
   }
 
   function firstPendingBubble() {
@@ -239,9 +308,13 @@ function createChat() {
     if (event.client_id) {
       el.messages.querySelector(`[data-client-id="${CSS.escape(event.client_id)}"]`)?.remove();
     }
-    const node = messageElement(event.kind, event.text);
+    // A tool call already shown live (the turn runs on this page) stays where it is.
+    const toolId = event.tool?.tool_call_id;
+    if (toolId && el.messages.querySelector(`[data-tool-call-id="${CSS.escape(toolId)}"]`)) return;
+    const node = eventElement(event);
     node.dataset.seq = String(event.seq);
-    const placed = event.kind === "reply" && live.placeReply(event.session_id, node);
+    // A file goes out during the turn: the live reply bubble stays for the reply itself.
+    const placed = event.kind === "reply" && !event.file && live.placeReply(event.session_id, node);
     if (!placed) el.messages.insertBefore(node, firstPendingBubble());
     if (stick) scrollToBottom();
   }
@@ -255,7 +328,7 @@ function createChat() {
     let node = bubbleFor(item);
     if (!node) {
       if (item.state === "sent") return;
-      node = messageElement("user", item.text);
+      node = messageElement("user", item.text, null, null, item.attachments);
       node.dataset.clientId = item.client_id;
       el.messages.querySelector(".empty")?.remove();
       el.messages.append(node);
@@ -314,7 +387,7 @@ function createChat() {
       el.messages.append(empty);
     }
     for (const event of conv?.events ?? []) {
-      const node = messageElement(event.kind, event.text);
+      const node = eventElement(event);
       node.dataset.seq = String(event.seq);
       el.messages.append(node);
     }
@@ -365,21 +438,99 @@ function createChat() {
     switchTo(randomId());
   }
 
-  function submit() {
+  async function submit() {
     const text = el.input.value;
-    if (text.trim() === "") return;
-    if (!state.current) newConversation();
-    const conv = conversation(state.current);
-    if (!conv.titleFromUser) setTitle(conv, text);
-    conv.preview = clip(text, 80);
-    conv.updatedAt = Date.now();
-    const item = { client_id: randomId(), conversation_id: conv.id, text, state: "sending" };
-    state.pending.push(item);
-    savePending();
+    if (text.trim() === "" && picked.length === 0) return;
+    let attachments = [];
+    if (picked.length > 0) {
+      try {
+        attachments = await uploadPicked();
+      } catch (err) {
+        showAttachments(String(err instanceof Error ? err.message : err));
+        return;
+      }
+    }
+    sendText(text, attachments);
     el.input.value = "";
     autosize();
+  }
+
+  function sendText(text, attachments = []) {
+    if (!state.current) newConversation();
+    const conv = conversation(state.current);
+    const label = text.trim() || attachments.map((a) => a.name).join(", ");
+    if (!conv.titleFromUser) setTitle(conv, label);
+    conv.preview = clip(label, 80);
+    conv.updatedAt = Date.now();
+    const item = { client_id: randomId(), conversation_id: conv.id, text, state: "sending" };
+    if (attachments.length > 0) item.attachments = attachments;
+    state.pending.push(item);
+    savePending();
     resend(item);
     renderList();
+  }
+
+  // Attachments: uploaded over HTTP first (the WebSocket carries only their ids)
+
+  function pick(files) {
+    picked = [...picked, ...files].slice(0, 10);
+    showAttachments();
+  }
+
+  function showAttachments(error) {
+    el.attachments.replaceChildren();
+    el.attachments.hidden = picked.length === 0 && !error;
+    for (const [index, file] of picked.entries()) {
+      const chip = document.createElement("span");
+      chip.className = "attachment-chip";
+      chip.dataset.testid = "pending-attachment";
+      chip.textContent = `📎 ${file.name}`;
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "chip-remove";
+      remove.setAttribute("aria-label", `Remove ${file.name}`);
+      remove.textContent = "×";
+      remove.addEventListener("click", () => {
+        picked.splice(index, 1);
+        showAttachments();
+      });
+      chip.append(remove);
+      el.attachments.append(chip);
+    }
+    if (error) {
+      const note = document.createElement("span");
+      note.className = "attachment-error";
+      note.dataset.testid = "attachment-error";
+      note.textContent = error;
+      el.attachments.append(note);
+    }
+  }
+
+  async function uploadPicked() {
+    const out = [];
+    for (const file of picked) {
+      const response = await fetch("./uploads", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "content-type": file.type || "application/octet-stream" },
+        body: file,
+      });
+      const body = await response.json().catch(() => ({}));
+      if (!response.ok) {
+        throw new Error(
+          `${file.name}: ${body.error?.message ?? `upload failed (${response.status})`}`,
+        );
+      }
+      out.push({
+        upload_id: body.id,
+        name: file.name || "pasted-image.png",
+        mime: file.type || "application/octet-stream",
+        size: body.size,
+      });
+    }
+    picked = [];
+    showAttachments();
+    return out;
   }
 
   function nearBottom() {
@@ -416,6 +567,28 @@ function createChat() {
       }
     });
     el.input.addEventListener("input", autosize);
+    el.attachButton.addEventListener("click", () => el.fileInput.click());
+    el.fileInput.addEventListener("change", () => {
+      pick([...el.fileInput.files]);
+      el.fileInput.value = "";
+    });
+    el.input.addEventListener("paste", (e) => {
+      const files = [...(e.clipboardData?.files ?? [])];
+      if (files.length === 0) return;
+      e.preventDefault();
+      pick(files);
+    });
+    for (const target of [el.messages, el.composer]) {
+      target.addEventListener("dragover", (e) => {
+        if (e.dataTransfer?.types.includes("Files")) e.preventDefault();
+      });
+      target.addEventListener("drop", (e) => {
+        const files = [...(e.dataTransfer?.files ?? [])];
+        if (files.length === 0) return;
+        e.preventDefault();
+        pick(files);
+      });
+    }
     el.newButton.addEventListener("click", newConversation);
     el.toggle.addEventListener("click", () => setSidebar(!el.sidebar.classList.contains("open")));
     el.scrim.addEventListener("click", () => setSidebar(false));

@@ -1,10 +1,9 @@
 /**
  * The dashboard: gateway status (live from the SSE stream, polling as a fallback), running
- * turns, recent sessions with their transcripts, and the drain/restart controls. The control
- * token, when the server asks for one, is kept in sessionStorage and sent as a Bearer token.
+ * turns, recent sessions with their transcripts, and the drain/restart controls. Requests carry
+ * the browser's session cookie (set by the login link); the page never holds a token.
  */
 
-const TOKEN_KEY = "keel.controlToken";
 const POLL_MS = 2_000;
 const STREAM_RETRY_MS = 15_000;
 const SESSIONS_REFRESH_MS = 10_000;
@@ -65,22 +64,19 @@ function epochMs(value) {
 
 function createDashboard() {
   const state = {
-    token: sessionStorage.getItem(TOKEN_KEY),
     status: null,
     statusAt: 0,
     abort: new AbortController(),
   };
 
   async function api(path, init = {}) {
-    const headers = { ...(init.headers ?? {}) };
-    if (state.token) headers.Authorization = `Bearer ${state.token}`;
     const response = await fetch(path, {
       ...init,
-      headers,
+      credentials: "same-origin",
       signal: init.signal ?? state.abort.signal,
     });
     if (response.status === 401) {
-      showTokenForm();
+      showLoginNeeded();
       throw new AuthError("unauthorized");
     }
     return response;
@@ -92,12 +88,11 @@ function createDashboard() {
     return response.json();
   }
 
-  function showTokenForm() {
+  function showLoginNeeded() {
     state.abort.abort();
-    $("token-form").hidden = false;
+    $("login-needed").hidden = false;
     $("overview").hidden = true;
     $("transcript-view").hidden = true;
-    $("token-input").focus();
   }
 
   function banner(text) {
@@ -121,13 +116,50 @@ function createDashboard() {
     $("active-turns").textContent = String(status.active_turns ?? 0);
     const sessions = status.sessions ?? {};
     $("session-count").textContent = `${sessions.total ?? 0} (${sessions.resume_pending ?? 0})`;
-    // Disabled until the first status: before it, the token may be missing or the gateway down.
+    // Disabled until the first status: before it, the session may be missing or the gateway down.
     $("restart-button").disabled = false;
     $("drain-button").disabled = Boolean(status.draining);
     $("cancel-drain-button").disabled = !status.draining;
     renderUptime();
-    renderPlatforms(status.platforms ?? {});
+    // MCP servers share the table: a down server is as visible as a down platform.
+    const mcp = Object.entries(status.mcp ?? {}).map(([name, m]) => [`mcp ${name}`, m]);
+    renderPlatforms({ ...(status.platforms ?? {}), ...Object.fromEntries(mcp) });
     renderTurns(status.turns ?? []);
+    renderInstances(status.instances);
+  }
+
+  /** Only on a store shared by several gateways (Postgres): each of them, alive or dead. */
+  function renderInstances(instances) {
+    $("instances-section").hidden = !instances;
+    if (!instances) return;
+    const rows = instances.map((i) => {
+      const idCell = cell(i.self ? `${i.id} (this one)` : i.id);
+      const stateCell = document.createElement("td");
+      stateCell.append(stateBadge(i.alive ? "alive" : "dead"));
+      if (!i.alive) {
+        const silent = document.createElement("span");
+        silent.className = "muted";
+        silent.textContent = ` silent ${duration(i.heartbeat_age_seconds ?? 0)}`;
+        stateCell.append(silent);
+      }
+      const tr = row(
+        idCell,
+        cell(i.host),
+        cell(String(i.pid)),
+        cell(time(i.started_at)),
+        cell(time(i.heartbeat_at)),
+        stateCell,
+        cell(
+          i.sessions.length ? `${i.sessions.length}: ${i.sessions.join(", ")}` : "0",
+          "truncate",
+        ),
+      );
+      tr.dataset.instance = i.id;
+      tr.dataset.alive = String(i.alive);
+      if (i.self) tr.dataset.self = "true";
+      return tr;
+    });
+    $("instances-body").replaceChildren(...rows);
   }
 
   function renderUptime() {
@@ -246,15 +278,30 @@ function createDashboard() {
     $("transcript-view").hidden = false;
     $("transcript-title").textContent = `Session ${sessionId}`;
     $("transcript").replaceChildren();
+    $("transcript-usage").textContent = "";
     try {
-      const { session, messages } = await getJson(`/api/sessions/${encodeURIComponent(sessionId)}`);
+      const { session, messages, usage, compaction } = await getJson(
+        `/api/sessions/${encodeURIComponent(sessionId)}`,
+      );
       if (session?.key) $("transcript-title").textContent = `${session.key} · ${sessionId}`;
+      if (usage) $("transcript-usage").textContent = usageLine(usage, compaction);
       $("transcript").replaceChildren(...messages.map(transcriptEntry));
       if (messages.length === 0) $("transcript").textContent = "No messages.";
     } catch (err) {
       if (!(err instanceof AuthError))
         $("transcript").textContent = `Could not load: ${err.message}`;
     }
+  }
+
+  function usageLine(usage, compaction) {
+    const n = (v) => Number(v).toLocaleString("en-US");
+    let text = `Usage: ${usage.calls} model calls, ${n(usage.prompt_tokens)} tokens in, ${n(usage.completion_tokens)} out`;
+    if (usage.estimated_calls > 0) text += ` (${usage.estimated_calls} estimated)`;
+    if (usage.last_prompt_tokens !== null)
+      text += `; last prompt ${n(usage.last_prompt_tokens)} tokens`;
+    if (compaction)
+      text += `; the model sees messages up to #${compaction.through_seq} as a summary`;
+    return `${text}.`;
   }
 
   function transcriptEntry(m) {
@@ -283,7 +330,7 @@ function createDashboard() {
 
   function route() {
     const match = /^#session=(.+)$/.exec(location.hash);
-    if (!$("token-form").hidden) return;
+    if (!$("login-needed").hidden) return;
     if (match) {
       showTranscript(decodeURIComponent(match[1]));
     } else {
@@ -321,14 +368,6 @@ function createDashboard() {
       if (window.confirm("Restart the gateway? Running turns are drained first.")) {
         action("Restart", "/api/gateway/restart");
       }
-    });
-    $("token-form").addEventListener("submit", (e) => {
-      e.preventDefault();
-      state.token = $("token-input").value.trim();
-      sessionStorage.setItem(TOKEN_KEY, state.token);
-      $("token-input").value = "";
-      $("token-form").hidden = true;
-      run();
     });
     window.addEventListener("hashchange", route);
   }

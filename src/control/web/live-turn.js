@@ -13,6 +13,41 @@ export function clip(text, max) {
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
 
+/** The command of a terminal call, or the first argument of another tool. */
+function toolLabel(args) {
+  try {
+    const parsed = JSON.parse(args);
+    const value = parsed.command ?? parsed.path ?? Object.values(parsed)[0] ?? "";
+    return clip(typeof value === "string" ? value : JSON.stringify(value), 120);
+  } catch {
+    return clip(args, 120);
+  }
+}
+
+/**
+ * A finished tool call from the stored history (a `tool` event), shown as the live one was:
+ * its command, whether it worked, and its output folded away.
+ */
+export function storedToolElement(tool) {
+  const details = document.createElement("details");
+  details.className = "tool";
+  details.dataset.testid = "tool-call";
+  details.dataset.toolCallId = tool.tool_call_id;
+  details.dataset.state = tool.is_error ? "error" : "done";
+  const summary = document.createElement("summary");
+  const command = document.createElement("code");
+  command.textContent = `${tool.name} ${toolLabel(tool.arguments)}`;
+  const status = document.createElement("span");
+  status.className = "tool-state";
+  status.textContent = tool.is_error ? "failed" : "done";
+  summary.append(command, status);
+  const output = document.createElement("pre");
+  output.dataset.testid = "tool-output";
+  output.textContent = tool.output || "(no output)";
+  details.append(summary, output);
+  return details;
+}
+
 /** `view` gives the messages element and the scroll helpers of the page. */
 export function createLiveTurns(view) {
   const { messages, nearBottom, scrollToBottom } = view;
@@ -110,6 +145,8 @@ export function createLiveTurns(view) {
       live.segment.classList.add("intermediate");
       live.segment = null;
     }
+    // A page that joins mid-turn replays the stored call first: the live one takes its place.
+    messages.querySelector(`[data-tool-call-id="${CSS.escape(frame.tool_call_id)}"]`)?.remove();
     const details = document.createElement("details");
     details.className = "tool";
     details.dataset.testid = "tool-call";
@@ -137,17 +174,6 @@ export function createLiveTurns(view) {
     output.dataset.testid = "tool-output";
     output.textContent = frame.output || "(no output)";
     details.append(output);
-  }
-
-  /** The command of a terminal call, or the first argument of another tool. */
-  function toolLabel(args) {
-    try {
-      const parsed = JSON.parse(args);
-      const value = parsed.command ?? parsed.path ?? Object.values(parsed)[0] ?? "";
-      return clip(typeof value === "string" ? value : JSON.stringify(value), 120);
-    } catch {
-      return clip(args, 120);
-    }
   }
 
   /**

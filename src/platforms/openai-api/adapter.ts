@@ -1,63 +1,99 @@
 /**
  * The OpenAI-compatible API as a platform: `POST /v1/chat/completions` (stream or not) and
  * `GET /v1/models`. The conversation is kept server-side; `X-Session-Id` continues a session.
- * Replies of turns nobody waits for (a resume after a restart) stay in the transcript.
+ * Replies of turns nobody waits for (a resume after a restart) stay in the transcript, where a
+ * retry with the same `Idempotency-Key` finds them. Work the runner refuses (no model, draining,
+ * stopping) and turns a stop cuts off are answered with OpenAI-shaped 503s.
  */
 import { randomUUID } from "node:crypto";
 import { type Context, Hono } from "hono";
-import { streamSSE } from "hono/streaming";
+import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import type { Logger } from "pino";
 import { readJson } from "../../control/control-routes.js";
-import { bearerToken, isLoopbackAddress, secretsEqual } from "../../control/http-auth.js";
 import type { AppEnv } from "../../control/http-server.js";
-import type { RunnerEvent, RunnerEventListener } from "../../runner/events.js";
 import type { Store } from "../../sessions/store.js";
-import type { InboundSink, OutboundReply, PlatformAdapter, PlatformStatus } from "../platform.js";
-import { type Completion, TurnWaiters } from "./turn-waiters.js";
+import type {
+  IdempotencyClaim,
+  InboundSink,
+  OutboundReply,
+  PlatformAdapter,
+  PlatformStatus,
+  RunnerEvent,
+} from "../platform.js";
+import { apiError, failureError, renderApiError } from "./errors.js";
+import {
+  completionIdFor,
+  credentialScope,
+  IDEMPOTENCY_TTL_MS,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  requestHash,
+} from "./idempotency.js";
+import { type Completion, failureOf, keyReusedFailure, refusedFailure } from "./outcomes.js";
+import { Repeats } from "./repeats.js";
+import { type ToolStarted, TurnWaiters } from "./turn-waiters.js";
 import {
   ChatCompletionRequest,
   chunkBody,
   completionBody,
-  errorBody,
   historyOf,
+  imagesOf,
   messageText,
+  usageBody,
 } from "./wire.js";
 
 export interface OpenAiApiAdapterOptions {
-  /** Bearer key clients must send; when unset only loopback clients are served. */
-  apiKey: string | undefined;
   modelName: string | undefined;
-  store: Pick<Store, "getSessionById" | "listOpenInbox">;
-  subscribe(listener: RunnerEventListener): () => void;
+  store: Pick<Store, "getSessionById" | "listOpenInbox" | "findIdempotencyKey" | "findInboxAnswer">;
   logger: Logger;
+}
+
+/** What every response to one request carries. */
+interface ResponseMeta {
+  id: string;
+  model: string;
+  created: number;
+  /** The client asked for `stream_options.include_usage`. */
+  includeUsage?: boolean;
 }
 
 export class OpenAiApiAdapter implements PlatformAdapter {
   readonly name = "api";
   private sink: InboundSink | null = null;
-  private unsubscribe: (() => void) | null = null;
+  private stopped = false;
   private readonly waiters = new TurnWaiters(async (inboxId) =>
     (await this.options.store.listOpenInbox()).some((item) => item.id === inboxId),
   );
+  private readonly repeats: Repeats;
 
-  constructor(private readonly options: OpenAiApiAdapterOptions) {}
+  constructor(private readonly options: OpenAiApiAdapterOptions) {
+    this.repeats = new Repeats(options.store);
+  }
 
   async start(sink: InboundSink): Promise<void> {
     this.sink = sink;
-    this.unsubscribe = this.options.subscribe((event: RunnerEvent) => this.waiters.onEvent(event));
+    this.stopped = false;
+    this.repeats.start();
+  }
+
+  /** Follows turns while started: a waiting request is answered from its turn's events. */
+  onRunnerEvent(event: RunnerEvent): void {
+    if (!this.sink) return;
+    this.waiters.onEvent(event);
+    this.repeats.onEvent(event);
   }
 
   async stop(): Promise<void> {
     this.sink = null;
-    this.unsubscribe?.();
-    this.waiters.failAll(
-      "The gateway is stopping; the reply will be kept in the session's transcript.",
-    );
+    this.stopped = true;
+    this.waiters.cutOffAll();
+    this.repeats.stop();
   }
 
   /** Notices answer a waiting request; turn replies were already streamed and stay in the transcript. */
   async deliver(reply: OutboundReply): Promise<void> {
-    if (reply.kind === "notice") this.waiters.onNotice(reply.sessionKey, reply.text);
+    if (reply.kind !== "notice") return;
+    this.waiters.onNotice(reply.sessionKey, reply.text);
+    this.repeats.onNotice(reply.sessionKey);
   }
 
   status(): PlatformStatus {
@@ -66,9 +102,11 @@ export class OpenAiApiAdapter implements PlatformAdapter {
 
   routes(): Hono<AppEnv> {
     const app = new Hono<AppEnv>();
+    app.onError((err, c) => renderApiError(c, err, this.options.logger));
+    // The HTTP server's access gate checked the credential (control token or platforms.api.key,
+    // docs/security.md) before any /v1 route runs; this refuses a request it did not let in.
     app.use("/v1/*", async (c, next) => {
-      const denied = this.authorize(c);
-      if (denied) return denied;
+      if (!c.get("access")) throw apiError("missing_api_key");
       return next();
     });
     app.get("/v1/models", (c) =>
@@ -81,184 +119,236 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     return app;
   }
 
-  private authorize(c: Context<AppEnv>): Response | null {
-    const { apiKey } = this.options;
-    if (apiKey) {
-      const token = bearerToken(c.req.header("authorization"));
-      if (token && secretsEqual(token, apiKey)) return null;
-      return c.json(
-        errorBody(
-          "Invalid or missing API key (Authorization: Bearer <platforms.api.key>).",
-          "invalid_request_error",
-          "invalid_api_key",
-        ),
-        401,
-      );
-    }
-    if (isLoopbackAddress(c.env.incoming.socket.remoteAddress)) return null;
-    return c.json(
-      errorBody(
-        "This gateway serves the API to loopback clients only; set platforms.api.key.",
-        "invalid_request_error",
-      ),
-      403,
-    );
-  }
-
   private modelName(): string {
     return this.options.modelName ?? "keel";
   }
 
   private async complete(c: Context<AppEnv>): Promise<Response> {
-    // JSON only: a form or text/plain body is what a cross-site page could send without a preflight.
-    if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
-      return c.json(
-        errorBody("Content-Type must be application/json.", "invalid_request_error"),
-        415,
+    const { body, request, text, images } = await this.readRequest(c);
+    const sessionHeader = c.req.header("x-session-id");
+    const claim = this.claimOf(c, body, sessionHeader);
+    const meta: ResponseMeta = {
+      id: claim ? completionIdFor(claim) : `chatcmpl-${randomUUID().replaceAll("-", "")}`,
+      model: this.modelName(),
+      created: Math.floor(Date.now() / 1000),
+      includeUsage:
+        (request.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
+    };
+    const stream = request.stream === true;
+    // A key seen before answers from the record, whatever the gateway is doing now.
+    if (claim) {
+      const seen = await this.beforeStoring(() =>
+        this.options.store.findIdempotencyKey(claim.scope, claim.key),
       );
+      if (seen && seen.requestHash !== claim.requestHash) throw failureError(keyReusedFailure());
+      if (seen) return this.repeat(c, seen.item.id, seen.item.sessionId, meta, stream);
     }
-    let body: unknown;
-    try {
-      body = await readJson(c.req.raw);
-    } catch {
-      return c.json(errorBody("Request body is not valid JSON.", "invalid_request_error"), 400);
-    }
-    const parsed = ChatCompletionRequest.safeParse(body);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      return c.json(
-        errorBody(
-          `Invalid request: ${issue.path.join(".") || "body"}: ${issue.message}`,
-          "invalid_request_error",
-        ),
-        400,
-      );
-    }
-    const request = parsed.data;
-    const last = request.messages[request.messages.length - 1]!;
-    if (last.role !== "user" || messageText(last).trim() === "") {
-      return c.json(
-        errorBody("The last message must be a non-empty user message.", "invalid_request_error"),
-        400,
-      );
-    }
-    const target = await this.resolveSession(c.req.header("x-session-id"));
-    if (!target) {
-      return c.json(
-        errorBody(
-          `Unknown session id ${c.req.header("x-session-id")}.`,
-          "invalid_request_error",
-          "session_not_found",
-        ),
-        404,
-      );
-    }
+    const target = await this.beforeStoring(() => this.resolveSession(sessionHeader));
+    if (!target) throw apiError("session_not_found", `Unknown session id ${sessionHeader}.`);
     const sink = this.sink;
-    if (!sink)
-      return c.json(
-        errorBody("The gateway is not accepting requests right now.", "server_error"),
-        503,
-      );
+    if (!sink) {
+      throw this.stopped ? failureError(refusedFailure("stopping")) : apiError("not_accepting");
+    }
+    // Refused up front, nothing is stored: the client is told why and may retry.
+    const refusal = sink.refusalFor?.(text) ?? null;
+    if (refusal) throw failureError(refusedFailure(refusal));
 
-    const waiter = this.waiters.add(target.key);
+    // `keel chat` asks to see the agent's tool calls; other clients get plain OpenAI chunks.
+    const wantsTools = stream && c.req.header(TOOL_EVENTS_HEADER) !== undefined;
+    const waiter = this.waiters.add(target.key, { wantsTools });
     try {
       const accepted = await sink.receive({
         platform: "api",
         chatId: target.key,
-        platformMessageId: c.req.header("idempotency-key") ?? randomUUID(),
+        platformMessageId: randomUUID(),
         sessionKey: target.key,
-        text: messageText(last),
+        text,
         address: { platform: "api", chatId: target.key },
+        ...(c.get("access")?.operator && { operator: true }),
         ...(target.fresh && { history: historyOf(request.messages.slice(0, -1)) }),
+        ...(claim && { idempotency: claim }),
+        ...(images.length > 0 && {
+          attachments: images.map((image, i) => ({
+            kind: "photo" as const,
+            ref: image.url,
+            name: `image-${i + 1}.${image.mime?.split("/")[1] ?? "img"}`,
+            ...(image.mime && { mime: image.mime }),
+          })),
+        }),
       });
       if (!accepted.accepted) {
+        // The same key arrived concurrently and was stored first: this is a repeat of it.
         this.waiters.remove(waiter);
-        return c.json(
-          errorBody(
-            "This request (Idempotency-Key) was already received.",
-            "invalid_request_error",
-            "duplicate_request",
-          ),
-          409,
-        );
+        if (accepted.idempotencyConflict) throw failureError(keyReusedFailure());
+        return this.repeat(c, accepted.inboxId, accepted.sessionId, meta, stream);
       }
       this.waiters.bind(waiter, accepted.inboxId);
       c.header("X-Session-Id", accepted.sessionId);
     } catch (err) {
       this.waiters.remove(waiter);
       this.options.logger.error({ err }, "api request could not be stored");
-      return c.json(
-        errorBody(
-          "The message could not be stored; nothing was accepted. Try again.",
-          "server_error",
-        ),
-        503,
-      );
+      throw apiError("not_stored");
     }
-    const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
-    const created = Math.floor(Date.now() / 1000);
-    const model = this.modelName();
-    if (request.stream) return this.streamReply(c, waiter, id, model, created);
+    if (stream) return this.streamReply(c, waiter, meta);
     // A client that hangs up stops waiting; its turn goes on and its reply stays in the transcript.
     c.req.raw.signal.addEventListener("abort", () => this.waiters.remove(waiter), { once: true });
     const done = await waiter.completion;
     this.waiters.remove(waiter);
-    return this.finalResponse(c, done, id, model, created);
+    return this.finalResponse(c, done, meta);
   }
 
-  private finalResponse(
+  /**
+   * A read before the message is stored: when the store fails (a database that does not answer),
+   * nothing was accepted, and the client hears so with the retryable 503, not a 500.
+   */
+  private async beforeStoring<T>(read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (err) {
+      this.options.logger.error({ err }, "api request could not be looked up in the store");
+      throw apiError("not_stored");
+    }
+  }
+
+  /** The validated request; throws the 4xx that refuses it. */
+  private async readRequest(c: Context<AppEnv>): Promise<{
+    body: unknown;
+    request: ChatCompletionRequest;
+    text: string;
+    images: { url: string; mime?: string }[];
+  }> {
+    // JSON only: a form or text/plain body is what a cross-site page could send without a preflight.
+    if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
+      throw apiError("unsupported_media_type");
+    }
+    const body = await readJson(c.req.raw).catch(() => {
+      throw apiError("bad_json");
+    });
+    const parsed = ChatCompletionRequest.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const where = issue.path.join(".") || "body";
+      throw apiError("invalid_request", `Invalid request: ${where}: ${issue.message}`);
+    }
+    const request = parsed.data;
+    const last = request.messages[request.messages.length - 1]!;
+    const images = imagesOf(last);
+    if (!images.ok) throw apiError("invalid_request", `Invalid request: ${images.error}`);
+    if (last.role !== "user" || (messageText(last).trim() === "" && images.images.length === 0)) {
+      throw apiError("invalid_request", "The last message must be a non-empty user message.");
+    }
+    return { body, request, text: messageText(last), images: images.images };
+  }
+
+  /** The request's Idempotency-Key, scoped to its credential; undefined without one. */
+  private claimOf(
     c: Context<AppEnv>,
-    done: Completion,
-    id: string,
-    model: string,
-    created: number,
-  ): Response {
-    if (done.kind === "error")
-      return c.json(errorBody(done.text, "upstream_error", "model_error"), 502);
-    if (done.kind === "interrupted")
-      return c.json(
-        errorBody(done.text || "The turn was interrupted.", "server_error", "interrupted"),
-        409,
+    body: unknown,
+    sessionHeader: string | undefined,
+  ): IdempotencyClaim | undefined {
+    const key = c.req.header("idempotency-key");
+    if (key === undefined) return undefined;
+    if (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+      throw apiError(
+        "invalid_request",
+        `Idempotency-Key must be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} characters.`,
       );
-    return c.json(completionBody(id, model, created, done.text));
+    }
+    return {
+      scope: credentialScope(c.req.header("authorization")),
+      key,
+      requestHash: requestHash(body, sessionHeader),
+      ttlMs: IDEMPOTENCY_TTL_MS,
+    };
+  }
+
+  /** Answers a repeated request with the first one's outcome, waiting for it if need be. */
+  private repeat(
+    c: Context<AppEnv>,
+    inboxId: number,
+    sessionId: string,
+    meta: ResponseMeta,
+    stream: boolean,
+  ): Response | Promise<Response> {
+    c.header("X-Session-Id", sessionId);
+    if (!stream) {
+      return this.repeats.answerOf(inboxId, c.req.raw.signal).then((done) =>
+        // null: the client hung up; nobody reads this.
+        done ? this.finalResponse(c, done, meta) : new Response(null, { status: 204 }),
+      );
+    }
+    return streamSSE(c, async (out) => {
+      const gone = new AbortController();
+      out.onAbort(() => gone.abort());
+      await out.writeSSE({ data: JSON.stringify(roleChunk(meta)) });
+      const done = await this.repeats.answerOf(inboxId, gone.signal);
+      if (done) await this.endStream(out, meta, done, false);
+    });
+  }
+
+  private finalResponse(c: Context<AppEnv>, done: Completion, meta: ResponseMeta): Response {
+    const failure = failureOf(done);
+    if (failure) throw failureError(failure);
+    const text = done.kind === "reply" ? done.text : "";
+    const usage = done.kind === "reply" ? done.usage : undefined;
+    return c.json(completionBody(meta.id, meta.model, meta.created, text, usage));
   }
 
   private streamReply(
     c: Context<AppEnv>,
     waiter: ReturnType<TurnWaiters["add"]>,
-    id: string,
-    model: string,
-    created: number,
+    meta: ResponseMeta,
   ) {
-    return streamSSE(c, async (stream) => {
-      stream.onAbort(() => this.waiters.remove(waiter));
-      await stream.writeSSE({
-        data: JSON.stringify(
-          chunkBody(id, model, created, { role: "assistant", content: "" }, null),
-        ),
-      });
-      let streamed = "";
+    return streamSSE(c, async (out) => {
+      out.onAbort(() => this.waiters.remove(waiter));
+      await out.writeSSE({ data: JSON.stringify(roleChunk(meta)) });
+      let streamed = false;
       this.waiters.attach(waiter, (text) => {
-        streamed += text;
-        void stream.writeSSE({
-          data: JSON.stringify(chunkBody(id, model, created, { content: text }, null)),
+        streamed ||= text.length > 0;
+        void out.writeSSE({
+          data: JSON.stringify(
+            chunkBody(meta.id, meta.model, meta.created, { content: text }, null),
+          ),
         });
       });
-      const done = await waiter.completion;
-      this.waiters.remove(waiter);
-      if (done.kind === "error") {
-        await stream.writeSSE({
-          data: JSON.stringify(errorBody(done.text, "upstream_error", "model_error")),
-        });
-      } else if (streamed.length === 0) {
-        // Text that came without deltas: a notice, or a reply the model sent in one piece.
-        await stream.writeSSE({
-          data: JSON.stringify(chunkBody(id, model, created, { content: done.text }, null)),
+      if (waiter.wantsTools) {
+        this.waiters.attachTools(waiter, (tool) => {
+          void out.writeSSE({ data: JSON.stringify(toolChunk(meta, tool)) });
         });
       }
-      await stream.writeSSE({ data: JSON.stringify(chunkBody(id, model, created, {}, "stop")) });
-      await stream.writeSSE({ data: "[DONE]" });
+      const done = await waiter.completion;
+      this.waiters.remove(waiter);
+      await this.endStream(out, meta, done, streamed);
     });
+  }
+
+  /** The end of a stream: the text unless it was streamed already, or an error event. */
+  private async endStream(
+    out: SSEStreamingApi,
+    meta: ResponseMeta,
+    done: Completion,
+    streamed: boolean,
+  ): Promise<void> {
+    const failure = failureOf(done);
+    if (failure) {
+      await out.writeSSE({ data: JSON.stringify(failure.body) });
+    } else if (!streamed && done.kind === "reply") {
+      // Text that came without deltas: a notice, a repeat, or a reply the model sent in one piece.
+      await out.writeSSE({
+        data: JSON.stringify(
+          chunkBody(meta.id, meta.model, meta.created, { content: done.text }, null),
+        ),
+      });
+    }
+    await out.writeSSE({
+      data: JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, "stop")),
+    });
+    if (meta.includeUsage && done.kind === "reply") {
+      // As OpenAI does with stream_options.include_usage: a last chunk with no choices.
+      const chunk = { ...chunkBody(meta.id, meta.model, meta.created, {}, null), choices: [] };
+      await out.writeSSE({ data: JSON.stringify({ ...chunk, usage: usageBody(done.usage) }) });
+    }
+    await out.writeSSE({ data: "[DONE]" });
   }
 
   private async resolveSession(
@@ -269,4 +359,22 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     if (!session?.key.startsWith("agent:main:api:")) return null;
     return { key: session.key, fresh: false };
   }
+}
+
+/**
+ * Request header asking for the turn's tool calls in the stream: each as a chunk with no choices
+ * (as OpenAI's usage chunk) and a `keel_tool` field `{id, name, arguments}`.
+ */
+export const TOOL_EVENTS_HEADER = "x-keel-tool-events";
+
+function toolChunk(meta: ResponseMeta, tool: ToolStarted) {
+  return {
+    ...chunkBody(meta.id, meta.model, meta.created, {}, null),
+    choices: [],
+    keel_tool: tool,
+  };
+}
+
+function roleChunk(meta: ResponseMeta) {
+  return chunkBody(meta.id, meta.model, meta.created, { role: "assistant", content: "" }, null);
 }

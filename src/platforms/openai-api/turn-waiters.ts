@@ -2,9 +2,15 @@
  * HTTP requests waiting for the turn that answers their message. A waiter is registered before
  * the message is handed to the runner and bound to its inbox id afterwards, so no event is missed.
  */
-import type { RunnerEvent } from "../../runner/events.js";
+import type { RunnerEvent } from "../platform.js";
+import type { Completion } from "./outcomes.js";
 
-export type Completion = { kind: "reply" | "error" | "interrupted"; text: string };
+/** A tool call the waiter's turn started (for clients that asked to see them). */
+export interface ToolStarted {
+  id: string;
+  name: string;
+  arguments: string;
+}
 
 export interface Waiter {
   sessionKey: string;
@@ -17,6 +23,11 @@ export interface Waiter {
   onDelta: ((text: string) => void) | null;
   /** Text deltas that arrived before a stream was attached. */
   pendingText: string;
+  /** The client asked to see tool calls as they start (`X-Keel-Tool-Events`). */
+  wantsTools: boolean;
+  onTool: ((tool: ToolStarted) => void) | null;
+  /** Tool calls started before the stream was attached (kept only when `wantsTools`). */
+  pendingTools: ToolStarted[];
   completion: Promise<Completion>;
   resolve(done: Completion): void;
 }
@@ -30,7 +41,7 @@ export class TurnWaiters {
    */
   constructor(private readonly isInboxOpen: (inboxId: number) => Promise<boolean>) {}
 
-  add(sessionKey: string): Waiter {
+  add(sessionKey: string, options: { wantsTools?: boolean } = {}): Waiter {
     let resolve!: (done: Completion) => void;
     const completion = new Promise<Completion>((r) => (resolve = r));
     const waiter: Waiter = {
@@ -41,6 +52,9 @@ export class TurnWaiters {
       earlyNotices: [],
       onDelta: null,
       pendingText: "",
+      wantsTools: options.wantsTools === true,
+      onTool: null,
+      pendingTools: [],
       completion,
       resolve,
     };
@@ -59,6 +73,12 @@ export class TurnWaiters {
     waiter.onDelta = onDelta;
     if (waiter.pendingText) onDelta(waiter.pendingText);
     waiter.pendingText = "";
+  }
+
+  /** Attaches a listener for the turn's tool calls as they start; earlier ones are passed on first. */
+  attachTools(waiter: Waiter, onTool: (tool: ToolStarted) => void): void {
+    waiter.onTool = onTool;
+    for (const tool of waiter.pendingTools.splice(0)) onTool(tool);
   }
 
   remove(waiter: Waiter): void {
@@ -88,11 +108,17 @@ export class TurnWaiters {
     if (!open && waiter.turnId === null) waiter.resolve({ kind: "reply", text });
   }
 
-  failAll(text: string): void {
-    for (const waiter of this.waiters) waiter.resolve({ kind: "error", text });
+  /** The gateway stops: every waiting request is told its work was cut off. */
+  cutOffAll(): void {
+    for (const waiter of this.waiters) waiter.resolve({ kind: "cut_off" });
   }
 
   private apply(waiter: Waiter, event: RunnerEvent): void {
+    if (event.type === "refused") {
+      if (event.inboxId === waiter.inboxId)
+        waiter.resolve({ kind: "refused", refusal: event.refusal });
+      return;
+    }
     if (event.type === "turn_start" && event.inboxId === waiter.inboxId)
       waiter.turnId = event.turnId;
     // A turn that failed before it could start still ends with its inbox id.
@@ -103,14 +129,21 @@ export class TurnWaiters {
       if (waiter.onDelta) waiter.onDelta(event.text);
       else waiter.pendingText += event.text;
     }
+    if (event.type === "tool_start") {
+      const tool = { id: event.toolCallId, name: event.name, arguments: event.arguments };
+      if (waiter.onTool) waiter.onTool(tool);
+      else if (waiter.wantsTools) waiter.pendingTools.push(tool);
+    }
     if (event.type === "turn_end") {
-      const kind =
-        event.stopReason === "error"
-          ? "error"
-          : event.stopReason === "aborted"
-            ? "interrupted"
-            : "reply";
-      waiter.resolve({ kind, text: event.reply });
+      if (event.stopReason === "error") waiter.resolve({ kind: "error", text: event.reply });
+      else if (event.stopReason !== "aborted") {
+        waiter.resolve({
+          kind: "reply",
+          text: event.reply,
+          ...(event.usage && { usage: event.usage }),
+        });
+      } else if (event.abortCause === "shutdown") waiter.resolve({ kind: "cut_off" });
+      else waiter.resolve({ kind: "interrupted", text: event.reply });
     }
   }
 }

@@ -1,7 +1,12 @@
 /** OpenAI chat-completions wire shapes: the request we accept and the responses we produce. */
 import { z } from "zod";
+import type { TurnUsage } from "../platform.js";
 
-const ContentPart = z.looseObject({ type: z.string(), text: z.string().optional() });
+const ContentPart = z.looseObject({
+  type: z.string(),
+  text: z.string().optional(),
+  image_url: z.union([z.string(), z.looseObject({ url: z.string() })]).optional(),
+});
 
 const WireMessage = z.looseObject({
   role: z.enum(["system", "developer", "user", "assistant", "tool"]),
@@ -24,6 +29,37 @@ export function messageText(m: WireMessage): string {
   return "";
 }
 
+/** Image types a data URL may carry (the ones models take). */
+const DATA_URL = /^data:(image\/(?:png|jpeg|gif|webp));base64,[A-Za-z0-9+/=\s]+$/;
+
+/**
+ * The images of a message's `image_url` parts: data URLs of common image types or https URLs.
+ * Anything else is an error naming the part, so nothing a client sent is dropped silently.
+ */
+export function imagesOf(
+  m: WireMessage,
+): { ok: true; images: { url: string; mime?: string }[] } | { ok: false; error: string } {
+  if (!Array.isArray(m.content)) return { ok: true, images: [] };
+  const images: { url: string; mime?: string }[] = [];
+  for (const [index, part] of m.content.entries()) {
+    if (part.type === "text") continue;
+    if (part.type !== "image_url") {
+      return { ok: false, error: `content part ${index} has unsupported type "${part.type}"` };
+    }
+    const url = typeof part.image_url === "string" ? part.image_url : part.image_url?.url;
+    const data = url ? DATA_URL.exec(url) : null;
+    if (data) images.push({ url: url!, mime: data[1]! });
+    else if (url?.startsWith("https://")) images.push({ url });
+    else {
+      return {
+        ok: false,
+        error: `content part ${index}: image_url must be an https URL or a base64 data URL of a PNG, JPEG, GIF or WebP image`,
+      };
+    }
+  }
+  return { ok: true, images };
+}
+
 /** Earlier messages of a stateless request, as transcript messages (tool traffic is dropped). */
 export function historyOf(
   messages: WireMessage[],
@@ -37,7 +73,20 @@ export function historyOf(
   return out;
 }
 
-export function completionBody(id: string, model: string, created: number, text: string) {
+/** OpenAI's `usage` object for a turn's tokens (zeros when unknown, e.g. a command's notice). */
+export function usageBody(usage: TurnUsage | undefined) {
+  const prompt_tokens = usage?.promptTokens ?? 0;
+  const completion_tokens = usage?.completionTokens ?? 0;
+  return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+}
+
+export function completionBody(
+  id: string,
+  model: string,
+  created: number,
+  text: string,
+  usage?: TurnUsage,
+) {
   return {
     id,
     object: "chat.completion",
@@ -51,7 +100,7 @@ export function completionBody(id: string, model: string, created: number, text:
         finish_reason: "stop",
       },
     ],
-    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+    usage: usageBody(usage),
   };
 }
 

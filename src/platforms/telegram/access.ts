@@ -1,57 +1,16 @@
-/**
- * Who may talk to the bot: users in `allowed_users`, and users an operator approved through
- * pairing (`keel pairing approve CODE`). The store enforces code length, expiry and the cap.
- */
-import type { Store } from "../../sessions/store.js";
+/** Who may talk to the Telegram bot: the shared chat access rules, on platform `telegram`. */
+import { ChatAccess, type PairingAccess } from "../chat-access.js";
 
-/** The slice of the store the Telegram adapter needs for pairing. */
-export type PairingAccess = Pick<Store, "requestPairing" | "isUserApproved">;
-
-/** Pairing codes live an hour; at most three wait for approval at once. */
-export const PAIRING_TTL_MS = 3_600_000;
-export const PAIRING_MAX_PENDING = 3;
+export {
+  PAIRING_APPROVED_NOTICE,
+  PAIRING_MAX_PENDING,
+  PAIRING_TTL_MS,
+  type PairingAccess,
+} from "../chat-access.js";
 
 /** Decides access for Telegram users and words the answer a stranger gets. */
-export class TelegramAccess {
-  private readonly allowed: Set<string>;
-
-  constructor(
-    allowedUsers: string[],
-    private readonly pairing: PairingAccess,
-  ) {
-    this.allowed = new Set(allowedUsers.map(String));
-  }
-
-  /** True for configured users and users approved through pairing. */
-  async isAllowed(userId: string): Promise<boolean> {
-    if (this.allowed.has(userId)) return true;
-    return this.pairing.isUserApproved("telegram", userId);
-  }
-
-  /**
-   * Asks the store for a pairing code for a stranger in a private chat and returns the text to
-   * send them. Asking again while a code is live returns the same code.
-   */
-  async pairingAnswer(input: {
-    userId: string;
-    userName: string | null;
-    chatId: string;
-  }): Promise<string> {
-    const request = await this.pairing.requestPairing({
-      platform: "telegram",
-      userId: input.userId,
-      userName: input.userName,
-      chatId: input.chatId,
-      ttlMs: PAIRING_TTL_MS,
-      maxPending: PAIRING_MAX_PENDING,
-    });
-    if (!request) {
-      return "I can't take new pairing requests right now: too many pending requests are waiting for the operator. Please try again later.";
-    }
-    return [
-      "Hi! I don't know you yet.",
-      `Your pairing code is ${request.code} (valid for one hour).`,
-      `To get access, ask the operator to run \`keel pairing approve ${request.code}\`, then send your message again.`,
-    ].join("\n");
+export class TelegramAccess extends ChatAccess {
+  constructor(allowedUsers: string[], pairing: PairingAccess, adminUsers: string[] = []) {
+    super("telegram", allowedUsers, pairing, adminUsers);
   }
 }

@@ -215,7 +215,7 @@ describe("TelegramAdapter intake", () => {
     expect(next.received.map((m) => m.text)).toEqual(["after restart"]);
   });
 
-  it("takes captions as text and ignores other message kinds", async () => {
+  it("takes captions as text and a sticker as a marker, and ignores edits", async () => {
     const sink = new RecordingSink();
     await createAdapter().start(sink);
     const from = { id: OWNER, is_bot: false, first_name: "Tester" };
@@ -229,7 +229,7 @@ describe("TelegramAdapter intake", () => {
     });
     fake.sendUserMessage({ chatId: OWNER, text: "last" });
     await waitFor(() => sink.received.some((m) => m.text === "last"));
-    expect(sink.received.map((m) => m.text)).toEqual(["look", "last"]);
+    expect(sink.received.map((m) => m.text)).toEqual(["[sticker]", "look", "last"]);
   });
 
   it("strips its own @name from commands and ignores commands for other bots", async () => {
@@ -427,6 +427,8 @@ describe("TelegramAdapter connection trouble", () => {
       "status",
       "help",
       "sethome",
+      "approve",
+      "deny",
     ]);
   });
 

@@ -5,22 +5,35 @@
  * handler runs, and would confirm a failed one, so the loop here drives `bot.api.getUpdates`
  * itself and hands each batch to the sink (see handleBatch).
  */
+
 import { Bot, GrammyError } from "grammy";
-import type { Update } from "grammy/types";
+import type { CallbackQuery, Update } from "grammy/types";
 import type { Logger } from "pino";
+import { backoffMs } from "../../lib/net.js";
 import type {
   ChatAddress,
+  ConnectionLease,
+  InboundAttachment,
   InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
   PlatformStatus,
+  ProgressUpdate,
 } from "../platform.js";
+import type { ProgressView } from "../progress-view.js";
 import { type PairingAccess, TelegramAccess } from "./access.js";
+import { TelegramFiles } from "./files.js";
 import { toInboundMessage } from "./inbound.js";
+import {
+  createTelegramProgress,
+  type StreamStore,
+  type TelegramProgressSettings,
+} from "./progress.js";
 import {
   DEFAULT_RETRY_POLICY,
   describeTelegramError,
+  parseApprovalData,
   type RetryPolicy,
   sleep,
   TelegramSender,
@@ -29,6 +42,7 @@ import {
 /** What one update asks of the adapter, decided before anything is stored. */
 type Intake =
   | { kind: "store"; inbound: InboundMessage }
+  | { kind: "press"; query: CallbackQuery }
   | { kind: "stranger"; userId: string; inbound: InboundMessage }
   | { kind: "skip" }
   | { kind: "failed"; err: unknown };
@@ -42,6 +56,8 @@ export const TELEGRAM_COMMANDS = [
   { command: "status", description: "Show gateway and session status" },
   { command: "help", description: "List commands" },
   { command: "sethome", description: "Make this chat the home channel" },
+  { command: "approve", description: "Approve the command waiting here" },
+  { command: "deny", description: "Deny the command waiting here" },
 ];
 
 /** Waits and intervals; the defaults suit production, tests shorten them. */
@@ -76,12 +92,24 @@ export interface TelegramAdapterOptions {
   apiRoot: string;
   /** Telegram user ids allowed without pairing. */
   allowedUsers: string[];
+  /** Telegram user ids with operator rights (also allowed). */
+  adminUsers?: string[];
   groupSessionsPerUser: boolean;
   pairing: PairingAccess;
   logger: Logger;
   timing?: Partial<TelegramTiming>;
   /** Told each time status() changes (errors arise in the background, e.g. a 409 while polling). */
   onStatusChange?(status: PlatformStatus): void;
+  /**
+   * Progress in the chat while a turn runs (`display.streaming`, `display.tool_progress`), with
+   * the store that records the messages it shows. Without it replies are sent when final.
+   */
+  progress?: { settings: TelegramProgressSettings; store: StreamStore };
+  /**
+   * Several gateways on one store: this one polls only while it holds the bot's poller lease
+   * (it sends either way). Without it, it polls from the start.
+   */
+  poller?: ConnectionLease;
 }
 
 const UNAUTHORIZED_TEXT =
@@ -110,6 +138,8 @@ export class TelegramAdapter implements PlatformAdapter {
   private readonly timing: TelegramTiming;
   private readonly access: TelegramAccess;
   private readonly sender: TelegramSender;
+  private readonly files: TelegramFiles;
+  private readonly progressView: ProgressView | null;
   private readonly stopController = new AbortController();
   private current: PlatformStatus = { state: "stopped", error: null };
   private sink: InboundSink | null = null;
@@ -129,13 +159,35 @@ export class TelegramAdapter implements PlatformAdapter {
     this.bot = new Bot(options.token, {
       client: { apiRoot: options.apiRoot, timeoutSeconds: this.timing.pollTimeoutSec + 15 },
     });
-    this.access = new TelegramAccess(options.allowedUsers, options.pairing);
+    this.access = new TelegramAccess(
+      options.allowedUsers,
+      options.pairing,
+      options.adminUsers ?? [],
+    );
     this.sender = new TelegramSender(
       this.bot.api,
       this.logger,
       this.timing.retry,
       this.stopController.signal,
     );
+    this.files = new TelegramFiles({
+      api: this.bot.api,
+      token: options.token,
+      apiRoot: options.apiRoot,
+      policy: this.timing.retry,
+      logger: this.logger,
+      stopSignal: this.stopController.signal,
+    });
+    this.progressView = options.progress
+      ? createTelegramProgress(
+          this.bot.api,
+          this.sender,
+          options.progress.store,
+          options.progress.settings,
+          this.logger,
+          this.stopController.signal,
+        )
+      : null;
   }
 
   private get stopped(): boolean {
@@ -170,6 +222,7 @@ export class TelegramAdapter implements PlatformAdapter {
     if (this.stopped) return;
     this.stopController.abort();
     this.pollController?.abort();
+    await this.progressView?.stop();
     if (this.loop) {
       const bound = sleep(this.timing.stopTimeoutMs).then(() => {
         this.logger.warn("telegram intake did not finish in time");
@@ -177,13 +230,34 @@ export class TelegramAdapter implements PlatformAdapter {
       await Promise.race([this.loop, bound]);
       await this.confirmOffset();
     }
+    // After the offset is confirmed: the next holder starts where this one ended.
+    await this.options.poller?.release();
     this.setStatus({ state: "stopped", error: null });
     this.logger.info("telegram stopped");
   }
 
   /** Formats, splits and sends a reply; throws when Telegram ultimately does not accept it. */
   deliver(reply: OutboundReply): Promise<void> {
-    return this.sender.deliver(reply);
+    // A file is its own message: never the streamed reply's place.
+    if (reply.file) return this.files.send(reply.address, reply.file, reply.text);
+    return this.progressView ? this.progressView.deliver(reply) : this.sender.deliver(reply);
+  }
+
+  /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
+  progress(update: ProgressUpdate): void {
+    if (!this.stopped) this.progressView?.onProgress(update);
+  }
+
+  /** Downloads a file a user sent (see TelegramFiles). */
+  fetchFile(attachment: InboundAttachment, maxBytes: number, signal: AbortSignal): Promise<Buffer> {
+    return this.files.download(attachment, maxBytes, signal);
+  }
+
+  /** Edits the approval card this process sent, if any (an answer given by `/approve`, HTTP, …). */
+  async approvalAnswered(approvalId: string, text: string): Promise<void> {
+    await this.sender.editCard(approvalId, text).catch((err: unknown) => {
+      this.logger.warn({ error: describeTelegramError(err) }, "approval card not edited");
+    });
   }
 
   /** Sends "typing" now and every few seconds until the returned function is called. */
@@ -213,7 +287,7 @@ export class TelegramAdapter implements PlatformAdapter {
   }
 
   private backoffMs(attempt: number): number {
-    return Math.min(this.timing.backoffBaseMs * 2 ** (attempt - 1), this.timing.backoffMaxMs);
+    return backoffMs(attempt, this.timing.backoffBaseMs, this.timing.backoffMaxMs);
   }
 
   private async pause(ms: number): Promise<void> {
@@ -221,9 +295,14 @@ export class TelegramAdapter implements PlatformAdapter {
   }
 
   private async run(firstAttempt: () => void): Promise<void> {
-    const connected = await this.connect(firstAttempt);
-    firstAttempt();
-    if (connected) await this.poll();
+    try {
+      const connected = await this.connect(firstAttempt);
+      firstAttempt();
+      if (connected) await this.poll();
+    } finally {
+      // Polling ended without a stop (a rejected token, a bug): another gateway may poll.
+      if (!this.stopped) await this.options.poller?.release();
+    }
   }
 
   /** getMe, deleteWebhook (keeping pending updates) and setMyCommands, retried until it works. */
@@ -238,6 +317,8 @@ export class TelegramAdapter implements PlatformAdapter {
         await this.registerCommands();
         this.setStatus({ state: "connected", error: null });
         this.logger.info({ bot: this.bot.botInfo.username }, "telegram connected");
+        // Previews a stop or crash cut off (in an earlier process too) get their mark.
+        void this.progressView?.sweep();
         return true;
       } catch (err) {
         if (this.stopped) return false;
@@ -267,22 +348,44 @@ export class TelegramAdapter implements PlatformAdapter {
     }
   }
 
+  /** Polls while this gateway holds the poller (always, alone); stands by while another does. */
   private async poll(): Promise<void> {
     while (!this.stopped) {
-      const updates = await this.fetchUpdates();
-      if (updates === "fatal") return;
-      if (updates) await this.handleBatch(updates);
+      const held = await this.holdPoller();
+      if (!held) return;
+      while (!this.stopped && !held.aborted) {
+        const updates = await this.fetchUpdates(held);
+        if (updates === "fatal") return;
+        if (updates) await this.handleBatch(updates);
+      }
+      if (!this.stopped) this.logger.warn("telegram poller handed over; standing by");
     }
   }
 
+  /** Resolves once this gateway may poll, with a signal that aborts when it may no longer. */
+  private async holdPoller(): Promise<AbortSignal | null> {
+    const lease = this.options.poller;
+    if (!lease) return this.stopController.signal;
+    const held = await lease.acquire(this.stopController.signal);
+    // Telegram redelivers what the previous holder did not confirm; the inbox stores it once.
+    if (held) this.logger.info("telegram poller taken: polling from the last confirmed offset");
+    return held;
+  }
+
   /** One getUpdates call: the updates, null after a recoverable error (already waited), or fatal. */
-  private async fetchUpdates(): Promise<Update[] | null | "fatal"> {
+  private async fetchUpdates(held: AbortSignal): Promise<Update[] | null | "fatal"> {
     const controller = new AbortController();
     this.pollController = controller;
+    const letGo = () => controller.abort();
+    held.addEventListener("abort", letGo, { once: true });
     try {
       const offset = this.offset;
       const updates = await this.bot.api.getUpdates(
-        { offset, timeout: this.timing.pollTimeoutSec, allowed_updates: ["message"] },
+        {
+          offset,
+          timeout: this.timing.pollTimeoutSec,
+          allowed_updates: ["message", "callback_query"],
+        },
         asGrammySignal(controller.signal),
       );
       this.confirmedOffset = offset;
@@ -294,8 +397,10 @@ export class TelegramAdapter implements PlatformAdapter {
       return updates;
     } catch (err) {
       if (this.stopped) return "fatal";
+      if (held.aborted) return null;
       return (await this.recoverFromPollError(err)) ? null : "fatal";
     } finally {
+      held.removeEventListener("abort", letGo);
       this.pollController = null;
     }
   }
@@ -357,6 +462,7 @@ export class TelegramAdapter implements PlatformAdapter {
 
   /** Decides what an update asks for: store it, answer a stranger, or nothing. */
   private async classify(update: Update): Promise<Intake> {
+    if (update.callback_query) return { kind: "press", query: update.callback_query };
     const message = update.message;
     if (!message) return { kind: "skip" };
     const inbound = toInboundMessage(message, {
@@ -364,6 +470,7 @@ export class TelegramAdapter implements PlatformAdapter {
       botUsername: this.bot.botInfo.username,
     });
     if (!inbound || inbound.senderId === undefined) return { kind: "skip" };
+    if (this.access.isOperator(inbound.senderId)) inbound.operator = true;
     if (await this.access.isAllowed(inbound.senderId)) return { kind: "store", inbound };
     // Strangers in groups are ignored silently; in a private chat they get a pairing code.
     return message.chat.type === "private"
@@ -378,10 +485,50 @@ export class TelegramAdapter implements PlatformAdapter {
         return;
       case "stranger":
         return this.answerStranger(intake.userId, intake.inbound);
+      case "press":
+        return this.answerPress(intake.query, sink);
       case "failed":
         throw intake.err;
       case "skip":
         return;
+    }
+  }
+
+  /**
+   * An approval button: decided by the sink (committed before the offset moves on, so a crash
+   * means Telegram redelivers the press and the store answers it once). The presser always gets
+   * an answer; a press that decided edits the card to say who decided what.
+   */
+  private async answerPress(query: CallbackQuery, sink: InboundSink): Promise<void> {
+    const press = parseApprovalData(query.data);
+    const chatId = query.message?.chat.id;
+    let toast = "This button is not Keel's.";
+    let cardText: string | null = null;
+    if (press && chatId !== undefined && sink.answerApproval) {
+      const userId = String(query.from.id);
+      const name = [query.from.first_name, query.from.last_name].filter(Boolean).join(" ");
+      const result = await sink.answerApproval({
+        ...press,
+        platform: "telegram",
+        userId,
+        ...(name && { userName: name }),
+        operator: this.access.isOperator(userId),
+        chatId: String(chatId),
+      });
+      toast = result.toast;
+      cardText = result.cardText;
+    }
+    await this.bot.api
+      .answerCallbackQuery(query.id, { text: toast.slice(0, 200) })
+      .catch((err: unknown) =>
+        this.logger.warn({ error: describeTelegramError(err) }, "callback answer failed"),
+      );
+    if (cardText !== null && query.message && chatId !== undefined) {
+      await this.sender
+        .editCardText(String(chatId), query.message.message_id, cardText)
+        .catch((err: unknown) =>
+          this.logger.warn({ error: describeTelegramError(err) }, "approval card not edited"),
+        );
     }
   }
 

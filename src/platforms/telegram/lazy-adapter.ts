@@ -4,10 +4,12 @@
  */
 import type {
   ChatAddress,
+  InboundAttachment,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
   PlatformStatus,
+  ProgressUpdate,
 } from "../platform.js";
 import type { TelegramAdapter, TelegramAdapterOptions } from "./adapter.js";
 
@@ -30,6 +32,23 @@ export class LazyTelegramAdapter implements PlatformAdapter {
   async deliver(reply: OutboundReply): Promise<void> {
     if (!this.adapter) throw new Error("Telegram is not started yet; the reply stays queued.");
     await this.adapter.deliver(reply);
+  }
+
+  async fetchFile(
+    attachment: InboundAttachment,
+    maxBytes: number,
+    signal: AbortSignal,
+  ): Promise<Buffer> {
+    if (!this.adapter) throw new Error("Telegram is not started yet.");
+    return this.adapter.fetchFile(attachment, maxBytes, signal);
+  }
+
+  async approvalAnswered(approvalId: string, text: string): Promise<void> {
+    await this.adapter?.approvalAnswered(approvalId, text);
+  }
+
+  progress(update: ProgressUpdate): void {
+    this.adapter?.progress(update);
   }
 
   showTyping(address: ChatAddress): () => void {

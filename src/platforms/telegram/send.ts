@@ -3,6 +3,7 @@
  * back off (bounded), other 4xx fail at once. Stopping the adapter cuts the waits short.
  */
 import { type Api, GrammyError, HttpError } from "grammy";
+import type { InlineKeyboardMarkup } from "grammy/types";
 import type { Logger } from "pino";
 import type { ChatAddress, OutboundReply } from "../platform.js";
 import { htmlToPlainText, markdownToTelegramHtml, splitMessage } from "./format.js";
@@ -104,6 +105,12 @@ export async function withRetry<T>(
 export class TelegramSender {
   /** Pieces already sent per outbox row, so a retried delivery does not repeat them. */
   private readonly progress = new Map<number, number>();
+  /**
+   * Approval cards sent by this process (approval id → chat and message), so an answer given
+   * elsewhere (`/approve`, HTTP, timeout) can edit the card. Cards from an earlier process are
+   * edited when their button is pressed.
+   */
+  private readonly cards = new Map<string, { chatId: string; messageId: number }>();
 
   constructor(
     private readonly api: Api,
@@ -116,9 +123,13 @@ export class TelegramSender {
   async deliver(reply: OutboundReply): Promise<void> {
     const pieces = splitMessage(markdownToTelegramHtml(reply.text));
     const first = this.progress.get(reply.outboxId) ?? 0;
+    const keyboard = reply.approvalId ? approvalKeyboard(reply.approvalId) : undefined;
     for (let index = first; index < pieces.length; index++) {
+      const markup = index === pieces.length - 1 ? keyboard : undefined;
       try {
-        await this.sendPiece(reply.address, pieces[index]!, index === 0);
+        const messageId = await this.sendPiece(reply.address, pieces[index]!, index === 0, markup);
+        if (markup && reply.approvalId)
+          this.rememberCard(reply.approvalId, reply.address, messageId);
       } catch (err) {
         this.rememberProgress(reply.outboxId, index);
         throw new Error(`Telegram did not accept the reply: ${describeTelegramError(err)}`, {
@@ -127,6 +138,35 @@ export class TelegramSender {
       }
     }
     this.progress.delete(reply.outboxId);
+  }
+
+  /** Replaces a sent message's text (and drops its buttons); used for answered approval cards. */
+  async editCardText(chatId: string, messageId: number, text: string): Promise<void> {
+    const html = splitMessage(markdownToTelegramHtml(text))[0] ?? "";
+    await withRetry(
+      () => this.api.editMessageText(chatId, messageId, html, { parse_mode: "HTML" }),
+      { policy: this.policy, signal: this.signal, logger: this.logger, method: "editMessageText" },
+    );
+  }
+
+  /**
+   * Edits this process's card for `approvalId` to `text` (its buttons go); false when this
+   * process sent no such card.
+   */
+  async editCard(approvalId: string, text: string): Promise<boolean> {
+    const card = this.cards.get(approvalId);
+    if (!card) return false;
+    this.cards.delete(approvalId);
+    await this.editCardText(card.chatId, card.messageId, text);
+    return true;
+  }
+
+  private rememberCard(approvalId: string, address: ChatAddress, messageId: number): void {
+    if (this.cards.size >= 1000) {
+      const oldest = this.cards.keys().next().value;
+      if (oldest !== undefined) this.cards.delete(oldest);
+    }
+    this.cards.set(approvalId, { chatId: address.chatId, messageId });
   }
 
   /** Sends plain text (no markup) to a chat; used for pairing answers. */
@@ -143,16 +183,80 @@ export class TelegramSender {
     this.progress.set(outboxId, sent);
   }
 
-  private async sendPiece(address: ChatAddress, html: string, isFirst: boolean): Promise<void> {
+  /** Sends one HTML piece (plain text when Telegram rejects the markup); returns its message id. */
+  async sendPiece(
+    address: ChatAddress,
+    html: string,
+    isFirst: boolean,
+    keyboard?: InlineKeyboardMarkup,
+  ): Promise<number> {
     try {
-      await this.send(address, html, true, isFirst);
+      return await this.send(address, html, true, isFirst, keyboard);
     } catch (err) {
       if (!isMarkupError(err)) throw err;
       this.logger.warn(
         { chatId: address.chatId, error: describeTelegramError(err) },
         "telegram rejected markup, sending plain text",
       );
-      await this.send(address, htmlToPlainText(html), false, isFirst);
+      return await this.send(address, htmlToPlainText(html), false, isFirst, keyboard);
+    }
+  }
+
+  /**
+   * Replaces a message's text (HTML, or plain when `html` is false or the markup is rejected),
+   * with retries. False when the message is gone; an unchanged text counts as done.
+   */
+  async editText(
+    address: ChatAddress,
+    messageId: string,
+    text: string,
+    html: boolean,
+  ): Promise<boolean> {
+    const edit = (body: string, markup: boolean) =>
+      withRetry(
+        () =>
+          this.api.editMessageText(
+            address.chatId,
+            Number(messageId),
+            body,
+            markup ? { parse_mode: "HTML" } : {},
+          ),
+        {
+          policy: this.policy,
+          signal: this.signal,
+          logger: this.logger,
+          method: "editMessageText",
+        },
+      );
+    try {
+      await edit(text, html);
+      return true;
+    } catch (err) {
+      if (isNotModified(err)) return true;
+      if (isMessageGone(err)) return false;
+      if (!html || !isMarkupError(err)) throw err;
+      try {
+        await edit(htmlToPlainText(text), false);
+        return true;
+      } catch (plainErr) {
+        if (isNotModified(plainErr)) return true;
+        if (isMessageGone(plainErr)) return false;
+        throw plainErr;
+      }
+    }
+  }
+
+  /** Deletes a message; one already gone (or too old to delete) is left as it is. */
+  async remove(address: ChatAddress, messageId: string): Promise<void> {
+    try {
+      await withRetry(() => this.api.deleteMessage(address.chatId, Number(messageId)), {
+        policy: this.policy,
+        signal: this.signal,
+        logger: this.logger,
+        method: "deleteMessage",
+      });
+    } catch (err) {
+      if (!(err instanceof GrammyError && err.error_code === 400)) throw err;
     }
   }
 
@@ -161,7 +265,8 @@ export class TelegramSender {
     text: string,
     html: boolean,
     isFirst: boolean,
-  ): Promise<void> {
+    keyboard?: InlineKeyboardMarkup,
+  ): Promise<number> {
     const replyTo =
       isFirst && address.replyToMessageId !== undefined
         ? Number(address.replyToMessageId)
@@ -172,12 +277,57 @@ export class TelegramSender {
       ...(replyTo !== undefined
         ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } }
         : {}),
+      ...(keyboard ? { reply_markup: keyboard } : {}),
     };
-    await withRetry(() => this.api.sendMessage(address.chatId, text, other), {
+    const sent = await withRetry(() => this.api.sendMessage(address.chatId, text, other), {
       policy: this.policy,
       signal: this.signal,
       logger: this.logger,
       method: "sendMessage",
     });
+    return sent.message_id;
   }
+}
+
+/** The three answers of an approval card; callback data as interface.md fixes it. */
+export function approvalKeyboard(approvalId: string): InlineKeyboardMarkup {
+  return {
+    inline_keyboard: [
+      [
+        { text: "✅ Approve once", callback_data: `approve:${approvalId}` },
+        { text: "✅ This session", callback_data: `approve_session:${approvalId}` },
+      ],
+      [{ text: "🚫 Deny", callback_data: `deny:${approvalId}` }],
+    ],
+  };
+}
+
+/** Reads `approve:<id>`, `approve_session:<id>` or `deny:<id>`; null for anything else. */
+export function parseApprovalData(
+  data: string | undefined,
+): { decision: "approve" | "approve_session" | "deny"; approvalId: string } | null {
+  const match = /^(approve|approve_session|deny):([A-Za-z0-9_-]{1,40})$/.exec(data ?? "");
+  if (!match) return null;
+  return {
+    decision: match[1] as "approve" | "approve_session" | "deny",
+    approvalId: match[2]!,
+  };
+}
+
+/** Telegram's answer to an edit that changes nothing. */
+export function isNotModified(err: unknown): boolean {
+  return (
+    err instanceof GrammyError &&
+    err.error_code === 400 &&
+    /message is not modified/i.test(err.description)
+  );
+}
+
+/** The message to edit no longer exists (deleted by the user) or cannot be edited any more. */
+function isMessageGone(err: unknown): boolean {
+  return (
+    err instanceof GrammyError &&
+    err.error_code === 400 &&
+    /message to edit not found|message can't be edited/i.test(err.description)
+  );
 }

@@ -102,7 +102,8 @@ beforeEach(async () => {
   adapter = new WebchatAdapter({
     store,
     logger: pino({ level: "silent" }),
-    isAllowed: () => allowed,
+    authorize: async () =>
+      allowed ? { ok: true, operator: true } : { ok: false, status: "401 Unauthorized" },
   });
   await adapter.start(sink);
   server = createServer((_req, res) => res.writeHead(404).end());
@@ -224,6 +225,19 @@ describe("WebchatAdapter", () => {
     expect(other.of("event")).toEqual([]);
   });
 
+  it("an approval card carries its approval id, also when replayed", async () => {
+    const page = await connect();
+    page.send({ type: "open", conversation_id: "c1", after_seq: 0 });
+    await waitFor(() => page.of("synced").length === 1);
+    await adapter.deliver({ ...reply(8, "May I run rm -rf x?"), approvalId: "ab12cd34ef" });
+    await waitFor(() => page.of("event").length === 1);
+    expect(page.of("event")[0]).toMatchObject({ outbox_id: 8, approval_id: "ab12cd34ef" });
+    const later = await connect();
+    later.send({ type: "open", conversation_id: "c1", after_seq: 0 });
+    await waitFor(() => later.of("event").length === 1);
+    expect(later.of("event")[0]).toMatchObject({ approval_id: "ab12cd34ef" });
+  });
+
   it("lists conversations titled by their first user message", async () => {
     const client = await connect();
     client.send({ type: "send", conversation_id: "c1", client_id: "m1", text: "first question" });
@@ -343,6 +357,8 @@ describe("WebchatAdapter", () => {
     await waitFor(() => late.of("delta").length === 2);
     expect(late.frames.map((f) => f.type)).toEqual([
       "hello",
+      // The finished tool call, stored.
+      "event",
       "synced",
       "turn_start",
       "delta",
@@ -364,6 +380,46 @@ describe("WebchatAdapter", () => {
     third.send({ type: "ping" });
     await waitFor(() => third.of("pong").length === 1);
     expect(third.of("turn_start")).toEqual([]);
+  });
+
+  it("stores each finished tool call, so a page opened after the turn still shows it", async () => {
+    const base = { sessionKey: "agent:main:webchat:c1", sessionId: "s1" };
+    adapter.publishTurnEvent({ ...base, event: { type: "turn_start" } });
+    adapter.publishTurnEvent({
+      ...base,
+      event: {
+        type: "tool_start",
+        toolCallId: "t9",
+        name: "terminal",
+        arguments: '{"command":"npm test"}',
+      },
+    });
+    adapter.publishTurnEvent({
+      ...base,
+      event: {
+        type: "tool_end",
+        toolCallId: "t9",
+        name: "terminal",
+        output: `${"x".repeat(10_000)}tests passed`,
+        isError: false,
+      },
+    });
+    adapter.publishTurnEvent({ ...base, event: { type: "turn_end", stopReason: "stop" } });
+    await adapter.deliver(reply(5, "All green."));
+    const page = await connect();
+    page.send({ type: "open", conversation_id: "c1", after_seq: 0 });
+    await waitFor(() => page.of("synced").length === 1);
+    const events = page.of("event");
+    expect(events.map((f) => f.kind)).toEqual(["tool", "reply"]);
+    const tool = events[0]!.tool as Record<string, unknown>;
+    expect(tool).toMatchObject({
+      tool_call_id: "t9",
+      name: "terminal",
+      arguments: '{"command":"npm test"}',
+      is_error: false,
+    });
+    expect(String(tool.output).endsWith("tests passed")).toBe(true);
+    expect(String(tool.output).length).toBe(4_000);
   });
 
   it("refuses a cross-site Origin and accepts a same-site one", async () => {

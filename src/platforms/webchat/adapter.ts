@@ -3,7 +3,14 @@ import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import type { Store } from "../../sessions/store.js";
-import type { InboundSink, OutboundReply, PlatformAdapter, PlatformStatus } from "../platform.js";
+import type {
+  InboundAttachment,
+  InboundSink,
+  OutboundReply,
+  PlatformAdapter,
+  PlatformStatus,
+  RunnerEvent,
+} from "../platform.js";
 import { LiveTurns } from "./live-turns.js";
 import {
   type ClientMessage,
@@ -15,11 +22,16 @@ import {
   PROTOCOL_VERSION,
   type PublishedTurnEvent,
   parseClientMessage,
+  type SentAttachment,
   type ServerMessage,
+  STORED_TOOL_ARGUMENT_CHARS,
+  STORED_TOOL_OUTPUT_CHARS,
+  type StoredToolCall,
   sessionKeyFor,
   toLiveFrame,
 } from "./protocol.js";
 import { sameOrigin } from "./upgrade-auth.js";
+import type { WebchatUploads } from "./uploads.js";
 
 /** The WebSocket subprotocol every page offers; the server always selects it. */
 export const SUBPROTOCOL = "keel.v1";
@@ -34,11 +46,18 @@ export type WebchatStore = Pick<Store, "appendChannelEvent" | "listChannelEvents
 export interface WebchatAdapterOptions {
   store: WebchatStore;
   logger: Logger;
-  /** Whether an upgrade request may connect (loopback or control token; the caller decides). */
-  isAllowed(req: IncomingMessage): boolean;
+  /** Whether an upgrade request may connect, and with operator rights (the caller decides). */
+  authorize(req: IncomingMessage): Promise<UpgradeVerdict>;
   /** Interval of WebSocket pings; a client that misses one is dropped. Default 30 s. */
   heartbeatMs?: number;
+  /** Where files attached on the page were uploaded; without it messages carry no files. */
+  uploads?: WebchatUploads;
 }
+
+/** The answer to an upgrade: let in (as an operator or not), or refused with an HTTP status. */
+export type UpgradeVerdict =
+  | { ok: true; operator: boolean }
+  | { ok: false; status: string; retryAfterSeconds?: number };
 
 interface Subscription {
   /** Highest durable seq sent to this client for the conversation. */
@@ -53,26 +72,31 @@ interface Client {
   subs: Map<string, Subscription>;
   queue: Promise<void>;
   alive: boolean;
+  /** Authenticated with operator rights: may use gateway-wide commands such as `/restart`. */
+  operator: boolean;
 }
 
 /**
  * The web chat platform: a WebSocket endpoint (`GET /ws`) speaking the protocol in
  * docs/webchat-protocol.md. User messages and replies are durable channel events with a
- * seq, so a page that reconnects gets exactly what it missed; streaming deltas and tool
- * calls are live only.
+ * seq, so a page that reconnects gets exactly what it missed; finished tool calls are stored
+ * too, streaming deltas are live only.
  */
 export class WebchatAdapter implements PlatformAdapter {
   readonly name = "webchat";
   private readonly store: WebchatStore;
   private readonly logger: Logger;
-  private readonly isAllowed: (req: IncomingMessage) => boolean;
+  private readonly authorize: (req: IncomingMessage) => Promise<UpgradeVerdict>;
   private readonly heartbeatMs: number;
+  private readonly uploads: WebchatUploads | null;
   private readonly wss: WebSocketServer;
   private readonly clients = new Set<Client>();
   private readonly live = new LiveTurns();
   /** Per-conversation chain so a user message is stored before the reply it causes. */
   private readonly chains = new Map<string, Promise<unknown>>();
   private readonly deliveredOutbox = new Set<number>();
+  /** Arguments of running tool calls, by tool-call id (stored with the call when it ends). */
+  private readonly toolArguments = new Map<string, string>();
   private sink: InboundSink | null = null;
   private state: PlatformStatus = { state: "stopped", error: null };
   private heartbeat: NodeJS.Timeout | null = null;
@@ -80,8 +104,9 @@ export class WebchatAdapter implements PlatformAdapter {
   constructor(options: WebchatAdapterOptions) {
     this.store = options.store;
     this.logger = options.logger;
-    this.isAllowed = options.isAllowed;
+    this.authorize = options.authorize;
     this.heartbeatMs = options.heartbeatMs ?? 30_000;
+    this.uploads = options.uploads ?? null;
     this.wss = new WebSocketServer({
       noServer: true,
       maxPayload: MAX_FRAME_BYTES,
@@ -140,16 +165,53 @@ export class WebchatAdapter implements PlatformAdapter {
         text: reply.text,
         session_id: reply.sessionId,
         outbox_id: reply.outboxId,
+        ...(reply.file && {
+          file: {
+            id: reply.file.id,
+            name: reply.file.name,
+            mime: reply.file.mime,
+            size: reply.file.size,
+            url: `/files/${reply.file.id}`,
+          },
+        }),
+        ...(reply.approvalId && { approval_id: reply.approvalId }),
         created_at: Date.now(),
       });
       this.rememberDelivered(reply.outboxId);
     });
   }
 
+  /** Reads a file the page uploaded (`upload:<id>` references). */
+  async fetchFile(attachment: InboundAttachment, maxBytes: number): Promise<Buffer> {
+    const uploads = this.uploads;
+    if (!uploads || !attachment.ref.startsWith("upload:")) {
+      throw new Error("not a file uploaded to this web chat");
+    }
+    return uploads.read(attachment.ref.slice("upload:".length), maxBytes);
+  }
+
   /** Streams a running turn's progress to the pages showing its conversation (not stored). */
+  /** Shows the runner's turns live; a refusal's text reply arrives through the outbox instead. */
+  onRunnerEvent(event: RunnerEvent): void {
+    if (event.type === "refused") return;
+    const { sessionKey, sessionId } = event;
+    if (event.type === "turn_end") {
+      this.publishTurnEvent({
+        sessionKey,
+        sessionId,
+        event: { type: "turn_end", stopReason: event.stopReason },
+      });
+    } else if (event.type === "turn_start") {
+      this.publishTurnEvent({ sessionKey, sessionId, event: { type: "turn_start" } });
+    } else {
+      this.publishTurnEvent({ sessionKey, sessionId, event });
+    }
+  }
+
   publishTurnEvent(e: PublishedTurnEvent): void {
     const conversationId = conversationIdOf(e.sessionKey);
     if (!conversationId) return;
+    this.keepToolCall(conversationId, e);
     const frame = this.live.record(toLiveFrame(conversationId, e));
     for (const client of this.clients) {
       const sub = client.subs.get(conversationId);
@@ -158,19 +220,59 @@ export class WebchatAdapter implements PlatformAdapter {
     }
   }
 
+  /**
+   * Stores each finished tool call as a durable event of its conversation (in order, before the
+   * reply that follows it), so a page loaded later still shows what the agent did.
+   */
+  private keepToolCall(conversationId: string, e: PublishedTurnEvent): void {
+    const event = e.event;
+    if (event.type === "tool_start") {
+      this.toolArguments.set(event.toolCallId, event.arguments);
+      return;
+    }
+    if (event.type !== "tool_end") return;
+    const args = this.toolArguments.get(event.toolCallId) ?? "";
+    this.toolArguments.delete(event.toolCallId);
+    const tool: StoredToolCall = {
+      tool_call_id: event.toolCallId,
+      name: event.name,
+      arguments: args.slice(0, STORED_TOOL_ARGUMENT_CHARS),
+      output: event.output.slice(-STORED_TOOL_OUTPUT_CHARS),
+      is_error: event.isError,
+    };
+    const payload: DurablePayload = {
+      kind: "tool",
+      text: event.name,
+      session_id: e.sessionId,
+      tool,
+      created_at: Date.now(),
+    };
+    this.serially(conversationId, () => this.appendAndBroadcast(conversationId, payload)).catch(
+      (err: unknown) => this.logger.warn({ err, conversationId }, "tool call not stored"),
+    );
+  }
+
   /** Takes over a `GET /ws` upgrade from the HTTP server, or refuses it. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const refusal = this.refusalOf(req);
     if (refusal) {
-      this.logger.warn(
-        { reason: refusal.reason, origin: req.headers.origin },
-        "web chat upgrade refused",
-      );
-      socket.end(`HTTP/1.1 ${refusal.status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-      socket.destroy();
+      this.refuse(req, socket, refusal);
       return;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));
+    this.authorize(req).then(
+      (verdict) => {
+        if (!verdict.ok) {
+          this.refuse(req, socket, { ...verdict, reason: "not allowed" });
+          return;
+        }
+        if (socket.destroyed) return;
+        this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, verdict.operator));
+      },
+      (err: unknown) => {
+        this.logger.error({ err }, "web chat upgrade failed");
+        socket.destroy();
+      },
+    );
   }
 
   private refusalOf(req: IncomingMessage): { status: string; reason: string } | null {
@@ -178,12 +280,36 @@ export class WebchatAdapter implements PlatformAdapter {
     if (path !== "/ws") return { status: "404 Not Found", reason: "path" };
     if (!this.sink) return { status: "503 Service Unavailable", reason: "not started" };
     if (!sameOrigin(req)) return { status: "403 Forbidden", reason: "cross-origin" };
-    if (!this.isAllowed(req)) return { status: "401 Unauthorized", reason: "not allowed" };
     return null;
   }
 
-  private accept(ws: WebSocket): void {
-    const client: Client = { ws, subs: new Map(), queue: Promise.resolve(), alive: true };
+  private refuse(
+    req: IncomingMessage,
+    socket: Duplex,
+    refusal: { status: string; reason: string; retryAfterSeconds?: number },
+  ): void {
+    this.logger.warn(
+      { reason: refusal.reason, status: refusal.status, origin: req.headers.origin },
+      "web chat upgrade refused",
+    );
+    const retry =
+      refusal.retryAfterSeconds !== undefined
+        ? `Retry-After: ${refusal.retryAfterSeconds}\r\n`
+        : "";
+    socket.end(
+      `HTTP/1.1 ${refusal.status}\r\nConnection: close\r\n${retry}Content-Length: 0\r\n\r\n`,
+    );
+    socket.destroy();
+  }
+
+  private accept(ws: WebSocket, operator: boolean): void {
+    const client: Client = {
+      ws,
+      subs: new Map(),
+      queue: Promise.resolve(),
+      alive: true,
+      operator,
+    };
     this.clients.add(client);
     ws.on("pong", () => {
       client.alive = true;
@@ -294,6 +420,8 @@ export class WebchatAdapter implements PlatformAdapter {
           sessionKey: sessionKeyFor(conversationId),
           text: message.text,
           address: { platform: this.name, chatId: conversationId },
+          ...(client.operator && { operator: true }),
+          ...(message.attachments && { attachments: message.attachments.map(toAttachment) }),
         });
         // A resend of a stored message is acked again but not stored twice.
         const seq = result.accepted
@@ -302,6 +430,9 @@ export class WebchatAdapter implements PlatformAdapter {
               text: message.text,
               session_id: result.sessionId,
               client_id: clientId,
+              ...(message.attachments && {
+                attachments: message.attachments.map(({ name, mime }) => ({ name, mime })),
+              }),
               created_at: Date.now(),
             })
           : null;
@@ -426,4 +557,16 @@ function sendError(clientId: string, code: string, message: string): ServerMessa
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** A page's attachment as the runner sees it: images as photos, audio as audio, else documents. */
+function toAttachment(a: SentAttachment): InboundAttachment {
+  const kind = /^image\//.test(a.mime) ? "photo" : /^audio\//.test(a.mime) ? "audio" : "document";
+  return {
+    kind,
+    ref: `upload:${a.upload_id}`,
+    name: a.name,
+    ...(a.mime && { mime: a.mime }),
+    size: a.size,
+  };
 }

@@ -4,7 +4,7 @@
  * documentation describe the same shapes.
  */
 
-import type { TurnEvent } from "../../agent/types.js";
+import type { TurnEvent } from "../platform.js";
 
 /** Protocol version announced in the server `hello`. */
 export const PROTOCOL_VERSION = 1;
@@ -39,17 +39,68 @@ export interface PublishedTurnEvent {
   event: TurnEvent | { type: "turn_start" } | { type: "turn_end"; stopReason: string };
 }
 
+/** A file a page attached to a message: its upload id and what the user picked. */
+export interface SentAttachment {
+  upload_id: string;
+  name: string;
+  mime: string;
+  size: number;
+}
+
+/** Files on one message at most. */
+const MAX_ATTACHMENTS = 10;
+const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function parseAttachments(value: unknown): SentAttachment[] | null {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length > MAX_ATTACHMENTS) return null;
+  const out: SentAttachment[] = [];
+  for (const a of value as Record<string, unknown>[]) {
+    if (typeof a !== "object" || a === null) return null;
+    const { upload_id, name, mime, size } = a;
+    if (typeof upload_id !== "string" || !UPLOAD_ID.test(upload_id)) return null;
+    if (typeof name !== "string" || name.length === 0 || name.length > 255) return null;
+    if (typeof mime !== "string" || mime.length > 100) return null;
+    if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) return null;
+    out.push({ upload_id, name, mime, size });
+  }
+  return out;
+}
+
 /** What the store keeps per durable event (the channel event payload). */
 export interface DurablePayload {
-  kind: "user" | "reply" | "notice";
+  kind: "user" | "reply" | "notice" | "tool";
+  /** The message; for a tool call, its name. */
   text: string;
   session_id: string;
   /** The client's id for a user message (lets the sender match it to its pending copy). */
   client_id?: string;
   /** The outbox row of a reply or notice (lets a client drop a redelivered copy). */
   outbox_id?: number;
+  /** Files a user message came with (names only; the files went to the agent's workspace). */
+  attachments?: { name: string; mime: string }[];
+  /** A file the agent sent (`text` is its caption), served at `url` to signed-in pages. */
+  file?: { id: string; name: string; mime: string; size: number; url: string };
+  /** The approval a reply or notice asks for: the page shows its buttons. */
+  approval_id?: string;
+  /** A tool call the agent made (kind `tool`), stored when it ended so a reload shows it. */
+  tool?: StoredToolCall;
   created_at: number;
 }
+
+/** A finished tool call as the web chat keeps it (arguments and output shortened). */
+export interface StoredToolCall {
+  tool_call_id: string;
+  name: string;
+  arguments: string;
+  /** The end of the output, at most {@link STORED_TOOL_OUTPUT_CHARS} characters. */
+  output: string;
+  is_error: boolean;
+}
+
+/** How much of a tool call's arguments and output the stored event keeps. */
+export const STORED_TOOL_ARGUMENT_CHARS = 2_000;
+export const STORED_TOOL_OUTPUT_CHARS = 4_000;
 
 export type ClientMessage =
   | { type: "hello"; conversation_id?: string; last_seq?: number }
@@ -57,7 +108,14 @@ export type ClientMessage =
   | { type: "close"; conversation_id: string }
   | { type: "new"; conversation_id?: string }
   | { type: "list" }
-  | { type: "send"; conversation_id: string; client_id: string; text: string }
+  | {
+      type: "send";
+      conversation_id: string;
+      client_id: string;
+      text: string;
+      /** Files uploaded first (`POST /uploads`), by upload id. */
+      attachments?: SentAttachment[];
+    }
   | { type: "ping" };
 
 /** Live turn events: not stored, no seq; a client that misses them loses nothing durable. */
@@ -162,13 +220,17 @@ export function parseClientMessage(raw: string): ParseResult {
     case "send": {
       if (!isId(m.conversation_id)) return bad("conversation_id");
       if (!isId(m.client_id)) return bad("client_id");
-      if (typeof m.text !== "string" || m.text.trim() === "") return bad("text");
+      const attachments = parseAttachments(m.attachments);
+      if (attachments === null) return bad("attachments");
+      if (typeof m.text !== "string") return bad("text");
+      if (m.text.trim() === "" && attachments.length === 0) return bad("text");
       if (m.text.length > MAX_TEXT_CHARS) return { ok: false, error: "text is too long" };
       return ok({
         type: "send",
         conversation_id: m.conversation_id,
         client_id: m.client_id,
         text: m.text,
+        ...(attachments.length > 0 && { attachments }),
       });
     }
     default:
@@ -233,6 +295,10 @@ export function eventFrame(
     session_id: p.session_id ?? "",
     ...(p.client_id !== undefined ? { client_id: p.client_id } : {}),
     ...(p.outbox_id !== undefined ? { outbox_id: p.outbox_id } : {}),
+    ...(p.file !== undefined ? { file: p.file } : {}),
+    ...(p.attachments !== undefined ? { attachments: p.attachments } : {}),
+    ...(typeof p.approval_id === "string" ? { approval_id: p.approval_id } : {}),
+    ...(p.tool !== undefined ? { tool: p.tool } : {}),
     created_at: p.created_at ?? 0,
   };
 }

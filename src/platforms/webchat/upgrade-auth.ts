@@ -1,11 +1,12 @@
 import type { IncomingMessage } from "node:http";
+import { originNamesHost } from "../../control/http-auth.js";
 
 /** Prefix of the optional subprotocol carrying the control token (browsers cannot set headers). */
 export const TOKEN_SUBPROTOCOL_PREFIX = "keel.token.";
 
 /**
  * The control token a page offered as a `keel.token.<token>` subprotocol, or null. For the
- * caller's `isAllowed`, since a browser WebSocket cannot send an Authorization header.
+ * caller's `authorize`, since a browser WebSocket cannot send an Authorization header.
  */
 export function webSocketToken(req: IncomingMessage): string | null {
   const header = req.headers["sec-websocket-protocol"];
@@ -22,12 +23,5 @@ export function webSocketToken(req: IncomingMessage): string | null {
 /** Refuses cross-site pages: an `Origin` header, when present, must name the `Host`. */
 export function sameOrigin(req: IncomingMessage): boolean {
   const origin = req.headers.origin;
-  if (origin === undefined) return true;
-  const host = req.headers.host;
-  if (!host) return false;
-  try {
-    return new URL(origin).host.toLowerCase() === host.toLowerCase();
-  } catch {
-    return false;
-  }
+  return origin === undefined || originNamesHost(origin, req.headers.host);
 }

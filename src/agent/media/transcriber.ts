@@ -1,0 +1,59 @@
+/**
+ * Speech to text through an OpenAI-compatible `/audio/transcriptions` endpoint, with the official
+ * `openai` client. Ogg/Opus voice notes go as they are: whisper-1 and whisper.cpp servers take
+ * them, and Keel cannot count on ffmpeg being installed.
+ */
+import OpenAI, { toFile } from "openai";
+
+export interface AudioFile {
+  bytes: Buffer;
+  name: string;
+  mime: string;
+}
+
+/** Returns the transcript; throws an Error with a short, secret-free message on failure. */
+export type Transcriber = (audio: AudioFile, signal: AbortSignal) => Promise<string>;
+
+export interface TranscriberOptions {
+  baseUrl: string;
+  apiKey?: string;
+  model: string;
+  timeoutMs: number;
+}
+
+export function createTranscriber(options: TranscriberOptions): Transcriber {
+  const client = new OpenAI({
+    baseURL: options.baseUrl,
+    apiKey: options.apiKey || "keel-no-key",
+    // Explicit values so the client reads none of its OPENAI_* environment variables.
+    organization: null,
+    project: null,
+    webhookSecret: null,
+    adminAPIKey: null,
+    logLevel: "off",
+    maxRetries: 2,
+    timeout: options.timeoutMs,
+  });
+  return async (audio, signal) => {
+    try {
+      const result = await client.audio.transcriptions.create(
+        { file: await toFile(audio.bytes, audio.name, { type: audio.mime }), model: options.model },
+        { signal },
+      );
+      return result.text.trim();
+    } catch (error) {
+      throw new Error(describe(error));
+    }
+  };
+}
+
+function describe(error: unknown): string {
+  if (error instanceof OpenAI.APIUserAbortError) return "interrupted";
+  if (error instanceof OpenAI.APIConnectionTimeoutError)
+    return "the endpoint did not answer in time";
+  if (error instanceof OpenAI.APIConnectionError) return "the endpoint could not be reached";
+  if (error instanceof OpenAI.APIError && error.status !== undefined) {
+    return `the endpoint answered HTTP ${error.status}`;
+  }
+  return "the endpoint sent an unusable answer";
+}

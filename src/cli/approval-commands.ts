@@ -1,0 +1,116 @@
+/**
+ * `keel approvals list|approve|deny`: answers through the running gateway's control API (so the
+ * turn continues at once and the chat is told); when no gateway answers, the decision is written
+ * to the store and the next start applies it.
+ */
+import type { Command } from "commander";
+import { approvalJson } from "../control/approval-routes.js";
+import { SqliteStore } from "../sessions/sqlite-store.js";
+import type { ApprovalDecision } from "../sessions/store.js";
+import { callControlApi, liveGateway } from "./gateway-probe.js";
+import { type CliIo, EXIT } from "./io.js";
+import { type GlobalOptions, loadForCommand } from "./load.js";
+
+type Answer = Extract<ApprovalDecision, "approve" | "approve_session" | "deny">;
+type ApprovalJson = ReturnType<typeof approvalJson>;
+
+/** Registers `keel approvals ...` on the program. */
+export function registerApprovalCommands(
+  program: Command,
+  io: CliIo,
+  global: () => GlobalOptions,
+  run: (fn: () => Promise<number>) => void,
+): void {
+  const approvals = program.command("approvals").description("tool calls waiting for a human");
+  approvals
+    .command("list")
+    .description("approvals waiting for an answer (--all: answered ones too)")
+    .option("--all", "include answered approvals")
+    .option("--json", "machine-readable output")
+    .action((opts: { all?: boolean; json?: boolean }) =>
+      run(() => approvalsList({ ...global(), ...opts }, io)),
+    );
+  approvals
+    .command("approve <id>")
+    .description("run the waiting call (--session: also allow its kind for the session)")
+    .option("--session", "approve this kind of call for the rest of the session")
+    .action((id: string, opts: { session?: boolean }) =>
+      run(() => approvalsAnswer(id, opts.session ? "approve_session" : "approve", global(), io)),
+    );
+  approvals
+    .command("deny <id>")
+    .description("do not run the waiting call; the agent is told")
+    .action((id: string) => run(() => approvalsAnswer(id, "deny", global(), io)));
+}
+
+export async function approvalsList(
+  options: GlobalOptions & { all?: boolean; json?: boolean },
+  io: CliIo,
+): Promise<number> {
+  const loaded = loadForCommand(options, io);
+  if (!loaded.ok) return loaded.code;
+  const store = new SqliteStore(`${loaded.loaded.config.home}/state.db`);
+  try {
+    const records = await store.listApprovals(options.all ? {} : { state: "pending" });
+    const rows = records.map(approvalJson);
+    if (options.json) io.out(JSON.stringify(rows, null, 2));
+    else if (rows.length === 0) io.out("Nothing is waiting for approval.");
+    else for (const row of rows) io.out(describe(row));
+    return EXIT.ok;
+  } finally {
+    await store.close();
+  }
+}
+
+export async function approvalsAnswer(
+  id: string,
+  decision: Answer,
+  options: GlobalOptions,
+  io: CliIo,
+): Promise<number> {
+  const loaded = loadForCommand(options, io);
+  if (!loaded.ok) return loaded.code;
+  const { config } = loaded.loaded;
+  if ((await liveGateway(config.home)) !== null) {
+    const answer = await callControlApi(config, `/api/approvals/${encodeURIComponent(id)}`, {
+      method: "POST",
+      body: { decision },
+    });
+    if (answer !== null) return report(answer.status, answer.body, id, io);
+  }
+  const store = new SqliteStore(`${config.home}/state.db`);
+  try {
+    const decided = await store.decideApproval({ id, decision, decidedBy: "an operator" });
+    if (!decided) return report(404, null, id, io);
+    const body = { approval: approvalJson(decided.record) };
+    const code = report(decided.changed ? 200 : 409, body, id, io);
+    if (decided.changed) io.out("The gateway is not running: its next start continues the turn.");
+    return code;
+  } finally {
+    await store.close();
+  }
+}
+
+function report(status: number, body: unknown, id: string, io: CliIo): number {
+  const approval = (body as { approval?: ApprovalJson } | null)?.approval;
+  if (status === 200 && approval) {
+    io.out(`${approval.id}: ${approval.decision} (${approval.tool}: ${approval.summary})`);
+    return EXIT.ok;
+  }
+  if (status === 409) {
+    const message = (body as { error?: { message?: string } } | null)?.error?.message;
+    io.err(message ?? `${id} was already answered: ${approval?.decision ?? approval?.state}.`);
+    return EXIT.failure;
+  }
+  if (status === 404) {
+    io.err(`No approval has the id ${id}.`);
+    return EXIT.failure;
+  }
+  io.err(`The control API answered ${status}.`);
+  return EXIT.failure;
+}
+
+function describe(a: ApprovalJson): string {
+  const answered = a.decision ? `  ${a.decision}${a.decided_by ? ` by ${a.decided_by}` : ""}` : "";
+  return `${a.id}  ${a.state}${answered}  until ${a.deadline_at}  ${a.session_key}\n    ${a.tool}: ${a.summary.split("\n")[0]}\n    why: ${a.reason}`;
+}

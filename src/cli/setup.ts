@@ -1,0 +1,236 @@
+/**
+ * `keel setup`: the first run. Asks for the model endpoint and tests it (lists the models, sends
+ * one request), optionally a Telegram bot token (tests `getMe`, explains pairing), says plainly
+ * what the agent can do on this machine, and writes a commented `config.yaml` (mode 0600).
+ * Plain prompts on stdin; every answer also has a flag, and `--yes` takes the defaults, so a
+ * script can run it. An existing config.yaml is replaced only when the user says so (or `--force`).
+ */
+import { chmodSync, existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { userInfo } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { loadConfig, resolveHome } from "../config/load-config.js";
+import { ConfigSchema } from "../config/schema.js";
+import { ConfigError, errorMessage } from "../lib/errors.js";
+import { probeCompletion, probeModels, probeTelegram } from "./endpoint-checks.js";
+import { type CliIo, EXIT } from "./io.js";
+import type { GlobalOptions } from "./load.js";
+
+export interface SetupOptions extends GlobalOptions {
+  modelUrl?: string;
+  model?: string;
+  apiKey?: string;
+  telegramToken?: string;
+  yes?: boolean;
+  force?: boolean;
+}
+
+const DEFAULT_MODEL_URL = "http://127.0.0.1:11434/v1";
+const DEFAULT_TELEGRAM_ROOT = "https://api.telegram.org";
+
+export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
+  const home = resolveHome({
+    ...(options.home !== undefined && { home: options.home }),
+    env: io.env,
+  });
+  const file = join(home, "config.yaml");
+  const ask = prompter(io, options.yes === true);
+  try {
+    io.out(`Keel setup: writes ${file}`);
+    if (existsSync(file)) {
+      if (options.yes && !options.force) {
+        io.err(
+          `${file} already exists; keel setup --yes never replaces it (add --force to do so).`,
+        );
+        return EXIT.failure;
+      }
+      if (!options.force && !(await ask.yesNo(`${file} exists. Replace it?`, false))) {
+        io.out("Left the existing config.yaml alone.");
+        return EXIT.ok;
+      }
+    }
+
+    // The model endpoint: listed, then asked once, as the agent will ask it.
+    const baseUrl =
+      options.modelUrl ??
+      (await ask.text("Model endpoint (OpenAI-compatible, ending in /v1)", DEFAULT_MODEL_URL));
+    const apiKey =
+      options.apiKey ?? ((await ask.text("API key for it (empty for none)", "")) || undefined);
+    const listed = await probeModels(baseUrl, apiKey);
+    if (!listed.ok) {
+      io.err(`✗ ${listed.detail}`);
+      io.err("Start the model server (or fix the address) and run keel setup again.");
+      return EXIT.failure;
+    }
+    const models = listed.models ?? [];
+    io.out(`✓ ${listed.detail}${models.length ? `: ${models.slice(0, 8).join(", ")}` : ""}`);
+    const name = options.model ?? (await ask.text("Model name", models[0] ?? ""));
+    if (!name) {
+      io.err("A model name is needed (--model NAME).");
+      return EXIT.failure;
+    }
+    const answered = await probeCompletion(baseUrl, apiKey, name);
+    if (!answered.ok) {
+      io.err(`✗ ${answered.detail}`);
+      return EXIT.failure;
+    }
+    io.out(`✓ ${answered.detail}`);
+
+    // Telegram is optional.
+    const apiRoot = io.env.TELEGRAM_API_ROOT || DEFAULT_TELEGRAM_ROOT;
+    const token =
+      options.telegramToken ??
+      ((await ask.text("Telegram bot token from @BotFather (empty to skip)", "")) || undefined);
+    if (token) {
+      const me = await probeTelegram(apiRoot, token);
+      if (!me.ok) {
+        io.err(`✗ ${me.detail}`);
+        return EXIT.failure;
+      }
+      io.out(`✓ Telegram: ${me.detail}`);
+      io.out(
+        "  Nobody can talk to the bot yet. A new user gets a pairing code; let them in with `keel pairing approve CODE`,",
+      );
+      io.out("  or list trusted user ids under platforms.telegram.allowed_users in config.yaml.");
+    }
+
+    // What the agent can do here, said before anything runs.
+    const who = userInfo();
+    io.out("");
+    io.out(`⚠ The agent runs shell commands on this machine as ${who.username} (uid ${who.uid}),`);
+    io.out(`  starting in ${join(home, "workspace")}, with everything this account may do.`);
+    io.out(`  Approval mode: ${describeApprovalMode(defaultApprovalMode())}`);
+    io.out(
+      "  Only people you let in (web chat on 127.0.0.1, paired or allowed Telegram users) can reach it.",
+    );
+    if (!(await ask.yesNo("Write the configuration?", true))) {
+      io.out("Nothing written.");
+      return EXIT.ok;
+    }
+
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    const text = renderConfig({ baseUrl, name, apiKey, token, apiRoot });
+    const temp = `${file}.tmp-${process.pid}`;
+    writeFileSync(temp, text, { mode: 0o600 });
+    chmodSync(temp, 0o600);
+    renameSync(temp, file);
+    // Never leave a file behind that the gateway would refuse.
+    try {
+      loadConfig({ home, env: io.env });
+    } catch (err) {
+      io.err(`The written config does not load: ${errorMessage(err)}`);
+      return err instanceof ConfigError ? EXIT.config : EXIT.failure;
+    }
+    io.out(`✓ Wrote ${file} (mode 0600).`);
+    io.out(
+      "Next: `keel doctor` to check everything, then `keel gateway start` (or `npm start` in the",
+    );
+    io.out("foreground) and `keel chat`, or `keel open` for the web chat in a browser.");
+    return EXIT.ok;
+  } finally {
+    ask.close();
+  }
+}
+
+/**
+ * The approval mode a new config runs with: the schema's default for `tools.approval`, or "off"
+ * while Keel has no approvals (then every command runs). Read from the schema so the sentence
+ * setup prints follows the shipped default.
+ */
+export function defaultApprovalMode(): string {
+  const defaults = ConfigSchema.parse({}) as { tools?: { approval?: unknown } };
+  return typeof defaults.tools?.approval === "string" ? defaults.tools.approval : "off";
+}
+
+/** What an approval mode means for the person about to let the agent run. Pure. */
+export function describeApprovalMode(mode: string): string {
+  if (mode === "off") return "off — every command the model asks for runs without asking.";
+  if (mode === "always") return "always — every command waits until you approve it (/approve).";
+  if (mode === "dangerous") {
+    return "dangerous — commands that look dangerous wait until you approve them (/approve); the rest run without asking.";
+  }
+  return `${mode} (tools.approval).`;
+}
+
+/** A double-quoted YAML scalar (JSON strings are valid YAML). */
+const q = (value: string) => JSON.stringify(value);
+
+export function renderConfig(input: {
+  baseUrl: string;
+  name: string;
+  apiKey: string | undefined;
+  token: string | undefined;
+  apiRoot: string;
+}): string {
+  const lines = [
+    "# Keel configuration, written by `keel setup`. Environment variables override these values",
+    "# (OPENAI_BASE_URL, OPENAI_API_KEY, KEEL_MODEL, TELEGRAM_BOT_TOKEN, ...); a value may also",
+    '# reference one as "${NAME}". Check it with `keel doctor`. All settings: README.md.',
+    "",
+    "model:",
+    "  # Any OpenAI-compatible server: vLLM, llama.cpp, Ollama, OpenRouter, ...",
+    `  base_url: ${q(input.baseUrl)}`,
+    `  name: ${q(input.name)}`,
+    input.apiKey ? `  api_key: ${q(input.apiKey)}` : '  # api_key: "${OPENAI_API_KEY}"',
+    "",
+    "agent:",
+    "  # Seconds running turns may finish during a stop or restart (then they resume after it).",
+    "  restart_drain_timeout: 0",
+    "",
+    "http:",
+    "  # The web chat, dashboard and API listen here; keep it on loopback unless you know why not.",
+    '  host: "127.0.0.1"',
+    "  port: 8642",
+  ];
+  if (input.token) {
+    lines.push(
+      "",
+      "platforms:",
+      "  telegram:",
+      `    token: ${q(input.token)}`,
+      ...(input.apiRoot !== DEFAULT_TELEGRAM_ROOT ? [`    api_root: ${q(input.apiRoot)}`] : []),
+      "    # Telegram user ids that may talk to the bot; others get a pairing code",
+      "    # (`keel pairing approve CODE`).",
+      "    allowed_users: []",
+    );
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/** Plain line prompts on stdin; with `--yes` (or at the end of input) every answer is the default. */
+function prompter(io: CliIo, assumeDefaults: boolean) {
+  // A terminal echoes the Enter key; piped input does not, so end the prompt line ourselves.
+  const echoes = (io.stdin as { isTTY?: boolean }).isTTY === true;
+  const endLine = () => {
+    if (!assumeDefaults && !echoes) io.write("\n");
+  };
+  let rl: ReturnType<typeof createInterface> | null = null;
+  let lines: AsyncIterator<string> | null = null;
+  const next = async (): Promise<string | null> => {
+    if (assumeDefaults) return null;
+    if (!lines) {
+      rl = createInterface({ input: io.stdin, terminal: false });
+      lines = rl[Symbol.asyncIterator]();
+    }
+    const line = await lines.next();
+    return line.done ? null : line.value.trim();
+  };
+  return {
+    async text(question: string, fallback: string): Promise<string> {
+      if (!assumeDefaults) io.write(`${question}${fallback ? ` [${fallback}]` : ""}: `);
+      const answer = await next();
+      endLine();
+      return answer || fallback;
+    },
+    async yesNo(question: string, fallback: boolean): Promise<boolean> {
+      if (!assumeDefaults) io.write(`${question} ${fallback ? "[Y/n]" : "[y/N]"}: `);
+      const answer = (await next())?.toLowerCase();
+      endLine();
+      if (!answer) return fallback;
+      return answer.startsWith("y");
+    },
+    close(): void {
+      (rl as ReturnType<typeof createInterface> | null)?.close();
+    },
+  };
+}

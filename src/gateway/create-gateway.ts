@@ -1,0 +1,129 @@
+/**
+ * The composition root: the one place that chooses and builds the gateway's parts (store, agent
+ * and its tools, platform adapters, crash points, the core the gateway runs) from the config, and
+ * the `Gateway` state machine over them. `keel gateway run`, `keel chat` and the tests each call
+ * it; a new platform, tool set or store implementation is wired here or in a wiring module beside.
+ */
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import type { Logger } from "pino";
+import type { Config } from "../config/schema.js";
+import { storeTarget } from "../config/store-target.js";
+import { createCrashPoint } from "../lib/crash-point.js";
+import type { Supervisor } from "../lifecycle/exit-code.js";
+import type { Relaunch } from "../lifecycle/shutdown.js";
+import { StopPath } from "../lifecycle/stop-path.js";
+import type { StopRequest } from "../lifecycle/stop-sequence.js";
+import type { PlatformAdapter } from "../platforms/platform.js";
+import { openPostgresStore } from "../sessions/open-store.js";
+import { SqliteStore } from "../sessions/sqlite-store.js";
+import type { Store } from "../sessions/store.js";
+import { KEEL_VERSION } from "../version.js";
+import { createAgentParts } from "./agent-wiring.js";
+import { Cluster, type ClusterMembership } from "./cluster.js";
+import { createCore, createLifecycleLink } from "./core-wiring.js";
+import { Gateway } from "./gateway.js";
+import { createPlatformAdapters } from "./platform-wiring.js";
+
+/** The seams a caller may set; everything else follows from the config. */
+export interface GatewayOptions {
+  logger: Logger;
+  /** The supervisor this process runs under (decides how a restart happens). Default: none. */
+  supervisor?: Supervisor;
+  /**
+   * How to start the successor of a restart outside a supervisor (`keel gateway run` passes its
+   * own command line). Default: refuse, for gateways that must never spawn one (tests, `keel chat`).
+   */
+  relaunch?: Relaunch;
+  /** Platforms beyond those the config enables (an embedder's own, or a test platform). */
+  extraAdapters?: PlatformAdapter[];
+  /** The clock (default Date.now). */
+  now?: () => number;
+  /** Runs `fn` after `ms` (the held-back resumes); returns a cancel function. Default: setTimeout. */
+  schedule?: (fn: () => void, ms: number) => () => void;
+}
+
+export function createGateway(config: Config, options: GatewayOptions): Gateway {
+  const { logger } = options;
+  const now = options.now ?? Date.now;
+  const crashPoint = createCrashPoint(config.crashPoint);
+  const membership = clusterMembership(config);
+  const store = openStore(config, now, membership);
+  const agent = createAgentParts(config, logger.child({ component: "agent" }));
+  const startedAt = now();
+  const stopPath = new StopPath<StopRequest | null>();
+  // The core calls back into the gateway built over it (a chat's /restart, the status feed).
+  const link = createLifecycleLink();
+  const core = createCore({
+    config,
+    logger,
+    store,
+    agent,
+    crashPoint,
+    cluster: membership,
+    now,
+    startedAt,
+    lifecycle: link.calls,
+    adapters: (wiring) => [
+      ...(options.extraAdapters ?? []),
+      ...createPlatformAdapters({ config, logger, cluster: membership, ...wiring }),
+    ],
+  });
+  const cluster =
+    membership &&
+    new Cluster({
+      logger,
+      cluster: membership,
+      store,
+      runner: core.runner,
+      stopPath,
+      now,
+      startedAt,
+      phase: () => link.calls.lifecyclePhase(),
+      onChange: () => link.calls.emitStatusChange(),
+    });
+  const gateway = new Gateway({
+    config,
+    logger,
+    store,
+    agent,
+    core,
+    stopPath,
+    crashPoint,
+    now,
+    startedAt,
+    version: KEEL_VERSION,
+    supervisor: options.supervisor ?? null,
+    relaunch: options.relaunch ?? refuseRelaunch,
+    ...(options.schedule && { schedule: options.schedule }),
+    cluster,
+  });
+  link.bind(gateway);
+  return gateway;
+}
+
+/** Postgres when `store.url` is a postgres:// URL (gateways may share it), else SQLite in the home. */
+function openStore(config: Config, now: () => number, cluster: ClusterMembership | null): Store {
+  const target = storeTarget(config);
+  return target.kind === "postgres"
+    ? openPostgresStore(target.url, { now, ...(cluster && { instanceId: cluster.instanceId }) })
+    : new SqliteStore(target.path, { now });
+}
+
+/**
+ * On a Postgres store several gateways may run at once: this one joins them under its id, and
+ * runs each turn under the session's lease. SQLite has one gateway, and no leases.
+ */
+function clusterMembership(config: Config): ClusterMembership | null {
+  if (storeTarget(config).kind !== "postgres") return null;
+  return {
+    instanceId:
+      config.cluster.instance_id ??
+      `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
+    leaseTtlMs: config.cluster.lease_ttl * 1000,
+  };
+}
+
+function refuseRelaunch(): never {
+  throw new Error("this gateway was built without a way to start a successor");
+}

@@ -1,0 +1,137 @@
+/**
+ * Start-up recovery: reads what the previous process left behind and turns it into resume
+ * marks. Turns still `running` in the store were cut off (crash, SIGKILL, power loss, or a stop
+ * that interrupted them); without a clean-shutdown marker, every session active in the last
+ * 120 s is presumed cut off too (lifecycle.md) — unless its transcript shows nothing left to do.
+ */
+import type { CrashPoint } from "../lib/crash-point.js";
+import type {
+  LeaseToken,
+  ResumeReason,
+  SessionRecord,
+  Store,
+  TurnRecord,
+} from "../sessions/store.js";
+
+export const RECENT_ACTIVITY_MS = 120_000;
+
+export interface RecoveryReport {
+  interruptedTurns: number;
+  markedSessions: string[];
+}
+
+/** Turns the previous process's cut-off work into resume marks; safe to run again after a crash. */
+export async function recoverInterruptedWork(
+  store: Store,
+  options: {
+    cleanShutdown: boolean;
+    now: number;
+    crashPoint?: CrashPoint;
+    /**
+     * Set when several gateways share the store: only sessions this instance can take the lease
+     * of are recovered (a live instance's running turn is its own), under that lease.
+     */
+    leases?: { owner: string; ttlMs: number };
+  },
+): Promise<RecoveryReport> {
+  const held = new Map<string, LeaseToken>();
+  try {
+    return await recover(store, options, held);
+  } finally {
+    for (const lease of held.values()) await store.releaseSessionLease(lease);
+  }
+}
+
+async function recover(
+  store: Store,
+  options: Parameters<typeof recoverInterruptedWork>[1],
+  held: Map<string, LeaseToken>,
+): Promise<RecoveryReport> {
+  /** True when this instance may recover the session (always, with an unshared store). */
+  const mine = async (sessionKey: string): Promise<boolean> => {
+    if (!options.leases || held.has(sessionKey)) return true;
+    const lease = await store.claimSessionLease(
+      sessionKey,
+      options.leases.owner,
+      options.leases.ttlMs,
+    );
+    if (lease) held.set(sessionKey, lease);
+    return lease !== null;
+  };
+  const candidates: TurnRecord[] = [];
+  for (const turn of await store.listRunningTurns()) {
+    if (await mine(turn.sessionKey)) candidates.push(turn);
+  }
+  // Under the leases now held, re-read: another instance may have recovered one meanwhile.
+  const still = options.leases ? new Set((await store.listRunningTurns()).map((t) => t.id)) : null;
+  const running = still ? candidates.filter((t) => still.has(t.id)) : candidates;
+  const cutOff = [...new Set(running.map((turn) => turn.sessionKey))];
+  const startedAt = new Map(running.map((turn) => [turn.sessionKey, turn.startedAt]));
+  // Marks first, turns closed after: a crash in between leaves the turns running, so the next
+  // start finds them again. The other order would leave closed turns nobody resumes.
+  await markCutOff(store, cutOff, "restart_interrupted", startedAt);
+  options.crashPoint?.("mid_recovery");
+  for (const turn of running) {
+    await store.finishTurn({
+      turnId: turn.id,
+      state: "interrupted",
+      finalMessage: null,
+      reply: null,
+      lease: held.get(turn.sessionKey),
+    });
+  }
+  const recent: string[] = [];
+  if (!options.cleanShutdown) {
+    // listSessionsActiveSince leaves out sessions already resume-pending.
+    for (const session of await store.listSessionsActiveSince(options.now - RECENT_ACTIVITY_MS)) {
+      // A session whose last turn answered was not cut off: marking it would count a restart
+      // against it, and three such counts suspend a session that never lost anything.
+      if (
+        !cutOff.includes(session.key) &&
+        (await hasWorkToContinue(store, session)) &&
+        (await mine(session.key))
+      ) {
+        recent.push(session.key);
+      }
+    }
+    await store.markResumePending(recent, "restart_interrupted");
+  }
+  return { interruptedTurns: running.length, markedSessions: [...cutOff, ...recent] };
+}
+
+/**
+ * Marks sessions whose running turn was cut off, so that each cut-off counts toward suspension
+ * (three in a row suspend a session). A session already resume-pending whose mark is older than
+ * the cut-off turn (a resumed turn cut off again) is cleared and marked anew, which counts; one
+ * marked after that turn started (a recovery interrupted by a crash, run again) is not counted
+ * twice. `turnStartedAt` gives each key's cut-off turn start (epoch ms).
+ */
+export async function markCutOff(
+  store: Store,
+  keys: string[],
+  reason: ResumeReason,
+  turnStartedAt: ReadonlyMap<string, number> = new Map(),
+): Promise<void> {
+  if (keys.length === 0) return;
+  const pending = new Map((await store.listResumePending()).map((s) => [s.key, s]));
+  const toMark: string[] = [];
+  for (const key of keys) {
+    const session = pending.get(key);
+    const startedAt = turnStartedAt.get(key);
+    if (session && startedAt !== undefined && (session.resumeMarkedAt ?? 0) >= startedAt) continue;
+    if (session) await store.clearResumePending(key);
+    toMark.push(key);
+  }
+  await store.markResumePending(toMark, reason);
+}
+
+/**
+ * False when the session's transcript is empty or ends with a final assistant answer (no tool
+ * calls): the record shows its last turn finished, so there is nothing to continue.
+ */
+export async function hasWorkToContinue(store: Store, session: SessionRecord): Promise<boolean> {
+  const transcript = await store.loadTranscript(session.sessionId);
+  const last = transcript.at(-1)?.message;
+  if (!last) return false;
+  return !(last.role === "assistant" && !last.tool_calls?.length);
+}

@@ -1,0 +1,140 @@
+/**
+ * At start: decides which interrupted sessions continue by themselves (resume planner), applies
+ * suspensions and the restart-loop breaker, and hands the resumes to the runner. When the breaker
+ * trips, the sessions are held back (still resume-pending, each chat told once) and resumed by
+ * `resumeHeldBack` once the gateway has stayed up for the breaker window.
+ */
+import type { Logger } from "pino";
+import { contentText } from "../agent/content.js";
+import { droppedRequestNotice, heldBackNotice } from "../runner/lifecycle-texts.js";
+import type { Runner } from "../runner/runner.js";
+import type { SessionRecord, Store } from "../sessions/store.js";
+import { readBootHistory, recordBoot } from "./boot-history.js";
+import { hasWorkToContinue } from "./recovery.js";
+import { planResume } from "./resume-planner.js";
+
+export interface ResumeOptions {
+  store: Store;
+  runner: Runner;
+  home: string;
+  now: number;
+  freshnessMs: number;
+  breakerBoots: number;
+  breakerWindowMs: number;
+  logger: Logger;
+}
+
+export interface ResumeOutcome {
+  resumed: string[];
+  /** Held back by the breaker: resume them once the gateway has stayed up for the window. */
+  held: string[];
+  /** Notices queued in the outbox (held-back and dropped requests). */
+  notices: number;
+  breakerTripped: boolean;
+}
+
+export async function resumeInterruptedSessions(options: ResumeOptions): Promise<ResumeOutcome> {
+  const { store, runner, home, now, logger } = options;
+  const outcome: ResumeOutcome = { resumed: [], held: [], notices: 0, breakerTripped: false };
+  const pending = await store.listResumePending();
+  if (pending.length === 0) return outcome;
+  const recentBoots =
+    options.breakerWindowMs > 0 ? await readBootHistory(home, now, options.breakerWindowMs) : [];
+  const plan = planResume({
+    sessions: pending,
+    now,
+    freshnessMs: options.freshnessMs,
+    recentBoots,
+    breakerBoots: options.breakerBoots,
+    breakerWindowMs: options.breakerWindowMs,
+  });
+  if (plan.countsAsBoot && options.breakerWindowMs > 0)
+    await recordBoot(home, now, options.breakerWindowMs);
+  const byKey = new Map(pending.map((s) => [s.key, s]));
+  for (const candidate of plan.suspend) {
+    const session = byKey.get(candidate.key)!;
+    // The notice first: a crash before the suspension suspends again at the next start, and the
+    // store gives the notice only once.
+    if (await notify(store, session, "dropped", droppedRequestNotice)) outcome.notices += 1;
+    await store.setSuspended(session.key, true);
+    await store.clearResumePending(session.key);
+  }
+  if (plan.breakerTripped) {
+    outcome.breakerTripped = true;
+    const windowSeconds = Math.round(options.breakerWindowMs / 1000);
+    for (const candidate of plan.held) {
+      const session = byKey.get(candidate.key)!;
+      if (!(await hasWorkToContinue(store, session))) {
+        await store.clearResumePending(session.key);
+        continue;
+      }
+      const text = (request: string | null) => heldBackNotice(request, windowSeconds);
+      if (await notify(store, session, "held_back", text)) outcome.notices += 1;
+      outcome.held.push(session.key);
+    }
+    logger.error(
+      { sessions: outcome.held, windowSeconds },
+      "restart loop detected: holding back resumes until the gateway has stayed up for the breaker window",
+    );
+    return outcome;
+  }
+  for (const candidate of plan.resume) {
+    const session = byKey.get(candidate.key)!;
+    if (!(await hasWorkToContinue(store, session))) {
+      // The record shows the turn had already answered: nothing to continue, no duplicate reply.
+      await store.clearResumePending(session.key);
+      continue;
+    }
+    runner.resume(session);
+    outcome.resumed.push(session.key);
+  }
+  if (outcome.resumed.length > 0)
+    logger.info({ sessions: outcome.resumed }, "resuming interrupted sessions");
+  return outcome;
+}
+
+/**
+ * Resumes the sessions the breaker held back that still wait (a newer turn, `/retry` or `/new`
+ * may have dealt with some meanwhile); returns their keys.
+ */
+export async function resumeHeldBack(options: {
+  store: Store;
+  runner: Runner;
+  keys: readonly string[];
+  logger: Logger;
+}): Promise<string[]> {
+  const resumed: string[] = [];
+  for (const key of options.keys) {
+    const session = await options.store.getSession(key);
+    if (!session?.resumePending || session.suspended) continue;
+    options.runner.resume(session);
+    resumed.push(key);
+  }
+  if (resumed.length > 0) options.logger.info({ sessions: resumed }, "resuming held-back sessions");
+  return resumed;
+}
+
+/** Queues a request notice to the session's origin once; true when it was queued now. */
+async function notify(
+  store: Store,
+  session: SessionRecord,
+  notice: "held_back" | "dropped",
+  text: (request: string | null) => string,
+): Promise<boolean> {
+  if (!session.origin) return false;
+  const request = await lastRequest(store, session.sessionId);
+  const queued = await store.enqueueRequestNotice({
+    sessionKey: session.key,
+    notice,
+    address: session.origin,
+    text: text(request),
+  });
+  return queued !== null;
+}
+
+/** The text of the transcript's last user message: the request that was cut off. */
+async function lastRequest(store: Store, sessionId: string): Promise<string | null> {
+  const transcript = await store.loadTranscript(sessionId);
+  const last = transcript.findLast((m) => m.message.role === "user")?.message;
+  return last?.role === "user" ? contentText(last.content) : null;
+}

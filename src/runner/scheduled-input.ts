@@ -1,0 +1,24 @@
+/**
+ * Inbox items written by the scheduler (src/schedules): platform `schedule`, chat = the job's
+ * name, message id = the slot's ISO time. The runner treats them as internal work: they wait out
+ * a drain or stop in the inbox instead of being refused, queue behind their session's turn
+ * instead of interrupting it, and their replies are labelled with the job's name. A job without
+ * a chat has the address `schedule:<name>`: its output stays in its session.
+ */
+import type { ChatAddress } from "../platforms/platform.js";
+
+export const SCHEDULE_PLATFORM = "schedule";
+
+export function isScheduledFire(item: { platform: string }): boolean {
+  return item.platform === SCHEDULE_PLATFORM;
+}
+
+/** True for the address of a job without a chat: nothing is sent there. */
+export function isDetachedAddress(address: ChatAddress): boolean {
+  return address.platform === SCHEDULE_PLATFORM;
+}
+
+/** A scheduled run's reply as the chat sees it: marked as coming from the job. */
+export function labelScheduledReply(jobName: string, text: string): string {
+  return `⏰ ${jobName}\n${text}`;
+}

@@ -1,0 +1,307 @@
+/**
+ * Versioned schema migrations for the Postgres store, numbered like SQLite's: entry N makes the
+ * same change as entry N of `sqlite-migrations.ts`, in Postgres's dialect (BIGINT epoch-ms times
+ * and identity ids, BOOLEAN flags, JSON kept as TEXT so both stores share one row mapping).
+ * `keel_schema_version` records how far a database has come. Never edit a shipped migration: add
+ * a new one, at the same index as its SQLite twin.
+ */
+export const PG_MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE sessions (
+    key TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL UNIQUE,
+    platform TEXT,
+    origin TEXT,
+    resume_pending BOOLEAN NOT NULL DEFAULT FALSE,
+    resume_reason TEXT,
+    resume_marked_at BIGINT,
+    interrupt_count INTEGER NOT NULL DEFAULT 0,
+    suspended BOOLEAN NOT NULL DEFAULT FALSE,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+  );
+  CREATE INDEX sessions_updated ON sessions(updated_at);
+
+  CREATE TABLE transcripts (
+    session_id TEXT PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    platform TEXT,
+    created_at BIGINT NOT NULL
+  );
+
+  CREATE TABLE messages (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    turn_id BIGINT,
+    role TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+  );
+  CREATE INDEX messages_session ON messages(session_id, seq);
+
+  CREATE TABLE inbox (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    platform TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    platform_message_id TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    sender_id TEXT,
+    sender_name TEXT,
+    address TEXT NOT NULL,
+    state TEXT NOT NULL,
+    received_at BIGINT NOT NULL,
+    UNIQUE (platform, chat_id, platform_message_id)
+  );
+  CREATE INDEX inbox_open ON inbox(state) WHERE state IN ('pending', 'running');
+
+  CREATE TABLE turns (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    inbox_id BIGINT,
+    state TEXT NOT NULL,
+    started_at BIGINT NOT NULL,
+    finished_at BIGINT
+  );
+  CREATE INDEX turns_running ON turns(state) WHERE state = 'running';
+
+  CREATE TABLE tool_calls (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tool_call_id TEXT NOT NULL,
+    turn_id BIGINT NOT NULL,
+    session_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    state TEXT NOT NULL,
+    result TEXT,
+    started_at BIGINT NOT NULL,
+    finished_at BIGINT,
+    UNIQUE (turn_id, tool_call_id)
+  );
+  CREATE INDEX tool_calls_open ON tool_calls(session_id) WHERE state = 'started';
+
+  CREATE TABLE outbox (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    turn_id BIGINT,
+    platform TEXT NOT NULL,
+    address TEXT NOT NULL,
+    text TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    delivered_at BIGINT
+  );
+  CREATE INDEX outbox_pending ON outbox(platform) WHERE state = 'pending';
+
+  CREATE TABLE pairing (
+    code TEXT PRIMARY KEY,
+    platform TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    user_name TEXT,
+    chat_id TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    approved_at BIGINT
+  );
+  CREATE INDEX pairing_user ON pairing(platform, user_id);
+
+  CREATE TABLE channel_events (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    channel TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+  );
+  CREATE INDEX channel_events_channel ON channel_events(channel, seq);
+  `,
+  // 2: operator rights of an inbox message's sender.
+  `ALTER TABLE inbox ADD COLUMN operator BOOLEAN NOT NULL DEFAULT FALSE;`,
+  // 3: idempotency keys of the OpenAI-compatible API, and the links a repeat follows to its answer.
+  `
+  CREATE TABLE idempotency_keys (
+    scope TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    inbox_id BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    PRIMARY KEY (scope, idempotency_key)
+  );
+  CREATE INDEX idempotency_keys_expiry ON idempotency_keys(expires_at);
+
+  ALTER TABLE outbox ADD COLUMN inbox_id BIGINT;
+  CREATE INDEX outbox_inbox ON outbox(inbox_id) WHERE inbox_id IS NOT NULL;
+  CREATE INDEX outbox_turn ON outbox(turn_id) WHERE turn_id IS NOT NULL;
+  CREATE INDEX turns_inbox ON turns(inbox_id) WHERE inbox_id IS NOT NULL;
+  `,
+  // 4: scheduled jobs.
+  `
+  CREATE TABLE schedule_jobs (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    expr TEXT NOT NULL,
+    tz TEXT,
+    prompt TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    chat TEXT,
+    misfire TEXT NOT NULL,
+    paused BOOLEAN NOT NULL DEFAULT FALSE,
+    paused_reason TEXT,
+    next_fire_at BIGINT,
+    last_fire_at BIGINT,
+    last_fired_late_ms BIGINT,
+    failures INTEGER NOT NULL DEFAULT 0,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+  );
+  CREATE INDEX schedule_jobs_due ON schedule_jobs(next_fire_at) WHERE NOT paused;
+  `,
+  // 5: the notice given about a session's unanswered request since its last answered turn.
+  `ALTER TABLE sessions ADD COLUMN request_notice TEXT;`,
+  // 6: chat messages that show a turn's reply while it streams.
+  `
+  CREATE TABLE stream_messages (
+    turn_id BIGINT NOT NULL,
+    piece INTEGER NOT NULL,
+    platform TEXT NOT NULL,
+    address TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'open',
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (turn_id, piece)
+  );
+  CREATE INDEX stream_messages_open ON stream_messages(platform, state) WHERE state = 'open';
+  CREATE INDEX stream_messages_updated ON stream_messages(updated_at);
+  `,
+  // 7: durable state of platform adapters (JSON per key).
+  `
+  CREATE TABLE platform_state (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated_at BIGINT NOT NULL
+  );
+  CREATE INDEX inbox_platform_received ON inbox(platform, received_at);
+  `,
+  // 8: approvals (a tool call waiting for a human) and per-transcript grants. `seq` orders rows
+  // created in the same millisecond (SQLite uses its rowid).
+  `
+  CREATE TABLE approvals (
+    id TEXT PRIMARY KEY,
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    session_key TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    turn_id BIGINT NOT NULL,
+    tool_call_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    address TEXT,
+    requester TEXT,
+    state TEXT NOT NULL,
+    decision TEXT,
+    decided_by TEXT,
+    created_at BIGINT NOT NULL,
+    deadline_at BIGINT NOT NULL,
+    decided_at BIGINT
+  );
+  CREATE INDEX approvals_call ON approvals(session_id, tool_call_id);
+  CREATE INDEX approvals_pending ON approvals(deadline_at) WHERE state = 'pending';
+  CREATE TABLE approval_grants (
+    session_id TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    granted_by TEXT,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (session_id, rule)
+  );
+  ALTER TABLE outbox ADD COLUMN approval_id TEXT;
+  `,
+  // 9: compactions, tokens used per model call, the model a session chose, its memory user.
+  `
+  CREATE TABLE compactions (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    turn_id BIGINT,
+    through_seq BIGINT NOT NULL,
+    summary TEXT NOT NULL,
+    tokens_before BIGINT NOT NULL,
+    tokens_after BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+  );
+  CREATE INDEX compactions_session ON compactions(session_id, id);
+
+  CREATE TABLE model_usage (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    turn_id BIGINT,
+    model TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    prompt_tokens BIGINT NOT NULL,
+    completion_tokens BIGINT NOT NULL,
+    estimated BOOLEAN NOT NULL,
+    created_at BIGINT NOT NULL
+  );
+  CREATE INDEX model_usage_session ON model_usage(session_id, id);
+
+  ALTER TABLE sessions ADD COLUMN model TEXT;
+  ALTER TABLE sessions ADD COLUMN memory_user TEXT;
+  `,
+  // 10: the files a message came with, media steps recorded once, files the agent sent (and the
+  // outbox row that sends one), notices given once per transcript.
+  `
+  ALTER TABLE inbox ADD COLUMN attachments TEXT;
+  CREATE TABLE media_steps (
+    inbox_id BIGINT NOT NULL,
+    step TEXT NOT NULL,
+    result TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (inbox_id, step)
+  );
+  CREATE TABLE sent_files (
+    id TEXT PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    path TEXT NOT NULL,
+    name TEXT NOT NULL,
+    mime TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+  );
+  ALTER TABLE outbox ADD COLUMN file_id TEXT;
+  CREATE TABLE session_notices (
+    session_id TEXT NOT NULL,
+    notice TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (session_id, notice)
+  );
+  `,
+  // 11: the gateways sharing the database, and per-session leases with their fence. Lease and
+  // heartbeat times come from the database's clock, never an instance's.
+  `
+  CREATE TABLE instances (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at BIGINT NOT NULL,
+    heartbeat_at BIGINT NOT NULL
+  );
+  CREATE TABLE session_leases (
+    session_key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    fence BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+  );
+  CREATE INDEX session_leases_owner ON session_leases(owner);
+  `,
+  // 12: which gateway accepted each inbox row (adoptPendingInbox) and queued each outbox row.
+  `
+  ALTER TABLE inbox ADD COLUMN accepted_by TEXT;
+  ALTER TABLE outbox ADD COLUMN queued_by TEXT;
+  `,
+];

@@ -1,0 +1,117 @@
+/**
+ * The approvals part of the SQLite store: synchronous bodies the store runs inside its
+ * transactions (`tx`) or reads. Kept apart only for size; the contract is in store.ts.
+ */
+import type Database from "better-sqlite3";
+import type {
+  ApprovalDecisionInput,
+  ApprovalRecord,
+  ApprovalRequestInput,
+  ApprovalState,
+} from "./store.js";
+import { APPROVAL_STATE_OF, type ApprovalRow, toApproval } from "./store-rows.js";
+
+type Stmt = (sql: string) => Database.Statement;
+
+export function getApprovalSync(stmt: Stmt, id: string): ApprovalRecord | null {
+  const row = stmt("SELECT * FROM approvals WHERE id = ?").get(id) as ApprovalRow | undefined;
+  return row ? toApproval(row) : null;
+}
+
+export function requestApprovalSync(
+  stmt: Stmt,
+  input: ApprovalRequestInput,
+  now: number,
+): ApprovalRecord {
+  const existing = getApprovalSync(stmt, input.id);
+  if (existing) return existing;
+  stmt(
+    `INSERT INTO tool_calls (tool_call_id, turn_id, session_id, name, arguments, state, started_at)
+       VALUES (?, ?, ?, ?, ?, 'awaiting_approval', ?)
+       ON CONFLICT (turn_id, tool_call_id) DO UPDATE SET state = 'awaiting_approval'`,
+  ).run(input.toolCallId, input.turnId, input.sessionId, input.toolName, input.arguments, now);
+  stmt(
+    `INSERT INTO approvals (id, session_key, session_id, turn_id, tool_call_id, tool_name, summary,
+         rule, reason, address, requester, state, created_at, deadline_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+  ).run(
+    input.id,
+    input.sessionKey,
+    input.sessionId,
+    input.turnId,
+    input.toolCallId,
+    input.toolName,
+    input.summary,
+    input.rule,
+    input.reason,
+    input.address ? JSON.stringify(input.address) : null,
+    input.requester,
+    now,
+    input.deadlineAt,
+  );
+  return getApprovalSync(stmt, input.id)!;
+}
+
+export function findApprovalForCallSync(
+  stmt: Stmt,
+  sessionId: string,
+  toolCallId: string,
+): ApprovalRecord | null {
+  const row = stmt(
+    "SELECT * FROM approvals WHERE session_id = ? AND tool_call_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+  ).get(sessionId, toolCallId) as ApprovalRow | undefined;
+  return row ? toApproval(row) : null;
+}
+
+export function listApprovalsSync(stmt: Stmt, state?: ApprovalState): ApprovalRecord[] {
+  return (
+    stmt(
+      "SELECT * FROM approvals WHERE (? IS NULL OR state = ?) ORDER BY created_at DESC, rowid DESC LIMIT 500",
+    ).all(state ?? null, state ?? null) as ApprovalRow[]
+  ).map(toApproval);
+}
+
+export function decideApprovalSync(
+  stmt: Stmt,
+  input: ApprovalDecisionInput,
+  now: number,
+): { record: ApprovalRecord; changed: boolean } | null {
+  const state = APPROVAL_STATE_OF[input.decision];
+  const { changes } = stmt(
+    `UPDATE approvals SET state = ?, decision = ?, decided_by = ?, decided_at = ?
+       WHERE id = ? AND state = 'pending'`,
+  ).run(state, input.decision, input.decidedBy, now, input.id);
+  const record = getApprovalSync(stmt, input.id);
+  if (!record) return null;
+  if (changes === 0) return { record, changed: false };
+  stmt(
+    `UPDATE tool_calls SET state = ?, finished_at = ?
+       WHERE turn_id = ? AND tool_call_id = ? AND state = 'awaiting_approval'`,
+  ).run(state, now, record.turnId, record.toolCallId);
+  if (input.decision === "approve_session") {
+    stmt(
+      `INSERT INTO approval_grants (session_id, rule, granted_by, created_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (session_id, rule) DO NOTHING`,
+    ).run(record.sessionId, record.rule, input.decidedBy, now);
+  }
+  return { record, changed: true };
+}
+
+export function hasApprovalGrantSync(stmt: Stmt, sessionId: string, rule: string): boolean {
+  return (
+    stmt("SELECT 1 FROM approval_grants WHERE session_id = ? AND rule = ?").get(sessionId, rule) !==
+    undefined
+  );
+}
+
+export function listUnappliedDecisionsSync(stmt: Stmt): ApprovalRecord[] {
+  return (
+    stmt(
+      `SELECT a.* FROM approvals a JOIN sessions s ON s.key = a.session_key AND s.session_id = a.session_id
+         WHERE a.state != 'pending' AND NOT EXISTS (
+           SELECT 1 FROM tool_calls t WHERE t.session_id = a.session_id
+             AND t.tool_call_id = a.tool_call_id AND t.turn_id > a.turn_id)
+         ORDER BY a.decided_at, a.rowid`,
+    ).all() as ApprovalRow[]
+  ).map(toApproval);
+}

@@ -1,0 +1,131 @@
+/** The store contract for approvals, on every implementation (see store.test.ts). */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { storeHarnesses } from "../../test/helpers/store-harness.js";
+import type { ApprovalRequestInput, Store } from "./store.js";
+
+const KEY = "agent:main:telegram:dm:42";
+const ADDRESS = { platform: "telegram", chatId: "42" };
+
+describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
+  let store: Store;
+  let request: ApprovalRequestInput;
+
+  beforeEach(async () => {
+    await harness.setup();
+    store = await harness.open(() => 5_000);
+    const { item } = await store.acceptInbound({
+      platform: "telegram",
+      chatId: "42",
+      platformMessageId: "1",
+      sessionKey: KEY,
+      text: "clean up",
+      senderId: "42",
+      address: ADDRESS,
+    });
+    const turn = await store.startTurn({
+      sessionKey: KEY,
+      inboxId: item.id,
+      userMessage: { role: "user", content: "clean up" },
+      origin: ADDRESS,
+    });
+    request = {
+      id: "ab12cd34ef",
+      sessionKey: KEY,
+      sessionId: turn.sessionId,
+      turnId: turn.id,
+      toolCallId: "call-1",
+      toolName: "terminal",
+      arguments: '{"command":"rm -rf build"}',
+      summary: "rm -rf build",
+      rule: "terminal:recursive_delete",
+      reason: "deletes recursively",
+      address: ADDRESS,
+      requester: "telegram:42",
+      deadlineAt: 600_000,
+    };
+  });
+  afterEach(async () => {
+    await store.close();
+    await harness.teardown();
+  });
+
+  const journalState = async () =>
+    (await harness.rows("SELECT state FROM tool_calls ORDER BY id")).map((r) => r.state);
+
+  it("journals the call awaiting_approval together with the approval, once", async () => {
+    const first = await store.requestApproval(request);
+    const again = await store.requestApproval({ ...request, summary: "changed" });
+    expect(first).toMatchObject({ id: request.id, state: "pending", requester: "telegram:42" });
+    expect(again.summary).toBe("rm -rf build");
+    expect(await journalState()).toEqual(["awaiting_approval"]);
+    expect(await store.findApprovalForCall(request.sessionId, "call-1")).toMatchObject({
+      id: request.id,
+    });
+    // Waiting is not running: recovery must not treat it as a call cut off mid-run.
+    expect(await store.listUnfinishedToolCalls(request.sessionId)).toEqual([]);
+  });
+
+  it("is answered exactly once; the journal row follows the decision", async () => {
+    await store.requestApproval(request);
+    const [a, b] = await Promise.all([
+      store.decideApproval({ id: request.id, decision: "approve", decidedBy: "Ada" }),
+      store.decideApproval({ id: request.id, decision: "deny", decidedBy: "Bob" }),
+    ]);
+    expect(a).toMatchObject({ changed: true, record: { state: "approved", decidedBy: "Ada" } });
+    expect(b).toMatchObject({ changed: false, record: { state: "approved", decidedBy: "Ada" } });
+    expect(await journalState()).toEqual(["approved"]);
+    expect(
+      await store.decideApproval({ id: "nope", decision: "deny", decidedBy: null }),
+    ).toBeNull();
+  });
+
+  it("approve_session grants the rule for this transcript only", async () => {
+    await store.requestApproval(request);
+    await store.decideApproval({ id: request.id, decision: "approve_session", decidedBy: "Ada" });
+    expect(await store.hasApprovalGrant(request.sessionId, request.rule)).toBe(true);
+    expect(await store.hasApprovalGrant(request.sessionId, "terminal:privilege")).toBe(false);
+    expect(await store.hasApprovalGrant("other-session", request.rule)).toBe(false);
+  });
+
+  it("lists a decision as unapplied until a later turn journals the call", async () => {
+    await store.requestApproval(request);
+    expect(await store.listUnappliedDecisions()).toEqual([]);
+    await store.decideApproval({ id: request.id, decision: "deny", decidedBy: "Ada" });
+    expect((await store.listUnappliedDecisions()).map((r) => r.id)).toEqual([request.id]);
+    await store.finishTurn({
+      turnId: request.turnId,
+      state: "done",
+      finalMessage: null,
+      reply: null,
+    });
+    const next = await store.startTurn({ sessionKey: KEY, inboxId: null, userMessage: null });
+    await store.recordToolStart({
+      toolCallId: "call-1",
+      turnId: next.id,
+      sessionId: request.sessionId,
+      name: "terminal",
+      arguments: "{}",
+    });
+    expect(await store.listUnappliedDecisions()).toEqual([]);
+  });
+
+  it("forgets unapplied decisions of a transcript /new has left", async () => {
+    await store.requestApproval(request);
+    await store.decideApproval({ id: request.id, decision: "approve", decidedBy: "Ada" });
+    await store.resetSession(KEY);
+    expect(await store.listUnappliedDecisions()).toEqual([]);
+  });
+
+  it("keeps the approval id on outbox rows (cards with buttons)", async () => {
+    const row = await store.enqueueOutbox({
+      sessionKey: KEY,
+      sessionId: request.sessionId,
+      address: ADDRESS,
+      text: "May I?",
+      kind: "notice",
+      approvalId: request.id,
+    });
+    expect(row.approvalId).toBe(request.id);
+    expect((await store.listPendingOutbox())[0]!.approvalId).toBe(request.id);
+  });
+});

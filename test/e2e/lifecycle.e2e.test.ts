@@ -6,8 +6,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { writePlannedStop } from "../../src/gateway/markers.js";
-import { DRAIN_REFUSAL } from "../../src/runner/lifecycle-texts.js";
+import { writePlannedStop } from "../../src/lifecycle/markers.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import {
   type GatewayProcess,
@@ -29,7 +28,6 @@ interface ProcInfo {
   pid: number;
   ppid: number;
   pgid: number;
-  cmdline: string;
 }
 
 function listProcesses(): ProcInfo[] {
@@ -40,13 +38,30 @@ function listProcesses(): ProcInfo[] {
       const stat = readFileSync(`/proc/${name}/stat`, "utf8");
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       if (fields[0] === "Z") continue;
-      const cmdline = readFileSync(`/proc/${name}/cmdline`, "utf8").replaceAll("\0", " ");
-      out.push({ pid: Number(name), ppid: Number(fields[1]), pgid: Number(fields[2]), cmdline });
+      out.push({ pid: Number(name), ppid: Number(fields[1]), pgid: Number(fields[2]) });
     } catch {
       // The process went away while we looked.
     }
   }
   return out;
+}
+
+/** Live processes below `root` in the parent chain (children, grandchildren, ...). */
+function descendantsOf(root: number): ProcInfo[] {
+  const all = listProcesses();
+  const found: ProcInfo[] = [];
+  const parents = new Set([root]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const p of all) {
+      if (parents.has(p.ppid) && !parents.has(p.pid)) {
+        parents.add(p.pid);
+        found.push(p);
+        grew = true;
+      }
+    }
+  }
+  return found;
 }
 
 describe.skipIf(!isBuilt())("gateway lifecycle end to end (real process)", () => {
@@ -84,7 +99,7 @@ describe.skipIf(!isBuilt())("gateway lifecycle end to end (real process)", () =>
 
   /** A chat completion through the OpenAI-compatible API (no session id: a new session). */
   function chat(gw: GatewayProcess, text: string): Promise<Response> {
-    return gw.fetch("/v1/chat/completions", {
+    return gw.control("/v1/chat/completions", {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ model: "fake-model", messages: [{ role: "user", content: text }] }),
@@ -187,7 +202,13 @@ describe.skipIf(!isBuilt())("gateway lifecycle end to end (real process)", () =>
     await waitFor(() => readState(gw.home)?.gateway_state === "draining", {
       message: "gateway_state draining",
     });
-    expect(await replyOf(await chat(gw, "echo: new work"))).toBe(DRAIN_REFUSAL);
+    // An API client is told in HTTP terms (chat platforms get the drain text).
+    const refused = await chat(gw, "echo: new work");
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("retry-after")).toBe("30");
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe(
+      "gateway_draining",
+    );
     expect(await replyOf(await running)).toBe("finished untouched");
     const cancel = await control(gw, "/api/gateway/drain", {
       method: "POST",
@@ -255,10 +276,13 @@ describe.skipIf(!isBuilt())("gateway lifecycle end to end (real process)", () =>
     const hung = chat(gw, "this model call hangs").catch(() => null);
     await modelAsked(1);
     const tool = chat(gw, "run: sleep 60").catch(() => null);
+    // The tool's process group: a descendant of this gateway that leads a group of its own.
+    // Found by ancestry, never by command line, so no unrelated process is ever touched. A child
+    // caught between fork and setsid still sits in the test's own group (the gateway is not
+    // detached), and killing that group would kill the test runner and its CI job with it.
     const sleeper = await waitFor(
-      () =>
-        listProcesses().find((p) => p.cmdline.includes("sleep 60") && p.pgid !== gw.pid) ?? null,
-      { timeoutMs: 10_000, message: "the tool's sleep process" },
+      () => descendantsOf(gw.pid).find((p) => p.pgid === p.pid) ?? null,
+      { timeoutMs: 10_000, message: "the tool's process group" },
     );
     strays.push(-sleeper.pgid);
     const record = readPid(dir.path)!;

@@ -8,7 +8,7 @@
  * Everything needs `npm run build` first (`npm test` does it); a missing or stale `dist/` is
  * reported up front instead of testing old code.
  *
- * The child's environment is the parent's minus every `OPENAI_*`, `TELEGRAM_*` and `KEEL_*`
+ * The child's environment is the parent's minus every `OPENAI_*`, `TELEGRAM_*`, `SLACK_*` and `KEEL_*`
  * variable and the service-manager markers (`INVOCATION_ID`, `XPC_SERVICE_NAME`, `NOTIFY_SOCKET`),
  * so a developer's shell or CI never leaks a real model, bot token or home into a test, and a
  * restart under a test never restarts the developer's unit; the test adds what it means
@@ -31,6 +31,7 @@
  * did not spawn takes over. `restartOnExit75` makes the helper play the supervisor by itself;
  * `followSuccessor` makes `stop()` also kill whatever gateway `<home>/gateway.pid` names.
  */
+
 import { type ChildProcess, spawn } from "node:child_process";
 import {
   closeSync,
@@ -46,6 +47,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { EXIT } from "../../src/lib/exit-codes.js";
 import { waitFor } from "./wait-for.js";
 
 /** The repository root (this file lives in test/helpers/). */
@@ -53,9 +55,9 @@ export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", 
 /** The built entry point every spawned command runs. */
 export const KEEL_BIN = join(REPO_ROOT, "bin", "keel.js");
 /** The exit code of a planned restart that a supervisor is expected to carry out. */
-export const EXIT_RESTART = 75;
+export const EXIT_RESTART = EXIT.restart;
 
-const DROPPED_ENV_PREFIXES = ["OPENAI_", "TELEGRAM_", "KEEL_"];
+const DROPPED_ENV_PREFIXES = ["OPENAI_", "TELEGRAM_", "SLACK_", "KEEL_"];
 const DROPPED_ENV_NAMES = new Set(["INVOCATION_ID", "XPC_SERVICE_NAME", "NOTIFY_SOCKET"]);
 
 export interface GatewayProcessOptions {
@@ -602,8 +604,25 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** `process.kill`, ignoring a process (or, with a negative id, a group) that is already gone. */
+/** The test process's own process group (Linux), which the test runner and CI job share. */
+function ownProcessGroup(): number | null {
+  try {
+    const stat = readFileSync("/proc/self/stat", "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * `process.kill`, ignoring a process (or, with a negative id, a group) that is already gone.
+ * Refuses to signal this test process or its own group: a wrong pid read from a half-started
+ * child must fail the test, not SIGKILL the runner and the CI job around it.
+ */
 export function killQuietly(pid: number, signal: NodeJS.Signals = "SIGKILL"): void {
+  if (pid === 0 || pid === process.pid || (pid < 0 && -pid === ownProcessGroup())) {
+    throw new Error(`refusing to send ${signal} to ${pid}: that is this test process or its group`);
+  }
   try {
     process.kill(pid, signal);
   } catch {

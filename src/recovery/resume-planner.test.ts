@@ -39,6 +39,17 @@ describe("resume planner", () => {
     expect(result.stale.map((s) => s.key)).toEqual(["agent:main:telegram:dm:42"]);
   });
 
+  it("a freshness window of 0 never resumes, even a session marked this very millisecond", () => {
+    const result = planResume({
+      sessions: [session({ resumeMarkedAt: NOW })],
+      now: NOW,
+      freshnessMs: 0,
+      recentBoots: [],
+    });
+    expect(result.resume).toEqual([]);
+    expect(result.stale).toHaveLength(1);
+  });
+
   it("falls back to updatedAt when the mark time is unknown", () => {
     expect(plan([session({ resumeMarkedAt: null, updatedAt: NOW - 5 })]).resume).toHaveLength(1);
     expect(plan([session({ resumeMarkedAt: null })]).stale).toHaveLength(1);

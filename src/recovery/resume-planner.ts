@@ -121,8 +121,11 @@ function canResume(session: ResumeCandidate, now: number, freshnessMs: number): 
   );
 }
 
-/** Marked (or last updated) within the freshness window. */
+/**
+ * Marked (or last updated) less than the freshness window ago. Strictly less, so that a window
+ * of 0 means "never continue by itself", even for a session marked in this very millisecond.
+ */
 export function isFresh(session: ResumeCandidate, now: number, freshnessMs: number): boolean {
   const markedAt = session.resumeMarkedAt ?? session.updatedAt ?? null;
-  return markedAt !== null && now - markedAt <= freshnessMs;
+  return markedAt !== null && now - markedAt < freshnessMs;
 }

@@ -338,7 +338,8 @@ export class Runner implements InboundSink {
 
   private isStale(session: SessionRecord): boolean {
     const markedAt = session.resumeMarkedAt ?? session.updatedAt;
-    return this.now() - markedAt > this.options.autoResumeFreshnessMs;
+    // The same window as the resume planner's isFresh: 0 means never fresh.
+    return this.now() - markedAt >= this.options.autoResumeFreshnessMs;
   }
 
   /** True when a resume of the session is running or waiting in its lane. */

@@ -6,7 +6,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { type FakeDiscord, type FakeUser, startFakeDiscord } from "../fakes/discord-server.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
@@ -22,48 +22,73 @@ function sentences(count: number): string {
   return Array.from({ length: count }, (_, i) => `Sentence number ${i + 1} is here.`).join(" ");
 }
 
-describe("Discord progress", () => {
-  let home: ReturnType<typeof createTempDir>;
-  let discord: FakeDiscord;
-  let model: FakeOpenAI;
-  let gateway: Gateway | undefined;
-  let dm: string;
-
-  beforeEach(async () => {
-    home = createTempDir("keel-discord-progress-");
-    discord = await startFakeDiscord({ token: TOKEN });
-    model = await startFakeOpenAI();
-    dm = discord.dmChannel(USER.id);
-  });
-
-  afterEach(async () => {
-    await stopTestGateway(gateway);
-    gateway = undefined;
-    await discord.close();
-    await model.close();
-    home.cleanup();
-  });
-
-  async function start(yaml?: string): Promise<void> {
-    if (yaml) writeFileSync(join(home.path, "config.yaml"), yaml);
-    gateway = await startPlatformGateway({
-      home: home.path,
-      modelBaseUrl: model.baseUrl,
-      platform: "discord",
-      env: {
-        DISCORD_BOT_TOKEN: TOKEN,
-        DISCORD_API_ROOT: discord.apiRoot,
-        DISCORD_ALLOWED_USERS: USER.id,
-      },
-    });
-  }
-
+/** What a test starts; each test has its own, so the tests run at once (they mostly wait). */
+interface Fixtures {
+  home: string;
+  model: FakeOpenAI;
+  discord: FakeDiscord;
+  /** The owner's DM channel. */
+  dm: string;
+  /** Starts the gateway, with `yaml` as its config.yaml when given; stopped after the test. */
+  start: (yaml?: string) => Promise<Gateway>;
   /** Message writes to the DM channel (posts, edits, deletions), in order. */
-  const writes = () =>
-    discord.requestLog.filter((r) => r.path.startsWith(`/channels/${dm}/messages`));
-  const ask = (content: string) => discord.userSends({ channelId: dm, user: USER, content });
+  writes: () => FakeDiscord["requestLog"][number][];
+  ask: (content: string) => ReturnType<FakeDiscord["userSends"]>;
+}
 
-  it("shows the reply long before it ends, edited in place at most once a second", async () => {
+const test = it.extend<Fixtures>({
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+  home: async ({}, use) => {
+    const dir = createTempDir("keel-discord-progress-");
+    await use(dir.path);
+    dir.cleanup();
+  },
+  // biome-ignore lint/correctness/noEmptyPattern: as above
+  model: async ({}, use) => {
+    const model = await startFakeOpenAI();
+    await use(model);
+    await model.close();
+  },
+  // biome-ignore lint/correctness/noEmptyPattern: as above
+  discord: async ({}, use) => {
+    const discord = await startFakeDiscord({ token: TOKEN });
+    await use(discord);
+    await discord.close();
+  },
+  dm: async ({ discord }, use) => use(discord.dmChannel(USER.id)),
+  start: async ({ home, model, discord }, use) => {
+    let gateway: Gateway | undefined;
+    await use(async (yaml) => {
+      if (yaml) writeFileSync(join(home, "config.yaml"), yaml);
+      gateway = await startPlatformGateway({
+        home,
+        modelBaseUrl: model.baseUrl,
+        platform: "discord",
+        env: {
+          DISCORD_BOT_TOKEN: TOKEN,
+          DISCORD_API_ROOT: discord.apiRoot,
+          DISCORD_ALLOWED_USERS: USER.id,
+        },
+      });
+      return gateway;
+    });
+    await stopTestGateway(gateway);
+  },
+  writes: async ({ discord, dm }, use) =>
+    use(() => discord.requestLog.filter((r) => r.path.startsWith(`/channels/${dm}/messages`))),
+  ask: async ({ discord, dm }, use) =>
+    use((content) => discord.userSends({ channelId: dm, user: USER, content })),
+});
+
+describe.concurrent("Discord progress", () => {
+  test("shows the reply long before it ends, edited in place at most once a second", async ({
+    model,
+    discord,
+    dm,
+    start,
+    writes,
+    ask,
+  }) => {
     const reply = sentences(40);
     model.script({ text: reply, chunkDelayMs: 60 });
     await start();
@@ -89,7 +114,14 @@ describe("Discord progress", () => {
     }
   });
 
-  it("honours a 429 on an edit: the next edit waits retry_after, no replacement message", async () => {
+  test("honours a 429 on an edit: the next edit waits retry_after, no replacement message", async ({
+    model,
+    discord,
+    dm,
+    start,
+    writes,
+    ask,
+  }) => {
     const reply = sentences(40);
     model.script({ text: reply, chunkDelayMs: 60 });
     discord.failEdits(1, 3);
@@ -106,7 +138,13 @@ describe("Discord progress", () => {
     expect(discord.botMessages(dm)).toHaveLength(1);
   });
 
-  it("shows a line per tool call while tools run, gone once the reply is final", async () => {
+  test("shows a line per tool call while tools run, gone once the reply is final", async ({
+    model,
+    discord,
+    dm,
+    start,
+    ask,
+  }) => {
     model.script([
       { toolCalls: [{ name: "terminal", arguments: { command: "sleep 1.5; echo hi" } }] },
       { text: "The command said hi." },
@@ -123,12 +161,19 @@ describe("Discord progress", () => {
     expect(discord.botMessages(dm)[0]!.earlier?.[0]).toBe("⚙️ terminal: `sleep 1.5; echo hi`");
   });
 
-  it("streaming false and tool progress off: one post with the reply, no edits", async () => {
+  test("streaming false and tool progress off: one post with the reply, no edits", async ({
+    model,
+    discord,
+    dm,
+    start,
+    writes,
+    ask,
+  }) => {
     model.script({ text: sentences(20), chunkDelayMs: 25 });
-    await start("display:\n  streaming: false\n  tool_progress: off\n");
+    const gateway = await start("display:\n  streaming: false\n  tool_progress: off\n");
     ask("write");
     await waitFor(() => discord.botMessages(dm).length === 1, { timeoutMs: 30_000 });
-    await waitFor(async () => (await gateway!.store.listPendingOutbox()).length === 0);
+    await waitFor(async () => (await gateway.store.listPendingOutbox()).length === 0);
     expect(discord.botMessages(dm)[0]!.content).toBe(sentences(20));
     expect(discord.botMessages(dm)[0]!.earlier).toBeUndefined();
     expect(writes().filter((r) => r.method !== "POST")).toEqual([]);
@@ -136,7 +181,14 @@ describe("Discord progress", () => {
     expect(discord.botMessages(dm)[0]!.nonce).toMatch(/^k\d+\.0$/);
   });
 
-  it("streaming false with tool lines: the status message is removed, the reply posted alone", async () => {
+  test("streaming false with tool lines: the status message is removed, the reply posted alone", async ({
+    model,
+    discord,
+    dm,
+    start,
+    writes,
+    ask,
+  }) => {
     model.script([
       { toolCalls: [{ name: "terminal", arguments: { command: "sleep 1.5; echo hi" } }] },
       { text: "Done with it." },
@@ -159,7 +211,14 @@ describe("Discord progress", () => {
     expect(writes().filter((r) => r.method === "DELETE")).toHaveLength(1);
   });
 
-  it("a final piece posted anew carries its nonce: a lost answer and a resend post it once", async () => {
+  test("a final piece posted anew carries its nonce: a lost answer and a resend post it once", async ({
+    model,
+    discord,
+    dm,
+    start,
+    writes,
+    ask,
+  }) => {
     const reply = sentences(150);
     model.script([
       { toolCalls: [{ name: "terminal", arguments: { command: "sleep 1.5; echo hi" } }] },
@@ -195,7 +254,11 @@ describe("Discord progress", () => {
     expect(posts.length).toBeGreaterThan(pieces.length + 1);
   });
 
-  it("a mention in a server channel streams into the thread started for it", async () => {
+  test("a mention in a server channel streams into the thread started for it", async ({
+    model,
+    discord,
+    start,
+  }) => {
     const reply = sentences(30);
     model.script({ text: reply, chunkDelayMs: 50 });
     await start();

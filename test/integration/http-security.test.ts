@@ -1,71 +1,28 @@
 /**
  * The attacker's view of a loopback gateway (issue 10, docs/security.md): DNS rebinding, foreign
- * pages, missing, wrong and query-string credentials on every route, the login cookie, guessing
- * the token, and gateway-wide chat commands from people without operator rights. Every test runs
- * against the real HTTP server of a real gateway in this process.
+ * pages, missing, wrong and query-string credentials on every route, the login cookie, and
+ * gateway-wide chat commands from people without operator rights (guessing the token:
+ * http-guessing.test.ts). Every test runs against the real HTTP server of a real gateway in this
+ * process.
  */
-import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config/load-config.js";
-import type { Config } from "../../src/config/schema.js";
-import type { Gateway } from "../../src/gateway/gateway.js";
-import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type FakeTelegram, startFakeTelegram } from "../fakes/telegram-server.js";
-import { createTestGateway, stopTestGateway } from "../helpers/in-process-gateway.js";
 import { rawRequest, rawUpgrade } from "../helpers/raw-http.js";
-import { createTempDir } from "../helpers/temp-home.js";
+import {
+  API_KEY,
+  bearer,
+  cleanups,
+  completion,
+  fakeModel,
+  json,
+  runCleanups,
+  type Started,
+  start,
+  stillRunning,
+} from "../helpers/security-gateway.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-const API_KEY = "api-key-for-clients-0123";
-
-interface Started {
-  gateway: Gateway;
-  config: Config;
-  port: number;
-  base: string;
-  token: string;
-}
-
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-let model: FakeOpenAI | undefined;
-async function fakeModel(): Promise<FakeOpenAI> {
-  if (!model) {
-    const started = await startFakeOpenAI();
-    model = started;
-    cleanups.push(async () => {
-      model = undefined;
-      await started.close();
-    });
-  }
-  return model;
-}
-
-/** A gateway on a fresh home, port 0, web chat and API on; `container` supervisor (restart = 75). */
-async function start(env: Record<string, string> = {}): Promise<Started> {
-  const fake = await fakeModel();
-  const home = createTempDir("keel-sec-");
-  const { config } = loadConfig({
-    home: home.path,
-    env: { KEEL_HTTP_PORT: "0", OPENAI_BASE_URL: fake.baseUrl, KEEL_MODEL: "m", ...env },
-  });
-  const gateway = createTestGateway(config, { supervisor: "container" });
-  await gateway.start();
-  cleanups.push(async () => {
-    await stopTestGateway(gateway);
-    home.cleanup();
-  });
-  const port = gateway.port;
-  return { gateway, config, port, base: `http://127.0.0.1:${port}`, token: config.controlToken };
-}
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-const json = { "content-type": "application/json" };
-const completion = (text: string) =>
-  JSON.stringify({ messages: [{ role: "user", content: text }] });
+afterEach(runCleanups);
 
 /** Every protected route, as a request without credentials. */
 function protectedRoutes(): {
@@ -96,11 +53,6 @@ async function login(s: Started): Promise<string> {
   expect(res.status).toBe(303);
   const setCookie = String(res.headers["set-cookie"]);
   return setCookie.split(";")[0]!;
-}
-
-async function stillRunning(s: Started): Promise<void> {
-  expect(s.gateway.isReady()).toBe(true);
-  expect((await s.gateway.status()).restart_requested).toBe(false);
 }
 
 describe("DNS rebinding: only exact Host names are answered", () => {
@@ -344,95 +296,6 @@ describe("login link and session cookie", () => {
       expect(answer.headers["cache-control"], `answer ${i}`).toBe("no-store");
       expect(answer.headers["referrer-policy"], `answer ${i}`).toBe("no-referrer");
     }
-  });
-});
-
-describe("guessing the token", () => {
-  it("locks an address out after more than 10 failures a minute (429 + Retry-After); the right token still works at once", async () => {
-    const s = await start({ KEEL_API_KEY: API_KEY });
-    const statuses: number[] = [];
-    for (let i = 0; i < 11; i++) {
-      const res = await rawRequest(s.port, {
-        path: "/api/status",
-        headers: bearer(`guess-${i}-0123456789abcdef`),
-      });
-      statuses.push(res.status);
-      if (res.status === 429) {
-        expect(Number(res.headers["retry-after"])).toBeGreaterThan(0);
-        expect(Number(res.headers["retry-after"])).toBeLessThanOrEqual(60);
-      }
-    }
-    expect(statuses).toEqual([...Array(10).fill(401), 429]);
-    // Locked out: every way of guessing answers 429, the login link and the WebSocket included.
-    expect(
-      (await rawRequest(s.port, { path: "/v1/models", headers: bearer("another-guess-0123") }))
-        .status,
-    ).toBe(429);
-    expect((await rawRequest(s.port, { path: "/?token=yet-another-guess-0123" })).status).toBe(429);
-    const ws = await rawUpgrade(s.port, {
-      "sec-websocket-protocol": "keel.v1, keel.token.guess-guess-guess",
-    });
-    expect(ws.status).toBe(429);
-    expect(Number(ws.headers["retry-after"])).toBeGreaterThan(0);
-    // The API key (chosen by a person, maybe weak) is not even compared while locked out.
-    expect(
-      (await rawRequest(s.port, { path: "/v1/models", headers: bearer(API_KEY) })).status,
-    ).toBe(429);
-    // The generated secrets pass: the operator is never locked out by someone else's guesses.
-    expect(
-      (await rawRequest(s.port, { path: "/api/status", headers: bearer(s.token) })).status,
-    ).toBe(200);
-    expect(
-      (await rawRequest(s.port, { path: `/?token=${encodeURIComponent(s.token)}` })).status,
-    ).toBe(303);
-    expect((await rawUpgrade(s.port, bearer(s.token))).status).toBe(101);
-    // A request without any credential is simply unauthenticated, not a guess.
-    expect((await rawRequest(s.port, { path: "/api/status" })).status).toBe(401);
-  });
-});
-
-/**
- * Sends a raw WebSocket upgrade and resets the connection (TCP RST) right after it, without
- * waiting for an answer: what a client that gives up, or an attacker, does.
- */
-function upgradeThenReset(port: number, headers: string, path = "/ws"): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, "127.0.0.1", () => {
-      socket.write(
-        `GET ${path} HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
-          `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${headers}\r\n`,
-        () => {
-          socket.resetAndDestroy();
-          resolve();
-        },
-      );
-    });
-    socket.on("error", reject);
-  });
-}
-
-describe("a WebSocket upgrade reset by its client", () => {
-  it("does not become an uncaught error, while the wrong credential is held back or after a refusal", async () => {
-    const s = await start();
-    const uncaught: unknown[] = [];
-    const record = (error: unknown) => uncaught.push(error);
-    process.on("uncaughtException", record);
-    cleanups.push(() => void process.off("uncaughtException", record));
-    // Six failures first, so that the next wrong credential is held back for 800 ms.
-    for (let i = 0; i < 6; i++) {
-      const res = await rawRequest(s.port, { path: "/api/status", headers: bearer(`guess-${i}`) });
-      expect(res.status).toBe(401);
-    }
-    const host = `Host: 127.0.0.1:${s.port}\r\n`;
-    await upgradeThenReset(s.port, `${host}Sec-WebSocket-Protocol: keel.v1, keel.token.wrong\r\n`);
-    await upgradeThenReset(s.port, "Host: 127.evil.example\r\n");
-    await upgradeThenReset(s.port, host, "/nowhere");
-    // The next wrong credential is answered after the held-back one: the resets were read by then.
-    const later = await rawRequest(s.port, { path: "/api/status", headers: bearer("guess-x") });
-    expect(later.status).toBe(401);
-    expect(uncaught.map(String)).toEqual([]);
-    expect((await rawRequest(s.port, { path: "/healthz" })).status).toBe(200);
-    await stillRunning(s);
   });
 });
 

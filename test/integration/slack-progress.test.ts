@@ -6,7 +6,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type FakeSlack, startFakeSlack } from "../fakes/slack-server.js";
@@ -23,48 +23,73 @@ function sentences(count: number): string {
   return Array.from({ length: count }, (_, i) => `Sentence number ${i + 1} is here.`).join(" ");
 }
 
-describe("Slack progress", () => {
-  let home: ReturnType<typeof createTempDir>;
-  let slack: FakeSlack;
-  let model: FakeOpenAI;
-  let gateway: Gateway | undefined;
-
-  beforeEach(async () => {
-    home = createTempDir("keel-slack-progress-");
-    slack = await startFakeSlack();
-    model = await startFakeOpenAI();
-  });
-
-  afterEach(async () => {
-    await stopTestGateway(gateway);
-    gateway = undefined;
-    await slack.close();
-    await model.close();
-    home.cleanup();
-  });
-
-  async function start(yaml?: string): Promise<void> {
-    if (yaml) writeFileSync(join(home.path, "config.yaml"), yaml);
-    gateway = await startPlatformGateway({
-      home: home.path,
-      modelBaseUrl: model.baseUrl,
-      platform: "slack",
-      env: {
-        SLACK_APP_TOKEN: slack.appToken,
-        SLACK_BOT_TOKEN: slack.botToken,
-        SLACK_API_ROOT: slack.apiRoot,
-        SLACK_ALLOWED_USERS: OWNER,
-      },
-    });
-  }
-
+/** What a test starts; each test has its own, so the tests run at once (they mostly wait). */
+interface Fixtures {
+  home: string;
+  model: FakeOpenAI;
+  slack: FakeSlack;
+  /** Starts the gateway, with `yaml` as its config.yaml when given; stopped after the test. */
+  start: (yaml?: string) => Promise<Gateway>;
   /** Calls that change what the DM shows (posts, updates, deletions), in order. */
-  const writes = () =>
-    slack.calls.filter((c) => WRITES.includes(c.method) && String(c.args.channel) === DM);
-  const bot = () => slack.botMessages(DM);
-  const ask = (text: string) => slack.userPosts({ channel: DM, user: OWNER, text });
+  writes: () => FakeSlack["calls"];
+  bot: () => ReturnType<FakeSlack["botMessages"]>;
+  ask: (text: string) => ReturnType<FakeSlack["userPosts"]>;
+}
 
-  it("shows the reply long before it ends, updated in place at most once a second", async () => {
+const test = it.extend<Fixtures>({
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
+  home: async ({}, use) => {
+    const dir = createTempDir("keel-slack-progress-");
+    await use(dir.path);
+    dir.cleanup();
+  },
+  // biome-ignore lint/correctness/noEmptyPattern: as above
+  model: async ({}, use) => {
+    const model = await startFakeOpenAI();
+    await use(model);
+    await model.close();
+  },
+  // biome-ignore lint/correctness/noEmptyPattern: as above
+  slack: async ({}, use) => {
+    const slack = await startFakeSlack();
+    await use(slack);
+    await slack.close();
+  },
+  start: async ({ home, model, slack }, use) => {
+    let gateway: Gateway | undefined;
+    await use(async (yaml) => {
+      if (yaml) writeFileSync(join(home, "config.yaml"), yaml);
+      gateway = await startPlatformGateway({
+        home,
+        modelBaseUrl: model.baseUrl,
+        platform: "slack",
+        env: {
+          SLACK_APP_TOKEN: slack.appToken,
+          SLACK_BOT_TOKEN: slack.botToken,
+          SLACK_API_ROOT: slack.apiRoot,
+          SLACK_ALLOWED_USERS: OWNER,
+        },
+      });
+      return gateway;
+    });
+    await stopTestGateway(gateway);
+  },
+  writes: async ({ slack }, use) =>
+    use(() =>
+      slack.calls.filter((c) => WRITES.includes(c.method) && String(c.args.channel) === DM),
+    ),
+  bot: async ({ slack }, use) => use(() => slack.botMessages(DM)),
+  ask: async ({ slack }, use) => use((text) => slack.userPosts({ channel: DM, user: OWNER, text })),
+});
+
+describe.concurrent("Slack progress", () => {
+  test("shows the reply long before it ends, updated in place at most once a second", async ({
+    model,
+    start,
+    writes,
+    bot,
+    ask,
+  }) => {
     const reply = sentences(40);
     model.script({ text: reply, chunkDelayMs: 60 });
     await start();
@@ -86,7 +111,14 @@ describe("Slack progress", () => {
     }
   });
 
-  it("honours a 429 on an update: the next waits Retry-After, no replacement message", async () => {
+  test("honours a 429 on an update: the next waits Retry-After, no replacement message", async ({
+    model,
+    slack,
+    start,
+    writes,
+    bot,
+    ask,
+  }) => {
     const reply = sentences(40);
     model.script({ text: reply, chunkDelayMs: 60 });
     slack.fail("chat.update", { kind: "rate_limited", retryAfter: 3 });
@@ -103,7 +135,12 @@ describe("Slack progress", () => {
     expect(bot()).toHaveLength(1);
   });
 
-  it("shows a line per tool call while tools run, gone once the reply is final", async () => {
+  test("shows a line per tool call while tools run, gone once the reply is final", async ({
+    model,
+    start,
+    bot,
+    ask,
+  }) => {
     model.script([
       { toolCalls: [{ name: "terminal", arguments: { command: "sleep 1.5; echo hi" } }] },
       { text: "The command said hi." },
@@ -117,19 +154,31 @@ describe("Slack progress", () => {
     expect(bot()[0]!.earlier?.[0]).toBe("⚙️ terminal: `sleep 1.5; echo hi`");
   });
 
-  it("streaming false and tool progress off: one post with the reply, no updates", async () => {
+  test("streaming false and tool progress off: one post with the reply, no updates", async ({
+    model,
+    start,
+    writes,
+    bot,
+    ask,
+  }) => {
     model.script({ text: sentences(20), chunkDelayMs: 25 });
-    await start("display:\n  streaming: false\n  tool_progress: off\n");
+    const gateway = await start("display:\n  streaming: false\n  tool_progress: off\n");
     ask("write");
     await waitFor(() => bot().length === 1, { timeoutMs: 30_000 });
-    await waitFor(async () => (await gateway!.store.listPendingOutbox()).length === 0);
+    await waitFor(async () => (await gateway.store.listPendingOutbox()).length === 0);
     expect(bot()[0]!.text).toBe(sentences(20));
     expect(writes().map((c) => c.method)).toEqual(["chat.postMessage"]);
     // The usual reply, with its outbox metadata for the read-back.
     expect(bot()[0]!.metadata?.event_type).toBe("keel_outbox");
   });
 
-  it("streaming false with tool lines: the status message is removed, the reply posted alone", async () => {
+  test("streaming false with tool lines: the status message is removed, the reply posted alone", async ({
+    model,
+    start,
+    writes,
+    bot,
+    ask,
+  }) => {
     model.script([
       { toolCalls: [{ name: "terminal", arguments: { command: "sleep 1.5; echo hi" } }] },
       { text: "Done with it." },
@@ -149,12 +198,18 @@ describe("Slack progress", () => {
     expect(writes().filter((c) => c.method === "chat.delete")).toHaveLength(1);
   });
 
-  it("a final piece posted anew whose answer was lost is found by its metadata, not posted twice", async () => {
+  test("a final piece posted anew whose answer was lost is found by its metadata, not posted twice", async ({
+    model,
+    slack,
+    start,
+    bot,
+    ask,
+  }) => {
     model.script([
       { toolCalls: [{ name: "terminal", arguments: { command: "sleep 1.5; echo hi" } }] },
       { text: "Posted exactly once." },
     ]);
-    await start("display:\n  streaming: false\n");
+    const gateway = await start("display:\n  streaming: false\n");
     ask("run it");
     await waitFor(() => bot()[0]?.text.startsWith("⚙️"), { timeoutMs: 15_000 });
     // The reply is posted, but the connection drops before Slack's answer: uncertain.
@@ -163,7 +218,7 @@ describe("Slack progress", () => {
       () => slack.calls.some((c) => c.method === "conversations.history" && c.outcome === "ok"),
       { timeoutMs: 20_000, message: "the retry read the conversation back" },
     );
-    await waitFor(async () => (await gateway!.store.listPendingOutbox()).length === 0, {
+    await waitFor(async () => (await gateway.store.listPendingOutbox()).length === 0, {
       timeoutMs: 15_000,
       message: "row delivered",
     });

@@ -1,25 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { TELEGRAM_COMMANDS } from "../../src/platforms/telegram/adapter.js";
-import {
-  ALLOWED_USER,
-  botMessages,
-  createTelegramGateway,
-  type TelegramGatewayHarness,
-} from "../helpers/in-process-gateway.js";
+import { ALLOWED_USER, botMessages, telegramTest } from "../helpers/in-process-gateway.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-describe("Telegram through the real gateway", () => {
-  let h: TelegramGatewayHarness;
-
-  beforeEach(async () => {
-    h = await createTelegramGateway();
-  });
-
-  afterEach(async () => {
-    await h.close();
-  });
-
-  it("answers a direct message, replying to it", async () => {
+describe.concurrent("Telegram through the real gateway", () => {
+  telegramTest("answers a direct message, replying to it", async ({ h }) => {
     await h.start();
     const sent = h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "echo: hello there" });
     const replies = await waitFor(() => {
@@ -33,32 +18,35 @@ describe("Telegram through the real gateway", () => {
     });
   });
 
-  it("answers messages sent while the gateway was down, each exactly once", async () => {
-    // Queue mode: a backlog in one chat gets one answer per message (in interrupt mode each
-    // message would cut off the turn of the one before it).
-    for (let i = 1; i <= 5; i++) {
-      h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: `echo: early ${i}` });
-    }
-    h.telegram.sendUserMessage({ chatId: 5151, userId: ALLOWED_USER, text: "echo: other chat" });
-    await h.start({ KEEL_GATEWAY_BUSY_INPUT_MODE: "queue" });
-    const answers = () =>
-      botMessages(h.telegram, ALLOWED_USER)
-        .map((r) => r.text)
-        .filter((t) => !t.startsWith("⏳"));
-    await waitFor(() => answers().length >= 5, { message: "five replies" });
-    await waitFor(() => botMessages(h.telegram, 5151).length >= 1, { message: "other chat" });
-    // A restart afterwards must not answer any of them again.
-    await h.stop();
-    await h.start();
-    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "echo: after restart" });
-    await waitFor(() => answers().includes("after restart"), { message: "reply after restart" });
-    expect([...answers()].sort()).toEqual(
-      ["early 1", "early 2", "early 3", "early 4", "early 5", "after restart"].sort(),
-    );
-    expect(botMessages(h.telegram, 5151).map((r) => r.text)).toEqual(["other chat"]);
-  });
+  telegramTest(
+    "answers messages sent while the gateway was down, each exactly once",
+    async ({ h }) => {
+      // Queue mode: a backlog in one chat gets one answer per message (in interrupt mode each
+      // message would cut off the turn of the one before it).
+      for (let i = 1; i <= 5; i++) {
+        h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: `echo: early ${i}` });
+      }
+      h.telegram.sendUserMessage({ chatId: 5151, userId: ALLOWED_USER, text: "echo: other chat" });
+      await h.start({ KEEL_GATEWAY_BUSY_INPUT_MODE: "queue" });
+      const answers = () =>
+        botMessages(h.telegram, ALLOWED_USER)
+          .map((r) => r.text)
+          .filter((t) => !t.startsWith("⏳"));
+      await waitFor(() => answers().length >= 5, { message: "five replies" });
+      await waitFor(() => botMessages(h.telegram, 5151).length >= 1, { message: "other chat" });
+      // A restart afterwards must not answer any of them again.
+      await h.stop();
+      await h.start();
+      h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "echo: after restart" });
+      await waitFor(() => answers().includes("after restart"), { message: "reply after restart" });
+      expect([...answers()].sort()).toEqual(
+        ["early 1", "early 2", "early 3", "early 4", "early 5", "after restart"].sort(),
+      );
+      expect(botMessages(h.telegram, 5151).map((r) => r.text)).toEqual(["other chat"]);
+    },
+  );
 
-  it("answers a forum topic message in that topic, replying to it", async () => {
+  telegramTest("answers a forum topic message in that topic, replying to it", async ({ h }) => {
     await h.start();
     const group = -1001234;
     const sent = h.telegram.sendUserMessage({
@@ -73,7 +61,7 @@ describe("Telegram through the real gateway", () => {
     expect(reply.replyToMessageId).toBe(sent.message_id);
   });
 
-  it("splits a 10,000-character reply into valid pieces", async () => {
+  telegramTest("splits a 10,000-character reply into valid pieces", async ({ h }) => {
     await h.start();
     const words = Array.from({ length: 2000 }, (_, i) => `w${i % 10}rd`).join(" ");
     const long = `**Start** ${words.slice(0, 9990)}`;
@@ -102,7 +90,7 @@ describe("Telegram through the real gateway", () => {
     expect(pieces[0]!.replyToMessageId).toBeDefined();
   });
 
-  it("registers the chat commands and shows typing while a turn runs", async () => {
+  telegramTest("registers the chat commands and shows typing while a turn runs", async ({ h }) => {
     await h.start();
     expect(h.telegram.commands().map((c) => c.command)).toEqual(
       TELEGRAM_COMMANDS.map((c) => c.command),

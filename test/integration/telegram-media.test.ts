@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { NO_VISION_NOTICE } from "../../src/runner/media-input.js";
 import {
   defaultScript,
@@ -11,8 +11,8 @@ import {
 import {
   ALLOWED_USER,
   botMessages,
-  createTelegramGateway,
   type TelegramGatewayHarness,
+  telegramTest,
 } from "../helpers/in-process-gateway.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -34,55 +34,51 @@ function inboxFiles(home: string): string[] {
 const botTexts = (h: TelegramGatewayHarness) =>
   botMessages(h.telegram, ALLOWED_USER).map((m) => m.text);
 
-describe("Telegram media through the real gateway", () => {
-  let h: TelegramGatewayHarness;
+describe.concurrent("Telegram media through the real gateway", () => {
+  telegramTest(
+    "a photo with a caption reaches the model as an image part, downloaded once",
+    async ({ h }) => {
+      await h.start();
+      const sent = h.telegram.sendUserFile({
+        chatId: ALLOWED_USER,
+        kind: "photo",
+        bytes: PNG,
+        caption: "what is this?",
+      });
+      await waitFor(() => botTexts(h).length > 0, { message: "a reply" });
+      const request = h.model.requests.at(-1)!;
+      expect(imagePartsOf(request)).toEqual([`data:image/jpeg;base64,${PNG.toString("base64")}`]);
+      expect(lastUserText(request)).toContain("what is this?");
+      expect(h.telegram.downloads(sent.file_id)).toBe(1);
+      const saved = inboxFiles(h.home);
+      expect(saved).toHaveLength(1);
+      expect(readFileSync(saved[0]!)).toEqual(PNG);
+      // Telegram's smaller sizes are never fetched.
+      expect(h.telegram.downloads(`${sent.file_id}-thumb`)).toBe(0);
+    },
+  );
 
-  beforeEach(async () => {
-    h = await createTelegramGateway();
-  });
+  telegramTest(
+    "a voice note is transcribed once, echoed, and shown to the model as a transcript",
+    async ({ h }) => {
+      await h.start();
+      const audio = Buffer.from("remind me to water the plants");
+      h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "voice", bytes: audio });
+      await waitFor(() => botTexts(h).some((t) => t.startsWith("ok:")), { message: "a reply" });
+      expect(h.model.transcriptions).toHaveLength(1);
+      expect(h.model.transcriptions[0]).toMatchObject({ model: "whisper-1" });
+      expect(h.model.transcriptions[0]!.bytes).toEqual(audio);
+      const user = lastUserText(h.model.requests.at(-1)!);
+      expect(user).toContain("Transcript of a voice note");
+      expect(user).toContain("remind me to water the plants");
+      // The echo comes before the answer.
+      const texts = botTexts(h);
+      expect(texts[0]).toBe("🎤 “remind me to water the plants”");
+      expect(texts[1]!.startsWith("ok:")).toBe(true);
+    },
+  );
 
-  afterEach(async () => {
-    await h.close();
-  });
-
-  it("a photo with a caption reaches the model as an image part, downloaded once", async () => {
-    await h.start();
-    const sent = h.telegram.sendUserFile({
-      chatId: ALLOWED_USER,
-      kind: "photo",
-      bytes: PNG,
-      caption: "what is this?",
-    });
-    await waitFor(() => botTexts(h).length > 0, { message: "a reply" });
-    const request = h.model.requests.at(-1)!;
-    expect(imagePartsOf(request)).toEqual([`data:image/jpeg;base64,${PNG.toString("base64")}`]);
-    expect(lastUserText(request)).toContain("what is this?");
-    expect(h.telegram.downloads(sent.file_id)).toBe(1);
-    const saved = inboxFiles(h.home);
-    expect(saved).toHaveLength(1);
-    expect(readFileSync(saved[0]!)).toEqual(PNG);
-    // Telegram's smaller sizes are never fetched.
-    expect(h.telegram.downloads(`${sent.file_id}-thumb`)).toBe(0);
-  });
-
-  it("a voice note is transcribed once, echoed, and shown to the model as a transcript", async () => {
-    await h.start();
-    const audio = Buffer.from("remind me to water the plants");
-    h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "voice", bytes: audio });
-    await waitFor(() => botTexts(h).some((t) => t.startsWith("ok:")), { message: "a reply" });
-    expect(h.model.transcriptions).toHaveLength(1);
-    expect(h.model.transcriptions[0]).toMatchObject({ model: "whisper-1" });
-    expect(h.model.transcriptions[0]!.bytes).toEqual(audio);
-    const user = lastUserText(h.model.requests.at(-1)!);
-    expect(user).toContain("Transcript of a voice note");
-    expect(user).toContain("remind me to water the plants");
-    // The echo comes before the answer.
-    const texts = botTexts(h);
-    expect(texts[0]).toBe("🎤 “remind me to water the plants”");
-    expect(texts[1]!.startsWith("ok:")).toBe(true);
-  });
-
-  it("a failed transcription gets a clear reply and keeps the audio", async () => {
+  telegramTest("a failed transcription gets a clear reply and keeps the audio", async ({ h }) => {
     await h.start();
     h.model.failTranscriptionNext(500);
     h.model.failTranscriptionNext(500);
@@ -96,44 +92,50 @@ describe("Telegram media through the real gateway", () => {
     expect(lastUserText(h.model.requests.at(-1)!)).toContain("could not be transcribed");
   });
 
-  it("a 25 MB document gets a reply naming it, and its caption still goes through", async () => {
-    await h.start();
-    const sent = h.telegram.sendUserFile({
-      chatId: ALLOWED_USER,
-      kind: "document",
-      bytes: Buffer.from("tiny"),
-      reportedSize: 25 * 1_048_576,
-      fileName: "huge-report.pdf",
-      mime: "application/pdf",
-      caption: "echo: caption arrived",
-    });
-    await waitFor(() => botTexts(h).length >= 2, { message: "notice and reply" });
-    const [notice, reply] = botTexts(h);
-    expect(notice).toContain("huge-report.pdf is too large");
-    expect(notice).toContain("20.0 MB");
-    expect(reply).toContain("caption arrived");
-    expect(lastUserText(h.model.requests.at(-1)!)).toContain("huge-report.pdf");
-    // Refused from the size Telegram reported: never asked for.
-    expect(h.telegram.sent.filter((c) => c.method === "getFile")).toEqual([]);
-    expect(h.telegram.downloads(sent.file_id)).toBe(0);
-  });
+  telegramTest(
+    "a 25 MB document gets a reply naming it, and its caption still goes through",
+    async ({ h }) => {
+      await h.start();
+      const sent = h.telegram.sendUserFile({
+        chatId: ALLOWED_USER,
+        kind: "document",
+        bytes: Buffer.from("tiny"),
+        reportedSize: 25 * 1_048_576,
+        fileName: "huge-report.pdf",
+        mime: "application/pdf",
+        caption: "echo: caption arrived",
+      });
+      await waitFor(() => botTexts(h).length >= 2, { message: "notice and reply" });
+      const [notice, reply] = botTexts(h);
+      expect(notice).toContain("huge-report.pdf is too large");
+      expect(notice).toContain("20.0 MB");
+      expect(reply).toContain("caption arrived");
+      expect(lastUserText(h.model.requests.at(-1)!)).toContain("huge-report.pdf");
+      // Refused from the size Telegram reported: never asked for.
+      expect(h.telegram.sent.filter((c) => c.method === "getFile")).toEqual([]);
+      expect(h.telegram.downloads(sent.file_id)).toBe(0);
+    },
+  );
 
-  it("a download that keeps failing gets a reply naming the file; the text goes through", async () => {
-    await h.start();
-    for (let i = 0; i < 3; i++) h.telegram.failNext("downloadFile", { error_code: 502 });
-    h.telegram.sendUserFile({
-      chatId: ALLOWED_USER,
-      kind: "document",
-      bytes: Buffer.from("a,b\n1,2\n"),
-      fileName: "data.csv",
-      caption: "echo: text part",
-    });
-    await waitFor(() => botTexts(h).length >= 2, { message: "notice and reply" });
-    expect(botTexts(h)[0]).toContain("I could not download data.csv");
-    expect(botTexts(h)[1]).toContain("text part");
-  });
+  telegramTest(
+    "a download that keeps failing gets a reply naming the file; the text goes through",
+    async ({ h }) => {
+      await h.start();
+      for (let i = 0; i < 3; i++) h.telegram.failNext("downloadFile", { error_code: 502 });
+      h.telegram.sendUserFile({
+        chatId: ALLOWED_USER,
+        kind: "document",
+        bytes: Buffer.from("a,b\n1,2\n"),
+        fileName: "data.csv",
+        caption: "echo: text part",
+      });
+      await waitFor(() => botTexts(h).length >= 2, { message: "notice and reply" });
+      expect(botTexts(h)[0]).toContain("I could not download data.csv");
+      expect(botTexts(h)[1]).toContain("text part");
+    },
+  );
 
-  it("a small text document is saved and shown inline with its path", async () => {
+  telegramTest("a small text document is saved and shown inline with its path", async ({ h }) => {
     await h.start();
     h.telegram.sendUserFile({
       chatId: ALLOWED_USER,
@@ -149,27 +151,30 @@ describe("Telegram media through the real gateway", () => {
     expect(inboxFiles(h.home)[0]).toMatch(/numbers\.csv$/);
   });
 
-  it("with model.vision false the model gets the path and the chat is told once, across restarts", async () => {
-    writeFileSync(join(h.home, "config.yaml"), "model:\n  vision: false\n");
-    await h.start();
-    h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "photo", bytes: PNG });
-    await waitFor(() => botTexts(h).some((t) => t.startsWith("ok:")), { message: "reply 1" });
-    h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "photo", bytes: PNG });
-    await waitFor(() => botTexts(h).filter((t) => t.startsWith("ok:")).length === 2, {
-      message: "reply 2",
-    });
-    await h.stop();
-    await h.start();
-    h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "photo", bytes: PNG });
-    await waitFor(() => botTexts(h).filter((t) => t.startsWith("ok:")).length === 3, {
-      message: "reply 3",
-    });
-    expect(h.model.requests.flatMap(imagePartsOf)).toEqual([]);
-    expect(lastUserText(h.model.requests.at(-1)!)).toContain("you cannot see it. It is saved at");
-    expect(botTexts(h).filter((t) => t === NO_VISION_NOTICE)).toHaveLength(1);
-  });
+  telegramTest(
+    "with model.vision false the model gets the path and the chat is told once, across restarts",
+    async ({ h }) => {
+      writeFileSync(join(h.home, "config.yaml"), "model:\n  vision: false\n");
+      await h.start();
+      h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "photo", bytes: PNG });
+      await waitFor(() => botTexts(h).some((t) => t.startsWith("ok:")), { message: "reply 1" });
+      h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "photo", bytes: PNG });
+      await waitFor(() => botTexts(h).filter((t) => t.startsWith("ok:")).length === 2, {
+        message: "reply 2",
+      });
+      await h.stop();
+      await h.start();
+      h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "photo", bytes: PNG });
+      await waitFor(() => botTexts(h).filter((t) => t.startsWith("ok:")).length === 3, {
+        message: "reply 3",
+      });
+      expect(h.model.requests.flatMap(imagePartsOf)).toEqual([]);
+      expect(lastUserText(h.model.requests.at(-1)!)).toContain("you cannot see it. It is saved at");
+      expect(botTexts(h).filter((t) => t === NO_VISION_NOTICE)).toHaveLength(1);
+    },
+  );
 
-  it("a model that refuses images gets the request again without them", async () => {
+  telegramTest("a model that refuses images gets the request again without them", async ({ h }) => {
     await h.start();
     let refused = 0;
     h.model.script((request: FakeChatRequest) => {
@@ -187,41 +192,44 @@ describe("Telegram media through the real gateway", () => {
     expect(lastUserText(h.model.requests.at(-1)!)).toContain("you cannot see it");
   });
 
-  it("send_file sends an image as a photo and other files as documents", async () => {
-    await h.start();
-    const workspace = join(h.home, "workspace");
-    mkdirSync(workspace, { recursive: true });
-    writeFileSync(join(workspace, "chart.png"), PNG);
-    writeFileSync(join(workspace, "notes.txt"), "plain notes");
-    h.model.script((request) => {
-      const text = lastUserText(request);
-      const answered = request.messages.at(-1)?.role === "tool";
-      const match = /^send: (\S+)/.exec(text);
-      if (!match) return defaultScript(request);
-      if (answered) return { text: `done ${match[1]}` };
-      return {
-        toolCalls: [{ name: "send_file", arguments: { path: match[1], caption: "here it is" } }],
-      };
-    });
-    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "send: chart.png" });
-    await waitFor(() => botTexts(h).includes("done chart.png"), { message: "photo turn" });
-    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "send: notes.txt" });
-    await waitFor(() => botTexts(h).includes("done notes.txt"), { message: "document turn" });
-    const files = botMessages(h.telegram, ALLOWED_USER).filter((m) => m.file);
-    expect(files.map((m) => [m.file!.method, m.file!.name, m.text])).toEqual([
-      ["sendPhoto", "chart.png", "here it is"],
-      ["sendDocument", "notes.txt", "here it is"],
-    ]);
-    expect(files[0]!.file!.bytes).toEqual(PNG);
-    // The file goes out before the turn's reply text is written (sent or edited in place).
-    const calls = h.telegram.sent.filter((c) => c.ok);
-    const photo = calls.findIndex((c) => c.method === "sendPhoto");
-    const reply = calls.findIndex((c) => String(c.payload.text ?? "").includes("done chart.png"));
-    expect(photo).toBeGreaterThanOrEqual(0);
-    expect(photo).toBeLessThan(reply);
-  });
+  telegramTest(
+    "send_file sends an image as a photo and other files as documents",
+    async ({ h }) => {
+      await h.start();
+      const workspace = join(h.home, "workspace");
+      mkdirSync(workspace, { recursive: true });
+      writeFileSync(join(workspace, "chart.png"), PNG);
+      writeFileSync(join(workspace, "notes.txt"), "plain notes");
+      h.model.script((request) => {
+        const text = lastUserText(request);
+        const answered = request.messages.at(-1)?.role === "tool";
+        const match = /^send: (\S+)/.exec(text);
+        if (!match) return defaultScript(request);
+        if (answered) return { text: `done ${match[1]}` };
+        return {
+          toolCalls: [{ name: "send_file", arguments: { path: match[1], caption: "here it is" } }],
+        };
+      });
+      h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "send: chart.png" });
+      await waitFor(() => botTexts(h).includes("done chart.png"), { message: "photo turn" });
+      h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "send: notes.txt" });
+      await waitFor(() => botTexts(h).includes("done notes.txt"), { message: "document turn" });
+      const files = botMessages(h.telegram, ALLOWED_USER).filter((m) => m.file);
+      expect(files.map((m) => [m.file!.method, m.file!.name, m.text])).toEqual([
+        ["sendPhoto", "chart.png", "here it is"],
+        ["sendDocument", "notes.txt", "here it is"],
+      ]);
+      expect(files[0]!.file!.bytes).toEqual(PNG);
+      // The file goes out before the turn's reply text is written (sent or edited in place).
+      const calls = h.telegram.sent.filter((c) => c.ok);
+      const photo = calls.findIndex((c) => c.method === "sendPhoto");
+      const reply = calls.findIndex((c) => String(c.payload.text ?? "").includes("done chart.png"));
+      expect(photo).toBeGreaterThanOrEqual(0);
+      expect(photo).toBeLessThan(reply);
+    },
+  );
 
-  it("send_file refuses paths outside the working folder", async () => {
+  telegramTest("send_file refuses paths outside the working folder", async ({ h }) => {
     await h.start();
     h.model.script((request) =>
       request.messages.at(-1)?.role === "tool"
@@ -235,18 +243,8 @@ describe("Telegram media through the real gateway", () => {
   });
 });
 
-describe("Telegram media and /stop", () => {
-  let h: TelegramGatewayHarness;
-
-  beforeEach(async () => {
-    h = await createTelegramGateway();
-  });
-
-  afterEach(async () => {
-    await h.close();
-  });
-
-  it("/stop during a download ends it without a turn", async () => {
+describe.concurrent("Telegram media and /stop", () => {
+  telegramTest("/stop during a download ends it without a turn", async ({ h }) => {
     await h.start();
     h.telegram.hangNext("getFile");
     h.telegram.sendUserFile({ chatId: ALLOWED_USER, kind: "photo", bytes: PNG, caption: "slow" });
@@ -260,20 +258,23 @@ describe("Telegram media and /stop", () => {
     expect(h.model.requests.flatMap(imagePartsOf)).toEqual([]);
   });
 
-  it("/new during a download leaves the old message out of the fresh session", async () => {
-    await h.start();
-    h.telegram.hangNext("getFile");
-    h.telegram.sendUserFile({
-      chatId: ALLOWED_USER,
-      kind: "photo",
-      bytes: PNG,
-      caption: "zebra-old",
-    });
-    await h.telegram.waitForSent((c) => c.method === "getFile");
-    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "/new" });
-    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "echo: fresh" });
-    await waitFor(() => botTexts(h).includes("fresh"), { message: "the fresh reply" });
-    const request = h.model.requests.at(-1)!;
-    expect(JSON.stringify(request.messages)).not.toContain("zebra-old");
-  });
+  telegramTest(
+    "/new during a download leaves the old message out of the fresh session",
+    async ({ h }) => {
+      await h.start();
+      h.telegram.hangNext("getFile");
+      h.telegram.sendUserFile({
+        chatId: ALLOWED_USER,
+        kind: "photo",
+        bytes: PNG,
+        caption: "zebra-old",
+      });
+      await h.telegram.waitForSent((c) => c.method === "getFile");
+      h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "/new" });
+      h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "echo: fresh" });
+      await waitFor(() => botTexts(h).includes("fresh"), { message: "the fresh reply" });
+      const request = h.model.requests.at(-1)!;
+      expect(JSON.stringify(request.messages)).not.toContain("zebra-old");
+    },
+  );
 });

@@ -13,6 +13,7 @@ RUN npm ci --ignore-scripts && npm rebuild better-sqlite3
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
 COPY src ./src
+COPY scripts/bundle.mjs ./scripts/
 RUN npm run build \
  && npm prune --omit=dev \
  && mkdir -p src/control/web

@@ -13,7 +13,7 @@ import ts from "typescript";
 export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   // The chat-platform contract: the types every layer speaks; imports nothing of ours.
   { name: "contract", paths: ["src/platforms/platform.ts"] },
-  { name: "lib", paths: ["src/lib/", "src/version.ts"] },
+  { name: "lib", paths: ["src/lib/"] },
   { name: "config", paths: ["src/config/"] },
   { name: "service", paths: ["src/service/"] },
   { name: "agent", paths: ["src/agent/"] },

@@ -5,9 +5,9 @@ import { type FakeOpenAI, startFakeOpenAI } from "../../test/fakes/openai-server
 import { runCliInProcess } from "../../test/helpers/cli-run.js";
 import { freePort } from "../../test/helpers/gateway-process.js";
 import { createTempDir } from "../../test/helpers/temp-home.js";
+import { KEEL_VERSION } from "../lib/version.js";
 import { MemoryFile } from "../memory/memory-file.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
-import { KEEL_VERSION } from "../version.js";
 
 let dir: ReturnType<typeof createTempDir>;
 beforeEach(() => {

@@ -1,6 +1,6 @@
 /** The `keel` command line (commander). Each command body is `(args, io) => exit code`. */
 import { Command, CommanderError } from "commander";
-import { KEEL_VERSION } from "../version.js";
+import { KEEL_VERSION } from "../lib/version.js";
 import { registerApprovalCommands } from "./approval-commands.js";
 import { chat } from "./chat.js";
 import { doctor } from "./doctor.js";

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { Hono } from "hono";
 import type { AppEnv } from "./http-server.js";
 
-// Two levels below the package root in both src/ and dist/.
+// Two levels below the package root in src/, dist/ and the bundle (dist/bundle/).
 const WEB_DIR = fileURLToPath(new URL("../../src/control/web/", import.meta.url));
 
 const CONTENT_TYPES: Record<string, string> = {

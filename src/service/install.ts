@@ -416,7 +416,7 @@ export function runCommand(argv: readonly string[]): Promise<RunResult> {
   });
 }
 
-/** Absolute path of `bin/keel.js` in this installation (works from `src/` and `dist/`). */
+/** Absolute path of `bin/keel.js` in this installation (works from `src/`, `dist/` and the bundle in `dist/bundle/`). */
 export function defaultKeelEntry(): string {
   return fileURLToPath(new URL("../../bin/keel.js", import.meta.url));
 }

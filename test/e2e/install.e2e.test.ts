@@ -179,7 +179,7 @@ describe.skipIf(!existsSync(join(REPO_ROOT, ".git")))(
     it("npm install in the fresh clone installs and builds, taking the prebuilt binary", () => {
       expect(cloned.code, cloned.stderr).toBe(0);
       expect(cloneInstall.code, `${cloneInstall.stdout}\n${cloneInstall.stderr}`).toBe(0);
-      expect(existsSync(join(clone, "dist", "main.js"))).toBe(true);
+      expect(existsSync(join(clone, "dist", "bundle", "main.js"))).toBe(true);
       // better-sqlite3 took the prebuilt path (no compile), as a user with network access gets.
       expect(prebuiltHits.length).toBeGreaterThan(0);
       expect(packed.code, packed.stderr).toBe(0);

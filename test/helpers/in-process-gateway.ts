@@ -10,7 +10,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
-import { it } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
 import { createGateway, type GatewayOptions } from "../../src/gateway/create-gateway.js";
@@ -250,20 +249,6 @@ export async function createTelegramGateway(
   };
   return harness;
 }
-
-/**
- * `it` with a fresh Telegram harness per test as `h`, closed after it. Tests that use it keep no
- * state outside `h`, so their files run them at once (`describe.concurrent`): they mostly wait
- * on the chat's pace, retries and timeouts.
- */
-export const telegramTest = it.extend<{ h: TelegramGatewayHarness }>({
-  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
-  h: async ({}, use) => {
-    const h = await createTelegramGateway();
-    await use(h);
-    await h.close();
-  },
-});
 
 /** The bot messages a user sees in a chat (optionally one topic), oldest first. */
 export function botMessages(telegram: FakeTelegram, chatId: number, threadId?: number) {

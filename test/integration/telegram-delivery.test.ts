@@ -6,8 +6,8 @@ import {
   ALLOWED_USER,
   botMessages,
   type TelegramGatewayHarness,
-  telegramTest,
 } from "../helpers/in-process-gateway.js";
+import { telegramTest } from "../helpers/telegram-test.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const sendCallsTo = (h: TelegramGatewayHarness, chatId: number) =>

@@ -1,6 +1,7 @@
 import { describe, expect } from "vitest";
 import { TELEGRAM_COMMANDS } from "../../src/platforms/telegram/adapter.js";
-import { ALLOWED_USER, botMessages, telegramTest } from "../helpers/in-process-gateway.js";
+import { ALLOWED_USER, botMessages } from "../helpers/in-process-gateway.js";
+import { telegramTest } from "../helpers/telegram-test.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 describe.concurrent("Telegram through the real gateway", () => {

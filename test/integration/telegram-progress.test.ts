@@ -14,8 +14,8 @@ import {
   ALLOWED_USER,
   botMessages,
   type TelegramGatewayHarness,
-  telegramTest,
 } from "../helpers/in-process-gateway.js";
+import { telegramTest } from "../helpers/telegram-test.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 /** A reply of `count` sentences, streamed one piece at a time. */

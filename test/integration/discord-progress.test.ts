@@ -1,17 +1,7 @@
-/**
- * Progress people can see on Discord, through the real gateway in this process, the stand-in
- * Discord and a fake model that streams slowly: the reply shows while it is written (edited in
- * place at most once a second per channel, a 429 honoured), tool lines show while tools run and
- * are gone at the end, and `display.streaming: false` sends the reply as before.
- */
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { type FakeDiscord, type FakeUser, startFakeDiscord } from "../fakes/discord-server.js";
-import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
-import { startPlatformGateway, stopTestGateway } from "../helpers/in-process-gateway.js";
-import { createTempDir } from "../helpers/temp-home.js";
+import { platformTest } from "../helpers/platform-test.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const TOKEN = "discord-progress-token";
@@ -24,8 +14,6 @@ function sentences(count: number): string {
 
 /** What a test starts; each test has its own, so the tests run at once (they mostly wait). */
 interface Fixtures {
-  home: string;
-  model: FakeOpenAI;
   discord: FakeDiscord;
   /** The owner's DM channel. */
   dm: string;
@@ -36,44 +24,26 @@ interface Fixtures {
   ask: (content: string) => ReturnType<FakeDiscord["userSends"]>;
 }
 
-const test = it.extend<Fixtures>({
+const test = platformTest.extend<Fixtures>({
   // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
-  home: async ({}, use) => {
-    const dir = createTempDir("keel-discord-progress-");
-    await use(dir.path);
-    dir.cleanup();
-  },
-  // biome-ignore lint/correctness/noEmptyPattern: as above
-  model: async ({}, use) => {
-    const model = await startFakeOpenAI();
-    await use(model);
-    await model.close();
-  },
-  // biome-ignore lint/correctness/noEmptyPattern: as above
   discord: async ({}, use) => {
     const discord = await startFakeDiscord({ token: TOKEN });
     await use(discord);
     await discord.close();
   },
   dm: async ({ discord }, use) => use(discord.dmChannel(USER.id)),
-  start: async ({ home, model, discord }, use) => {
-    let gateway: Gateway | undefined;
-    await use(async (yaml) => {
-      if (yaml) writeFileSync(join(home, "config.yaml"), yaml);
-      gateway = await startPlatformGateway({
-        home,
-        modelBaseUrl: model.baseUrl,
-        platform: "discord",
-        env: {
+  start: async ({ launch, discord }, use) =>
+    use((yaml) =>
+      launch(
+        "discord",
+        {
           DISCORD_BOT_TOKEN: TOKEN,
           DISCORD_API_ROOT: discord.apiRoot,
           DISCORD_ALLOWED_USERS: USER.id,
         },
-      });
-      return gateway;
-    });
-    await stopTestGateway(gateway);
-  },
+        yaml,
+      ),
+    ),
   writes: async ({ discord, dm }, use) =>
     use(() => discord.requestLog.filter((r) => r.path.startsWith(`/channels/${dm}/messages`))),
   ask: async ({ discord, dm }, use) =>

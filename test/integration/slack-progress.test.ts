@@ -1,17 +1,7 @@
-/**
- * Progress people can see on Slack, through the real gateway in this process, the stand-in Slack
- * and a fake model that streams slowly: the reply shows while it is written (`chat.update` at
- * most once a second per channel, a 429 honoured), tool lines show while tools run and are gone
- * at the end, and `display.streaming: false` posts the reply as before.
- */
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import type { Gateway } from "../../src/gateway/gateway.js";
-import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type FakeSlack, startFakeSlack } from "../fakes/slack-server.js";
-import { startPlatformGateway, stopTestGateway } from "../helpers/in-process-gateway.js";
-import { createTempDir } from "../helpers/temp-home.js";
+import { platformTest } from "../helpers/platform-test.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const OWNER = "UOWNER";
@@ -25,8 +15,6 @@ function sentences(count: number): string {
 
 /** What a test starts; each test has its own, so the tests run at once (they mostly wait). */
 interface Fixtures {
-  home: string;
-  model: FakeOpenAI;
   slack: FakeSlack;
   /** Starts the gateway, with `yaml` as its config.yaml when given; stopped after the test. */
   start: (yaml?: string) => Promise<Gateway>;
@@ -36,44 +24,26 @@ interface Fixtures {
   ask: (text: string) => ReturnType<FakeSlack["userPosts"]>;
 }
 
-const test = it.extend<Fixtures>({
+const test = platformTest.extend<Fixtures>({
   // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this pattern
-  home: async ({}, use) => {
-    const dir = createTempDir("keel-slack-progress-");
-    await use(dir.path);
-    dir.cleanup();
-  },
-  // biome-ignore lint/correctness/noEmptyPattern: as above
-  model: async ({}, use) => {
-    const model = await startFakeOpenAI();
-    await use(model);
-    await model.close();
-  },
-  // biome-ignore lint/correctness/noEmptyPattern: as above
   slack: async ({}, use) => {
     const slack = await startFakeSlack();
     await use(slack);
     await slack.close();
   },
-  start: async ({ home, model, slack }, use) => {
-    let gateway: Gateway | undefined;
-    await use(async (yaml) => {
-      if (yaml) writeFileSync(join(home, "config.yaml"), yaml);
-      gateway = await startPlatformGateway({
-        home,
-        modelBaseUrl: model.baseUrl,
-        platform: "slack",
-        env: {
+  start: async ({ launch, slack }, use) =>
+    use((yaml) =>
+      launch(
+        "slack",
+        {
           SLACK_APP_TOKEN: slack.appToken,
           SLACK_BOT_TOKEN: slack.botToken,
           SLACK_API_ROOT: slack.apiRoot,
           SLACK_ALLOWED_USERS: OWNER,
         },
-      });
-      return gateway;
-    });
-    await stopTestGateway(gateway);
-  },
+        yaml,
+      ),
+    ),
   writes: async ({ slack }, use) =>
     use(() =>
       slack.calls.filter((c) => WRITES.includes(c.method) && String(c.args.channel) === DM),

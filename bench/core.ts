@@ -28,6 +28,8 @@ export interface CoreOptions {
   /** Turns (from the start of the concurrent phase) the throughput figure is taken over. */
   throughputTurns: number;
   coldStarts: number;
+  /** Node/V8 flags for Keel's gateway child only (the floor and the model keep the defaults). */
+  nodeArgs?: string[];
 }
 
 export interface CoreResult {
@@ -68,6 +70,7 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
       env: { OPENAI_BASE_URL: model.baseUrl, KEEL_MODEL: "bench-model" },
       outputFile: join(home, "bench-output.log"),
       loopDelayProbe: true,
+      nodeArgs: options.nodeArgs,
     });
     children.push(child);
     return child;

@@ -10,7 +10,8 @@
  *   stand-in Discord; same options as `telegram`).
  * - `api` (alias `core`): added latency through the OpenAI-compatible API, turns/s with
  *   concurrent sessions, cold start to ready, idle RSS and RSS after many turns
- *   (`--latency-requests`, `--sessions`, `--turns`).
+ *   (`--latency-requests`, `--sessions`, `--turns`; `--gateway-node-args="--flag ..."` starts
+ *   Keel's gateway, and only it, with those Node/V8 flags, for an A/B of a flag).
  * - `lifecycle`: SIGTERM to exit with turns in flight, start to all interrupted sessions resumed
  *   (`--in-flight`, `--resume-sessions`, `--resume-concurrency`).
  * - `context`: prompt size per turn over a long conversation on an 8k-token model, compaction
@@ -63,6 +64,7 @@ function parseOptions() {
       "latency-requests": { type: "string", default: "2000" },
       sessions: { type: "string", default: "50" },
       turns: { type: "string", default: "10000" },
+      "gateway-node-args": { type: "string", default: "" },
       "in-flight": { type: "string", default: "20" },
       "resume-sessions": { type: "string", default: "100" },
       "resume-concurrency": { type: "string", default: "8" },
@@ -154,6 +156,7 @@ async function api(values: Values, runs: number): Promise<CoreResult[]> {
         turns: Number(values.turns),
         throughputTurns: 2000,
         coldStarts: 5,
+        nodeArgs: values["gateway-node-args"].split(" ").filter(Boolean),
       }),
     );
   }

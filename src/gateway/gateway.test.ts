@@ -18,6 +18,7 @@ import { readPidFile } from "../lifecycle/pid-file.js";
 import { readRuntimeStatus } from "../lifecycle/runtime-status.js";
 import {
   DRAIN_REFUSAL,
+  RESTART_NOTICE,
   RESTART_NOTICE_AUTO_RESUME,
   RESTARTED_NOTICE,
   STOP_NOTICE,
@@ -174,6 +175,20 @@ describe("Gateway lifecycle (in process)", () => {
     expect(await gw.gateway.exited).toBe(75);
     expect(existsSync(join(dir.path, RESTART_NOTIFY_FILE))).toBe(true);
     expect(existsSync(join(dir.path, CLEAN_SHUTDOWN_FILE))).toBe(true);
+  });
+
+  it("with auto_resume_freshness 0 the restart notice does not promise a resume by itself", async () => {
+    const gw = await boot({
+      supervisor: "container",
+      env: { KEEL_RESTART_DRAIN_TIMEOUT: "30", KEEL_AUTO_RESUME_FRESHNESS: "0" },
+    });
+    await gw.send("slow: 1500 work finished", "1");
+    await waitFor(() => agentStarted(gw));
+    await gw.send("/restart", "1");
+    await waitFor(() => gw.platform.texts("1").includes("work finished"));
+    expect(gw.platform.texts("1")).toContain(RESTART_NOTICE);
+    expect(gw.platform.texts("1")).not.toContain(RESTART_NOTICE_AUTO_RESUME);
+    expect(await gw.gateway.exited).toBe(75);
   });
 
   it("after a chat /restart the new process greets that chat once", async () => {

@@ -60,7 +60,8 @@ export async function endTurnsAndPlatforms(
     drainTimeoutMs: gw.config.agent.restart_drain_timeout * 1000,
     restartCommand: request.restartCommand,
     homeChannels,
-    autoResume: true,
+    // With a freshness window of 0 nothing continues by itself: do not promise it.
+    autoResume: gw.config.agent.auto_resume_freshness > 0,
     logger: gw.logger,
   });
 }

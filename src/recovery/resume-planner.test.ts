@@ -39,15 +39,18 @@ describe("resume planner", () => {
     expect(result.stale.map((s) => s.key)).toEqual(["agent:main:telegram:dm:42"]);
   });
 
-  it("a freshness window of 0 never resumes, even a session marked this very millisecond", () => {
+  it("a freshness window of 0 never resumes, even a session marked this very millisecond or later", () => {
     const result = planResume({
-      sessions: [session({ resumeMarkedAt: NOW })],
+      sessions: [
+        session({ key: "now", resumeMarkedAt: NOW }),
+        session({ key: "clock stepped back", resumeMarkedAt: NOW + 1000 }),
+      ],
       now: NOW,
       freshnessMs: 0,
       recentBoots: [],
     });
     expect(result.resume).toEqual([]);
-    expect(result.stale).toHaveLength(1);
+    expect(result.stale.map((s) => s.key)).toEqual(["now", "clock stepped back"]);
   });
 
   it("falls back to updatedAt when the mark time is unknown", () => {

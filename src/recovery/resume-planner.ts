@@ -122,10 +122,11 @@ function canResume(session: ResumeCandidate, now: number, freshnessMs: number): 
 }
 
 /**
- * Marked (or last updated) less than the freshness window ago. Strictly less, so that a window
- * of 0 means "never continue by itself", even for a session marked in this very millisecond.
+ * Marked (or last updated) less than the freshness window ago. A window of 0 means "never
+ * continue by itself", even for a session marked in this very millisecond or, after the clock
+ * stepped back (or on another gateway's clock), in the future.
  */
 export function isFresh(session: ResumeCandidate, now: number, freshnessMs: number): boolean {
   const markedAt = session.resumeMarkedAt ?? session.updatedAt ?? null;
-  return markedAt !== null && now - markedAt < freshnessMs;
+  return freshnessMs > 0 && markedAt !== null && now - markedAt < freshnessMs;
 }

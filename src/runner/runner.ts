@@ -339,7 +339,8 @@ export class Runner implements InboundSink {
   private isStale(session: SessionRecord): boolean {
     const markedAt = session.resumeMarkedAt ?? session.updatedAt;
     // The same window as the resume planner's isFresh: 0 means never fresh.
-    return this.now() - markedAt >= this.options.autoResumeFreshnessMs;
+    const windowMs = this.options.autoResumeFreshnessMs;
+    return windowMs <= 0 || this.now() - markedAt >= windowMs;
   }
 
   /** True when a resume of the session is running or waiting in its lane. */

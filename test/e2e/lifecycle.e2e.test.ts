@@ -137,11 +137,15 @@ describe.skipIf(!isBuilt())("gateway lifecycle end to end (real process)", () =>
   });
 
   afterEach(async () => {
-    for (const gw of spawned) await gw.stop();
-    for (const pid of strays) killQuietly(pid, "SIGKILL");
-    await killNamedGateway(dir.path);
-    await fake.close();
-    dir.cleanup();
+    try {
+      for (const gw of spawned) await gw.stop();
+      for (const pid of strays) killQuietly(pid, "SIGKILL");
+    } finally {
+      // A refused kill (killQuietly's guard) fails the test, and the rest is still cleaned up.
+      await killNamedGateway(dir.path);
+      await fake.close();
+      dir.cleanup();
+    }
   });
 
   it("SIGTERM during a turn, start again: the session resumes by itself and its reply is stored", async () => {

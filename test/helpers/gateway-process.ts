@@ -616,11 +616,18 @@ function ownProcessGroup(): number | null {
 
 /**
  * `process.kill`, ignoring a process (or, with a negative id, a group) that is already gone.
- * Refuses to signal this test process or its own group: a wrong pid read from a half-started
- * child must fail the test, not SIGKILL the runner and the CI job around it.
+ * Refuses to signal this test process, its group (or its leader), every process (-1) or a pid
+ * that is not one: a wrong pid read from a half-started child must fail the test, not SIGKILL
+ * the runner and the CI job around it.
  */
 export function killQuietly(pid: number, signal: NodeJS.Signals = "SIGKILL"): void {
-  if (pid === 0 || pid === process.pid || (pid < 0 && -pid === ownProcessGroup())) {
+  const own = ownProcessGroup();
+  if (
+    !Number.isInteger(pid) ||
+    Math.abs(pid) <= 1 ||
+    pid === process.pid ||
+    Math.abs(pid) === own
+  ) {
     throw new Error(`refusing to send ${signal} to ${pid}: that is this test process or its group`);
   }
   try {

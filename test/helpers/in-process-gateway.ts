@@ -57,11 +57,17 @@ export async function startPlatformGateway(options: {
     },
   });
   const gateway = createTestGateway(config);
-  await gateway.start();
-  await waitFor(
-    async () => (await gateway.status()).platforms[options.platform]?.state === "connected",
-    { timeoutMs: 15_000, message: `${options.platform} connected` },
-  );
+  try {
+    await gateway.start();
+    await waitFor(
+      async () => (await gateway.status()).platforms[options.platform]?.state === "connected",
+      { timeoutMs: 15_000, message: `${options.platform} connected` },
+    );
+  } catch (err) {
+    // Workers keep running between files: a gateway nobody holds would outlive this test.
+    await stopTestGateway(gateway);
+    throw err;
+  }
   return gateway;
 }
 

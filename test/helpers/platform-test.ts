@@ -35,12 +35,18 @@ export const platformTest = it.extend<PlatformFixtures>({
     await model.close();
   },
   launch: async ({ home, model }, use) => {
-    let gateway: Gateway | undefined;
+    const started: Gateway[] = [];
     await use(async (platform, env, yaml) => {
       if (yaml) writeFileSync(join(home, "config.yaml"), yaml);
-      gateway = await startPlatformGateway({ home, modelBaseUrl: model.baseUrl, platform, env });
+      const gateway = await startPlatformGateway({
+        home,
+        modelBaseUrl: model.baseUrl,
+        platform,
+        env,
+      });
+      started.push(gateway);
       return gateway;
     });
-    await stopTestGateway(gateway);
+    for (const gateway of started.reverse()) await stopTestGateway(gateway);
   },
 });

@@ -1,3 +1,9 @@
+/**
+ * Progress people can see on Slack, through the real gateway in this process, the stand-in Slack
+ * and a fake model that streams slowly: the reply shows while it is written (`chat.update` at
+ * most once a second per channel, a 429 honoured), tool lines show while tools run and are gone
+ * at the end, and `display.streaming: false` posts the reply as before.
+ */
 import { describe, expect } from "vitest";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { type FakeSlack, startFakeSlack } from "../fakes/slack-server.js";

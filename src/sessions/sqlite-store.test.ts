@@ -46,6 +46,25 @@ describe("SqliteStore", () => {
     expect((await store.listOpenInbox()).map((i) => i.text)).toEqual(["m1", "m2", "m3"]);
   });
 
+  it("keeps transcripts parsed between reads and still sees what another process appended", async () => {
+    const turn = await store.startTurn({
+      sessionKey: "agent:main:telegram:dm:42",
+      inboxId: null,
+      userMessage: { role: "user", content: "one" },
+    });
+    const first = await store.loadTranscript(turn.sessionId);
+    await store.appendMessages(turn.sessionId, turn.id, [{ role: "assistant", content: "two" }]);
+    // A second connection, as `keel` commands open while the gateway runs.
+    const other = new SqliteStore(path, { now: () => 1_000_000 });
+    await other.appendMessages(turn.sessionId, turn.id, [{ role: "assistant", content: "three" }]);
+    await other.close();
+    const second = await store.loadTranscript(turn.sessionId);
+    expect(second.map((m) => m.message.content)).toEqual(["one", "two", "three"]);
+    expect(second[0]).toBe(first[0]);
+    const tail = await store.loadTranscript(turn.sessionId, second[1]!.seq);
+    expect(tail.map((m) => m.message.content)).toEqual(["three"]);
+  });
+
   it("runs in WAL mode and is at the latest schema version", async () => {
     await store.acceptInbound(inbound());
     expect(store.schemaVersion()).toBe(MIGRATIONS.length);

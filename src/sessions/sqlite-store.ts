@@ -106,6 +106,7 @@ import {
   toToolCall,
   toTurn,
 } from "./store-rows.js";
+import { TranscriptCache } from "./transcript-cache.js";
 
 /** How long finished stream messages are kept (a reply's delivery never takes that long). */
 const STREAM_RETENTION_MS = 7 * 24 * 3600 * 1000;
@@ -125,6 +126,14 @@ interface PendingTx {
   reject(err: unknown): void;
 }
 
+/**
+ * Message bodies (characters) kept parsed between turns: a few MB, enough for the recent
+ * sessions of a busy gateway; a compacted session holds at most its context window.
+ */
+const TRANSCRIPT_CACHE_CHARS = 4_000_000;
+/** SQLite's page cache per connection, KiB (SQLite's own default; see the constructor). */
+const PAGE_CACHE_KIB = 2000;
+
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly now: () => number;
@@ -133,6 +142,8 @@ export class SqliteStore implements Store {
   private pending: PendingTx[] = [];
   private flushScheduled = false;
   private readonly statements = new Map<string, Database.Statement>();
+  /** Seq order is commit order here (one writer), which the cache relies on. */
+  private readonly transcripts = new TranscriptCache(TRANSCRIPT_CACHE_CHARS);
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -152,6 +163,10 @@ export class SqliteStore implements Store {
       this.db.exec(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON",
       );
+      // better-sqlite3 raises SQLite's page cache to 16 MB, which a growing database fills and
+      // keeps: SQLite's own 2 MB holds the hot pages (indexes' tails, recent rows), the OS page
+      // cache the rest, and parsed transcripts are kept above (TranscriptCache).
+      this.db.exec(`PRAGMA cache_size = -${PAGE_CACHE_KIB}`);
       this.migrate();
     }
   }
@@ -618,11 +633,13 @@ export class SqliteStore implements Store {
 
   loadTranscript(sessionId: string, afterSeq = 0) {
     return this.read(() =>
-      (
-        this.stmt(
-          "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
-        ).all(sessionId, afterSeq) as MessageRow[]
-      ).map(toStoredMessage),
+      this.transcripts.read(sessionId, afterSeq, (seq) =>
+        (
+          this.stmt(
+            "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+          ).all(sessionId, seq) as MessageRow[]
+        ).map((row) => ({ message: toStoredMessage(row), chars: row.body.length })),
+      ),
     );
   }
 
@@ -1060,16 +1077,18 @@ export class SqliteStore implements Store {
   }
 
   listPendingOutbox(platform?: string): Promise<OutboxItem[]> {
-    return this.read(() =>
-      (
-        this.stmt(
-          `SELECT o.*, f.path AS file_path, f.name AS file_name, f.mime AS file_mime,
-               f.size AS file_size
-             FROM outbox o LEFT JOIN sent_files f ON f.id = o.file_id
-             WHERE o.state = 'pending' AND (? IS NULL OR o.platform = ?) ORDER BY o.id`,
-        ).all(platform ?? null, platform ?? null) as OutboxRow[]
-      ).map(toOutbox),
-    );
+    // Through the partial index of pending rows, named: left to itself SQLite scans the whole
+    // table in id order to spare a sort, and every reply ever sent stays in that table.
+    const select = `SELECT o.*, f.path AS file_path, f.name AS file_name, f.mime AS file_mime,
+         f.size AS file_size
+       FROM outbox o INDEXED BY outbox_pending LEFT JOIN sent_files f ON f.id = o.file_id
+       WHERE o.state = 'pending'`;
+    return this.read(() => {
+      const rows = platform
+        ? this.stmt(`${select} AND o.platform = ? ORDER BY o.id`).all(platform)
+        : this.stmt(`${select} ORDER BY o.id`).all();
+      return (rows as OutboxRow[]).map(toOutbox);
+    });
   }
 
   markDelivered(outboxId: number, lease?: LeaseToken): Promise<void> {

@@ -199,7 +199,8 @@ export interface Store {
 
   /**
    * A transcript's messages in order; with `afterSeq`, only those after it (a turn needs only
-   * what its latest compaction does not already stand in for).
+   * what its latest compaction does not already stand in for). The message objects may be
+   * shared between calls (the SQLite store keeps them parsed): callers must not change them.
    */
   loadTranscript(sessionId: string, afterSeq?: number): Promise<StoredMessage[]>;
   /*

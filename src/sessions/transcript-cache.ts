@@ -1,0 +1,93 @@
+/**
+ * Parsed transcripts kept between turns: a turn reads and parses only the messages written since
+ * the previous read of its session instead of its whole history, and gets the same message
+ * objects back, so per-message figures cached on them (the token gauge's sizes) stay valid.
+ *
+ * Correct only for a store whose message sequence order is its commit order and whose messages
+ * are never changed once written: the SQLite store (one writer, reads never overlap a commit).
+ * Postgres assigns sequence numbers before commit, so a read there could skip a row committed
+ * late; PgStore does not use this.
+ *
+ * Bounded by the total length of the stored message bodies; the session read longest ago goes
+ * first.
+ */
+import type { StoredMessage } from "./store.js";
+
+/** A stored message and the length of its stored body (what the cache counts). */
+export interface SizedMessage {
+  message: StoredMessage;
+  chars: number;
+}
+
+interface Entry {
+  /** Messages with seq <= baseSeq are not held (a compaction stands in for them). */
+  baseSeq: number;
+  /** Every message up to this seq has been read. */
+  lastSeq: number;
+  messages: StoredMessage[];
+  sizes: number[];
+  chars: number;
+}
+
+export class TranscriptCache {
+  private readonly entries = new Map<string, Entry>();
+  private chars = 0;
+
+  constructor(private readonly maxChars: number) {}
+
+  /**
+   * The session's messages after `afterSeq`, in order. `readAfter(seq)` must return the stored
+   * messages with a greater seq, in order; it is called once, for what is not held yet.
+   */
+  read(
+    sessionId: string,
+    afterSeq: number,
+    readAfter: (seq: number) => SizedMessage[],
+  ): StoredMessage[] {
+    let entry = this.take(sessionId);
+    if (entry && afterSeq < entry.baseSeq) entry = undefined;
+    entry ??= { baseSeq: afterSeq, lastSeq: afterSeq, messages: [], sizes: [], chars: 0 };
+    if (afterSeq > entry.baseSeq) dropThrough(entry, afterSeq);
+    for (const { message, chars } of readAfter(entry.lastSeq)) {
+      entry.messages.push(message);
+      entry.sizes.push(chars);
+      entry.chars += chars;
+      entry.lastSeq = message.seq;
+    }
+    const messages = entry.messages.slice();
+    if (entry.chars <= this.maxChars) this.keep(sessionId, entry);
+    return messages;
+  }
+
+  /** Removes and returns the session's entry (re-inserted by `keep`, which makes it the newest). */
+  private take(sessionId: string): Entry | undefined {
+    const entry = this.entries.get(sessionId);
+    if (!entry) return undefined;
+    this.entries.delete(sessionId);
+    this.chars -= entry.chars;
+    return entry;
+  }
+
+  private keep(sessionId: string, entry: Entry): void {
+    this.entries.set(sessionId, entry);
+    this.chars += entry.chars;
+    for (const [oldest, old] of this.entries) {
+      if (this.chars <= this.maxChars || oldest === sessionId) break;
+      this.entries.delete(oldest);
+      this.chars -= old.chars;
+    }
+  }
+}
+
+/** Forgets the messages a newer compaction stands in for. */
+function dropThrough(entry: Entry, seq: number): void {
+  let cut = 0;
+  while (cut < entry.messages.length && entry.messages[cut]!.seq <= seq) {
+    entry.chars -= entry.sizes[cut]!;
+    cut += 1;
+  }
+  entry.messages.splice(0, cut);
+  entry.sizes.splice(0, cut);
+  entry.baseSeq = seq;
+  entry.lastSeq = Math.max(entry.lastSeq, seq);
+}

@@ -47,10 +47,22 @@ export interface CoreResult {
   /** The gateway's event-loop delay while the concurrent sessions ran. */
   loopDelayMs: LoopDelay;
   readyMs: { median: number; all: number[] };
-  rssMb: { idle: number; afterLatency: number; afterTurns: number; growth: number; turns: number };
+  rssMb: {
+    idle: number;
+    afterLatency: number;
+    afterTurns: number;
+    /** afterTurns (0.5 s after the last turn) minus idle. */
+    growth: number;
+    /** The same SETTLE_S after the last turn: what the gateway keeps once quiet. */
+    settledGrowth: number;
+    turns: number;
+  };
   errors: number;
   latencyRequests: number;
 }
+
+/** Seconds after the last turn for the settled RSS reading. */
+export const SETTLE_S = 5;
 
 const BODY = { model: "bench-model", messages: [{ role: "user", content: "hello" }] };
 const PATH = "/v1/chat/completions";
@@ -96,6 +108,8 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     const loopDelayMs = await gw.readLoopDelay();
     await sleep(500);
     const rssAfter = gw.rssMb();
+    await sleep(SETTLE_S * 1000 - 500);
+    const rssSettled = gw.rssMb();
     const floorLoad = await concurrentTurns(floor.baseUrl, {}, options);
     return {
       latencyMs: latency,
@@ -109,6 +123,7 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
         afterLatency: rssBefore,
         afterTurns: rssAfter,
         growth: rssAfter - median(idle),
+        settledGrowth: rssSettled - median(idle),
         turns: options.turns + options.latencyRequests + options.warmup,
       },
       errors: latency.errors + load.errors + floorLoad.errors,

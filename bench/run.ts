@@ -34,7 +34,7 @@ import {
   type TakeoverResult,
 } from "./cluster.js";
 import { CONTEXT_WINDOW, type ContextResult, runContext, THRESHOLD_TOKENS } from "./context.js";
-import { type CoreResult, runCore } from "./core.js";
+import { type CoreResult, runCore, SETTLE_S } from "./core.js";
 import { runDiscordThroughput } from "./discord-throughput.js";
 import { type ResumeResult, runResume, runStopInFlight, type StopResult } from "./lifecycle.js";
 import { runSlackThroughput } from "./slack-throughput.js";
@@ -246,6 +246,7 @@ function apiReport(results: CoreResult[]): string {
       30,
       true,
     ),
+    `  ${"RSS growth, settled".padEnd(30)} ${spread(pick(results, (r) => r.rssMb.settledGrowth))} MB (${SETTLE_S} s after the turns; no target: what a quiet gateway keeps)`,
     `  non-200 answers: ${pick(results, (r) => r.errors).join(", ")}`,
   ].join("\n");
 }

@@ -22,6 +22,7 @@ import {
   writeDrainRequest,
   writeRestartNotify,
 } from "../lifecycle/markers.js";
+import { startMemorySettle } from "../lifecycle/memory-settle.js";
 import { acquirePidFile } from "../lifecycle/pid-file.js";
 import { startPlannedStopWatcher } from "../lifecycle/planned-stop-watcher.js";
 import type { RuntimeStatusWriter } from "../lifecycle/runtime-status.js";
@@ -289,6 +290,7 @@ export class Gateway implements LifecycleCalls {
         leaveDrain: () => this.leaveDrain(),
         logger,
       }),
+      startMemorySettle({ logger }),
     ];
     this.stopPath.arm("stop watchers", async () => {
       for (const watcher of watchers) await watcher.stop();

@@ -41,6 +41,11 @@ export interface GatewayOptions {
   now?: () => number;
   /** Runs `fn` after `ms` (the held-back resumes); returns a cancel function. Default: setTimeout. */
   schedule?: (fn: () => void, ms: number) => () => void;
+  /**
+   * Run full collections when the gateway goes quiet after a busy spell, to give the heap back
+   * (default true). Off for a gateway sharing its process with other work, such as a test worker.
+   */
+  settleMemory?: boolean;
 }
 
 export function createGateway(config: Config, options: GatewayOptions): Gateway {
@@ -97,6 +102,7 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
     relaunch: options.relaunch ?? refuseRelaunch,
     ...(options.schedule && { schedule: options.schedule }),
     cluster,
+    settleMemory: options.settleMemory ?? true,
   });
   link.bind(gateway);
   return gateway;

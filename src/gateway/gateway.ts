@@ -77,6 +77,8 @@ export interface GatewayParts {
   schedule?: (fn: () => void, ms: number) => () => void;
   /** Set when the store is shared by several gateways (Postgres): this one's membership. */
   cluster: Cluster | null;
+  /** Give the heap back after busy spells (lifecycle/memory-settle.ts). */
+  settleMemory: boolean;
 }
 
 /** Thrown by start() when another gateway owns the home folder. */
@@ -290,8 +292,12 @@ export class Gateway implements LifecycleCalls {
         leaveDrain: () => this.leaveDrain(),
         logger,
       }),
-      startMemorySettle({ logger }),
     ];
+    if (this.deps.settleMemory) {
+      watchers.push(
+        startMemorySettle({ logger, isIdle: () => this.runner.activeTurns().length === 0 }),
+      );
+    }
     this.stopPath.arm("stop watchers", async () => {
       for (const watcher of watchers) await watcher.stop();
     });

@@ -4,13 +4,10 @@ import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import type { Watcher } from "./lifecycle-phase.js";
-import { startMemorySettle, v8FullCollection } from "./memory-settle.js";
+import { type MemorySettleOptions, startMemorySettle, v8FullCollection } from "./memory-settle.js";
 
-/** Keeps the event loop busy (synchronously) for `ms`. */
-function busyFor(ms: number): void {
-  const until = Date.now() + ms;
-  while (Date.now() < until) Math.sqrt(Math.random());
-}
+const BUSY = 0.9;
+const QUIET = 0.01;
 
 describe("startMemorySettle", () => {
   let settle: Watcher | undefined;
@@ -18,40 +15,73 @@ describe("startMemorySettle", () => {
     await settle?.stop();
   });
 
-  it("collects (twice, once) when the loop goes quiet after a busy spell", async () => {
+  /** Feeds `utilisation` one interval at a time (then quiet) and counts the collections. */
+  async function run(
+    utilisation: number[],
+    options: Partial<MemorySettleOptions> & { idle?: () => boolean } = {},
+  ) {
+    const samples = [...utilisation];
     let collections = 0;
     settle = startMemorySettle({
       logger: pino({ level: "silent" }),
-      intervalMs: 100,
+      isIdle: options.idle ?? (() => true),
+      intervalMs: 5,
       minSlackBytes: 0,
+      sampleUtilisation: () => samples.shift() ?? QUIET,
       collect: () => {
         collections += 1;
       },
+      ...options,
     });
-    await sleep(350);
-    expect(collections).toBe(0);
-    for (let i = 0; i < 4; i += 1) {
-      busyFor(120);
-      await sleep(1);
-    }
-    await waitFor(() => collections > 0, { message: "a collection" });
-    await sleep(400);
-    expect(collections).toBe(2);
+    await waitFor(() => samples.length === 0, { message: "every sample read" });
+    await sleep(50);
+    return () => collections;
+  }
+
+  it("collects twice, once, when the loop stays quiet for two intervals after a busy one", async () => {
+    const collections = await run([QUIET, QUIET, QUIET, BUSY, BUSY, QUIET, 0.3, QUIET]);
+    // Quiet at first: nothing. The 0.3 (neither busy nor quiet) restarts the quiet count.
+    expect(collections()).toBe(2);
+  });
+
+  it("never collects for a loop that was never busy", async () => {
+    const collections = await run([0.3, QUIET, 0.4, QUIET, QUIET]);
+    expect(collections()).toBe(0);
+  });
+
+  it("waits while turns are in flight, then collects once they are done", async () => {
+    let idle = false;
+    const collections = await run([BUSY, QUIET, QUIET, QUIET], { idle: () => idle });
+    expect(collections()).toBe(0);
+    idle = true;
+    await waitFor(() => collections() === 2, { message: "the collections once idle" });
   });
 
   it("leaves a heap alone that holds little beyond what is live", async () => {
-    let collections = 0;
+    const collections = await run([BUSY, QUIET, QUIET], { minSlackBytes: Number.MAX_SAFE_INTEGER });
+    expect(collections()).toBe(0);
+  });
+
+  it("stops trying, with a warning, when a collection fails", async () => {
+    const warnings: string[] = [];
+    const samples = [BUSY, QUIET, QUIET, BUSY, QUIET, QUIET];
+    let calls = 0;
     settle = startMemorySettle({
-      logger: pino({ level: "silent" }),
-      intervalMs: 100,
-      minSlackBytes: Number.MAX_SAFE_INTEGER,
+      logger: pino({ level: "warn" }, { write: (line: string) => warnings.push(line) }),
+      isIdle: () => true,
+      intervalMs: 5,
+      minSlackBytes: 0,
+      sampleUtilisation: () => samples.shift() ?? QUIET,
       collect: () => {
-        collections += 1;
+        calls += 1;
+        throw new Error("no gc here");
       },
     });
-    busyFor(250);
-    await sleep(600);
-    expect(collections).toBe(0);
+    await waitFor(() => warnings.join("").includes("cannot collect the heap"));
+    await sleep(50);
+    // Stopped at the first failure: the second busy spell was never even sampled.
+    expect(calls).toBe(1);
+    expect(samples.length).toBe(3);
   });
 });
 

@@ -3,13 +3,12 @@
  * generation to its maximum, the old one with short-lived objects that outlived two scavenges)
  * and keeps it committed until a later major collection, which a quiet gateway may not run for a
  * long time: after 12,000 API turns from 50 sessions the gateway still held ~245 MB of RSS 20 s
- * later, with ~20 MB of heap live. When the event loop has been busy and then stays quiet for a
- * couple of seconds, two full collections (the second compacts what the first freed) let V8
- * return most of the old generation: ~170-215 MB a few seconds after that burst. They run only
- * while nothing else is happening.
+ * later, with ~20 MB of heap live. When the event loop has been busy, then stays quiet for two
+ * seconds with no turn in flight, two full collections (the second compacts what the first
+ * freed) let V8 return most of the old generation (docs/operations.md, "Memory", has figures).
  */
 import { performance } from "node:perf_hooks";
-import { getHeapStatistics, setFlagsFromString } from "node:v8";
+import { getHeapSpaceStatistics, setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import type { Logger } from "pino";
 import type { Watcher } from "./lifecycle-phase.js";
@@ -20,50 +19,79 @@ const BUSY_UTILISATION = 0.5;
 const QUIET_UTILISATION = 0.1;
 /** Quiet intervals in a row before collecting: a pause between two requests is not the end. */
 const QUIET_INTERVALS = 2;
+/** V8's young generation: Node 20 keeps its grown size through gc(), so it is not counted. */
+const YOUNG_SPACES = new Set(["new_space", "new_large_object_space"]);
 
 export interface MemorySettleOptions {
   logger: Logger;
+  /** False while work is in flight (turns waiting on the model leave the loop quiet). */
+  isIdle(): boolean;
   /** Default 1000 ms. */
   intervalMs?: number;
-  /** Committed heap beyond the live heap below which nothing is collected; default 24 MB. */
+  /** Committed old-generation heap beyond what it holds below which nothing is collected. */
   minSlackBytes?: number;
+  /** Event-loop utilisation since the previous call; default Node's. */
+  sampleUtilisation?: () => number;
   /** One full collection; default V8's (see v8FullCollection). */
   collect?: () => void;
 }
 
 export function startMemorySettle(options: MemorySettleOptions): Watcher {
   const minSlack = options.minSlackBytes ?? 24 * 1024 * 1024;
+  const sample = options.sampleUtilisation ?? utilisationSampler();
   let collect = options.collect;
-  let last = performance.eventLoopUtilization();
   let busy = false;
   let quietIntervals = 0;
   const timer = setInterval(() => {
-    const now = performance.eventLoopUtilization();
-    const utilisation = performance.eventLoopUtilization(now, last).utilization;
-    last = now;
+    const utilisation = sample();
     if (utilisation >= BUSY_UTILISATION) busy = true;
     quietIntervals = utilisation < QUIET_UTILISATION ? quietIntervals + 1 : 0;
-    if (!busy || quietIntervals < QUIET_INTERVALS) return;
+    if (!busy || quietIntervals < QUIET_INTERVALS || !options.isIdle()) return;
     busy = false;
-    const before = getHeapStatistics();
-    if (before.total_heap_size - before.used_heap_size < minSlack) return;
-    collect ??= v8FullCollection();
-    const started = performance.now();
-    collect();
-    collect();
-    options.logger.debug(
-      {
-        ms: Math.round(performance.now() - started),
-        heapMbBefore: Math.round(before.total_heap_size / 1048576),
-        heapMbAfter: Math.round(getHeapStatistics().total_heap_size / 1048576),
-      },
-      "quiet after a busy spell: heap collected",
-    );
+    const slack = oldGenerationSlack();
+    if (slack < minSlack) return;
+    try {
+      collect ??= v8FullCollection();
+      const started = performance.now();
+      collect();
+      collect();
+      options.logger.debug(
+        {
+          ms: Math.round(performance.now() - started),
+          slackMbBefore: Math.round(slack / 1048576),
+          slackMbAfter: Math.round(oldGenerationSlack() / 1048576),
+        },
+        "quiet after a busy spell: heap collected",
+      );
+    } catch (err) {
+      // A runtime without V8's gc(): the gateway runs on, keeping what V8 keeps.
+      clearInterval(timer);
+      options.logger.warn({ err }, "cannot collect the heap after busy spells; not trying again");
+    }
   }, options.intervalMs ?? 1000);
   timer.unref();
   return {
     stop: async () => clearInterval(timer),
   };
+}
+
+function utilisationSampler(): () => number {
+  let last = performance.eventLoopUtilization();
+  return () => {
+    const now = performance.eventLoopUtilization();
+    const { utilization } = performance.eventLoopUtilization(now, last);
+    last = now;
+    return utilization;
+  };
+}
+
+/** Committed old-generation bytes that hold no live object (garbage, or free pages kept). */
+function oldGenerationSlack(): number {
+  let slack = 0;
+  for (const space of getHeapSpaceStatistics()) {
+    if (!YOUNG_SPACES.has(space.space_name)) slack += space.space_size - space.space_used_size;
+  }
+  return slack;
 }
 
 /**
@@ -75,7 +103,9 @@ export function v8FullCollection(): () => void {
   if (exposed) return exposed;
   setFlagsFromString("--expose-gc");
   try {
-    return runInNewContext("gc") as () => void;
+    const gc: unknown = runInNewContext("gc");
+    if (typeof gc !== "function") throw new Error("V8's gc() is not available");
+    return gc as () => void;
   } finally {
     setFlagsFromString("--no-expose-gc");
   }

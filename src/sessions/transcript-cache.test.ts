@@ -39,7 +39,7 @@ describe("TranscriptCache", () => {
     expect(seqs(cache.read("s", 0, t.readAfter))).toEqual([1, 2, 5]);
   });
 
-  it("drops what a newer compaction stands in for, and reads again for an older one", () => {
+  it("drops what a newer compaction stands in for, and reads older rows apart", () => {
     const t = table();
     const cache = new TranscriptCache(1_000);
     for (const seq of [1, 2, 3, 4]) t.add(seq);
@@ -50,8 +50,12 @@ describe("TranscriptCache", () => {
     t.add(7);
     expect(seqs(cache.read("s", 6, t.readAfter))).toEqual([7]);
     expect(t.readsAfter).toEqual([0, 4, 6]);
+    // The whole transcript (a command, the control API) is read apart; the tail stays held.
     expect(seqs(cache.read("s", 0, t.readAfter))).toEqual([1, 2, 3, 4, 6, 7]);
     expect(t.readsAfter.at(-1)).toBe(0);
+    t.add(8);
+    expect(seqs(cache.read("s", 6, t.readAfter))).toEqual([7, 8]);
+    expect(t.readsAfter.at(-1)).toBe(7);
   });
 
   it("keeps at most its budget of characters, forgetting the session read longest ago", () => {

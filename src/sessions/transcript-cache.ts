@@ -44,9 +44,17 @@ export class TranscriptCache {
     afterSeq: number,
     readAfter: (seq: number) => SizedMessage[],
   ): StoredMessage[] {
-    let entry = this.take(sessionId);
-    if (entry && afterSeq < entry.baseSeq) entry = undefined;
-    entry ??= { baseSeq: afterSeq, lastSeq: afterSeq, messages: [], sizes: [], chars: 0 };
+    const held = this.entries.get(sessionId);
+    // Older rows than a compacted session's turns need (a whole-transcript read for a command or
+    // the control API): read them apart, keeping what the next turn will ask for.
+    if (held && afterSeq < held.baseSeq) return readAfter(afterSeq).map((row) => row.message);
+    const entry = this.take(sessionId) ?? {
+      baseSeq: afterSeq,
+      lastSeq: afterSeq,
+      messages: [],
+      sizes: [],
+      chars: 0,
+    };
     if (afterSeq > entry.baseSeq) dropThrough(entry, afterSeq);
     for (const { message, chars } of readAfter(entry.lastSeq)) {
       entry.messages.push(message);

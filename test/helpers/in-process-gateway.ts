@@ -33,7 +33,12 @@ export type TestGatewayOptions = Omit<GatewayOptions, "logger" | "relaunch">;
  * use KEEL_HTTP_PORT=0), not started; logs are discarded.
  */
 export function createTestGateway(config: Config, options: TestGatewayOptions = {}): Gateway {
-  return createGateway(config, { ...options, logger: pino({ level: "silent" }) });
+  // No forced collections of the worker's heap shared with the other tests' gateways.
+  return createGateway(config, {
+    settleMemory: false,
+    ...options,
+    logger: pino({ level: "silent" }),
+  });
 }
 
 /**

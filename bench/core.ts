@@ -55,6 +55,8 @@ export interface CoreResult {
     growth: number;
     /** The same SETTLE_S after the last turn: what the gateway keeps once quiet. */
     settledGrowth: number;
+    /** The floor forwarder's, through the same turns (its idle includes tsx, which runs it). */
+    floor: { idle: number; growth: number; settledGrowth: number };
     turns: number;
   };
   errors: number;
@@ -90,6 +92,8 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
   const floor = new FloorChild(await freePort(), model.baseUrl);
   try {
     await floor.waitReady();
+    await sleep(500);
+    const floorIdle = floor.rssMb();
     const ready: number[] = [];
     const idle: number[] = [];
     let gateway: GatewayChild | undefined;
@@ -111,6 +115,10 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     await sleep(SETTLE_S * 1000 - 500);
     const rssSettled = gw.rssMb();
     const floorLoad = await concurrentTurns(floor.baseUrl, {}, options);
+    await sleep(500);
+    const floorAfter = floor.rssMb();
+    await sleep(SETTLE_S * 1000 - 500);
+    const floorSettled = floor.rssMb();
     return {
       latencyMs: latency,
       turnsPerSecond: load.turnsPerSecond,
@@ -124,6 +132,11 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
         afterTurns: rssAfter,
         growth: rssAfter - median(idle),
         settledGrowth: rssSettled - median(idle),
+        floor: {
+          idle: floorIdle,
+          growth: floorAfter - floorIdle,
+          settledGrowth: floorSettled - floorIdle,
+        },
         turns: options.turns + options.latencyRequests + options.warmup,
       },
       errors: latency.errors + load.errors + floorLoad.errors,

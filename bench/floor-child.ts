@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { REPO_ROOT } from "../test/helpers/gateway-process.js";
+import { processRssMb } from "./gateway-child.js";
 import { HttpClient } from "./http-client.js";
 
 export class FloorChild {
@@ -28,6 +29,10 @@ export class FloorChild {
       await sleep(20);
     }
     throw new Error("the floor forwarder did not start");
+  }
+
+  rssMb(): number {
+    return processRssMb(this.child.pid!);
   }
 
   kill(): void {

@@ -40,6 +40,13 @@ export interface ExitInfo {
   at: number;
 }
 
+/** A process's resident set size from /proc/<pid>/status, in MB. */
+export function processRssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? Number.NaN);
+  return kb / 1024;
+}
+
 export class GatewayChild {
   readonly baseUrl: string;
   /** performance.now() just before spawn. */
@@ -143,9 +150,7 @@ export class GatewayChild {
 
   /** Resident set size from /proc/<pid>/status, in MB. */
   rssMb(): number {
-    const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
-    const kb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? Number.NaN);
-    return kb / 1024;
+    return processRssMb(this.pid);
   }
 
   /** The control token the gateway generated into its home. */

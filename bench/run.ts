@@ -247,6 +247,7 @@ function apiReport(results: CoreResult[]): string {
       true,
     ),
     `  ${"RSS growth, settled".padEnd(30)} ${spread(pick(results, (r) => r.rssMb.settledGrowth))} MB (${SETTLE_S} s after the turns; no target: what a quiet gateway keeps)`,
+    `    (the floor through the same turns: ${spread(pick(results, (r) => r.rssMb.floor.growth))} MB after, ${spread(pick(results, (r) => r.rssMb.floor.settledGrowth))} MB settled, from ${spread(pick(results, (r) => r.rssMb.floor.idle))} MB idle)`,
     `  non-200 answers: ${pick(results, (r) => r.errors).join(", ")}`,
   ].join("\n");
 }

@@ -24,8 +24,8 @@ interface Entry {
   baseSeq: number;
   /** Every message up to this seq has been read. */
   lastSeq: number;
-  messages: StoredMessage[];
-  sizes: number[];
+  rows: SizedMessage[];
+  /** The sum of the rows' `chars`. */
   chars: number;
 }
 
@@ -51,20 +51,17 @@ export class TranscriptCache {
     const entry = this.take(sessionId) ?? {
       baseSeq: afterSeq,
       lastSeq: afterSeq,
-      messages: [],
-      sizes: [],
+      rows: [],
       chars: 0,
     };
     if (afterSeq > entry.baseSeq) dropThrough(entry, afterSeq);
-    for (const { message, chars } of readAfter(entry.lastSeq)) {
-      entry.messages.push(message);
-      entry.sizes.push(chars);
-      entry.chars += chars;
-      entry.lastSeq = message.seq;
+    for (const row of readAfter(entry.lastSeq)) {
+      entry.rows.push(row);
+      entry.chars += row.chars;
+      entry.lastSeq = row.message.seq;
     }
-    const messages = entry.messages.slice();
     if (entry.chars <= this.maxChars) this.keep(sessionId, entry);
-    return messages;
+    return entry.rows.map((row) => row.message);
   }
 
   /** Removes and returns the session's entry (re-inserted by `keep`, which makes it the newest). */
@@ -90,12 +87,11 @@ export class TranscriptCache {
 /** Forgets the messages a newer compaction stands in for. */
 function dropThrough(entry: Entry, seq: number): void {
   let cut = 0;
-  while (cut < entry.messages.length && entry.messages[cut]!.seq <= seq) {
-    entry.chars -= entry.sizes[cut]!;
+  while (cut < entry.rows.length && entry.rows[cut]!.message.seq <= seq) {
+    entry.chars -= entry.rows[cut]!.chars;
     cut += 1;
   }
-  entry.messages.splice(0, cut);
-  entry.sizes.splice(0, cut);
+  entry.rows.splice(0, cut);
   entry.baseSeq = seq;
   entry.lastSeq = Math.max(entry.lastSeq, seq);
 }

@@ -110,15 +110,9 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     await gw.resetLoopDelay();
     const load = await concurrentTurns(gw.baseUrl, gw.authHeaders(), options);
     const loopDelayMs = await gw.readLoopDelay();
-    await sleep(500);
-    const rssAfter = gw.rssMb();
-    await sleep(SETTLE_S * 1000 - 500);
-    const rssSettled = gw.rssMb();
+    const rss = await rssAfterLoad(() => gw.rssMb());
     const floorLoad = await concurrentTurns(floor.baseUrl, {}, options);
-    await sleep(500);
-    const floorAfter = floor.rssMb();
-    await sleep(SETTLE_S * 1000 - 500);
-    const floorSettled = floor.rssMb();
+    const floorRss = await rssAfterLoad(() => floor.rssMb());
     return {
       latencyMs: latency,
       turnsPerSecond: load.turnsPerSecond,
@@ -129,13 +123,13 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
       rssMb: {
         idle: median(idle),
         afterLatency: rssBefore,
-        afterTurns: rssAfter,
-        growth: rssAfter - median(idle),
-        settledGrowth: rssSettled - median(idle),
+        afterTurns: rss.after,
+        growth: rss.after - median(idle),
+        settledGrowth: rss.settled - median(idle),
         floor: {
           idle: floorIdle,
-          growth: floorAfter - floorIdle,
-          settledGrowth: floorSettled - floorIdle,
+          growth: floorRss.after - floorIdle,
+          settledGrowth: floorRss.settled - floorIdle,
         },
         turns: options.turns + options.latencyRequests + options.warmup,
       },
@@ -148,6 +142,14 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     await model.close();
     for (const home of homes) rmSync(home, { recursive: true, force: true });
   }
+}
+
+/** RSS 0.5 s after a load ended, and again SETTLE_S after it. */
+async function rssAfterLoad(read: () => number): Promise<{ after: number; settled: number }> {
+  await sleep(500);
+  const after = read();
+  await sleep(SETTLE_S * 1000 - 500);
+  return { after, settled: read() };
 }
 
 /**

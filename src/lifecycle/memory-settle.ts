@@ -4,8 +4,8 @@
  * and keeps it committed until a later major collection, which a quiet gateway may not run for a
  * long time: after 12,000 API turns from 50 sessions the gateway still held ~245 MB of RSS 20 s
  * later, with ~20 MB of heap live. When the event loop has been busy, then stays quiet for two
- * seconds with no turn in flight, two full collections (the second compacts what the first
- * freed) let V8 return most of the old generation (docs/operations.md, "Memory", has figures).
+ * seconds with no turn in flight, one settle collects everything V8 can (docs/operations.md,
+ * "Memory", has figures).
  */
 import { performance } from "node:perf_hooks";
 import { getHeapSpaceStatistics, setFlagsFromString } from "node:v8";
@@ -19,8 +19,15 @@ const BUSY_UTILISATION = 0.5;
 const QUIET_UTILISATION = 0.1;
 /** Quiet intervals in a row before collecting: a pause between two requests is not the end. */
 const QUIET_INTERVALS = 2;
-/** V8's young generation: Node 20 keeps its grown size through gc(), so it is not counted. */
+/** V8's young generation, which only a last-resort collection shrinks. */
 const YOUNG_SPACES = new Set(["new_space", "new_large_object_space"]);
+/**
+ * V8 12 (Node 22) and later take `gc({ flavor: "last-resort" })`: every collection V8 can run,
+ * which also shrinks the young generation and hands freed pages back to the system at once.
+ * V8 11 (Node 20) ignores the option; there two plain collections (the second compacts what the
+ * first freed) are the most it gives, and its young generation keeps its grown size.
+ */
+const LAST_RESORT = Number(process.versions.v8.split(".")[0]) >= 12;
 
 export interface MemorySettleOptions {
   logger: Logger;
@@ -28,11 +35,11 @@ export interface MemorySettleOptions {
   isIdle(): boolean;
   /** Default 1000 ms. */
   intervalMs?: number;
-  /** Committed old-generation heap beyond what it holds below which nothing is collected. */
+  /** Committed heap beyond what it holds below which nothing is collected. */
   minSlackBytes?: number;
   /** Event-loop utilisation since the previous call; default Node's. */
   sampleUtilisation?: () => number;
-  /** One full collection; default V8's (see v8FullCollection). */
+  /** Collects all it can, once per settle; default V8's (see v8FullCollection). */
   collect?: () => void;
 }
 
@@ -48,18 +55,17 @@ export function startMemorySettle(options: MemorySettleOptions): Watcher {
     quietIntervals = utilisation < QUIET_UTILISATION ? quietIntervals + 1 : 0;
     if (!busy || quietIntervals < QUIET_INTERVALS || !options.isIdle()) return;
     busy = false;
-    const slack = oldGenerationSlack();
+    const slack = heapSlack();
     if (slack < minSlack) return;
     try {
       collect ??= v8FullCollection();
       const started = performance.now();
       collect();
-      collect();
       options.logger.debug(
         {
           ms: Math.round(performance.now() - started),
           slackMbBefore: Math.round(slack / 1048576),
-          slackMbAfter: Math.round(oldGenerationSlack() / 1048576),
+          slackMbAfter: Math.round(heapSlack() / 1048576),
         },
         "quiet after a busy spell: heap collected",
       );
@@ -85,27 +91,44 @@ function utilisationSampler(): () => number {
   };
 }
 
-/** Committed old-generation bytes that hold no live object (garbage, or free pages kept). */
-function oldGenerationSlack(): number {
+/**
+ * Committed heap bytes that hold no live object (garbage, or free pages kept) and a settle can
+ * give back: the young generation's only where a last-resort collection shrinks it.
+ */
+function heapSlack(): number {
   let slack = 0;
   for (const space of getHeapSpaceStatistics()) {
-    if (!YOUNG_SPACES.has(space.space_name)) slack += space.space_size - space.space_used_size;
+    if (LAST_RESORT || !YOUNG_SPACES.has(space.space_name)) {
+      slack += space.space_size - space.space_used_size;
+    }
   }
   return slack;
 }
 
+type V8Gc = (options?: { type: "major"; execution: "sync"; flavor: "last-resort" }) => void;
+
 /**
- * V8's `gc()`, which Node exposes only with `--expose-gc` on its command line: the flag is set
+ * Everything V8 can collect, through its `gc()`: last-resort where V8 has it, else two plain
+ * collections. Node exposes `gc()` only with `--expose-gc` on its command line: the flag is set
  * just long enough to fetch the function from a fresh context (as Jest does for its leak check).
  */
 export function v8FullCollection(): () => void {
-  const exposed = (globalThis as { gc?: () => void }).gc;
+  const gc = fetchGc();
+  if (LAST_RESORT) return () => gc({ type: "major", execution: "sync", flavor: "last-resort" });
+  return () => {
+    gc();
+    gc();
+  };
+}
+
+function fetchGc(): V8Gc {
+  const exposed = (globalThis as { gc?: V8Gc }).gc;
   if (exposed) return exposed;
   setFlagsFromString("--expose-gc");
   try {
     const gc: unknown = runInNewContext("gc");
     if (typeof gc !== "function") throw new Error("V8's gc() is not available");
-    return gc as () => void;
+    return gc as V8Gc;
   } finally {
     setFlagsFromString("--no-expose-gc");
   }

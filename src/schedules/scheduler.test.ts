@@ -2,6 +2,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
+import { waitFor } from "../../test/helpers/wait-for.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import { ScheduleBook } from "./book.js";
 import { Scheduler, type SchedulerTimers } from "./scheduler.js";
@@ -58,17 +59,12 @@ describe("the scheduler loop", () => {
     dir.cleanup();
   });
 
-  /** Waits until the loop has armed its next timer (a pass is done). */
+  /**
+   * Waits until the loop has armed its next timer (a pass is done). Bounded in time, not in turns
+   * of the event loop: a pass that writes waits for the WAL's fsync on the thread pool.
+   */
   const settled = () =>
-    new Promise<void>((resolve, reject) => {
-      let tries = 0;
-      const check = () => {
-        if (timers.armed.length === 1) return resolve();
-        if (++tries > 500) return reject(new Error("the loop did not re-arm"));
-        setImmediate(check);
-      };
-      check();
-    });
+    waitFor(() => timers.armed.length === 1, { intervalMs: 1, message: "the loop re-armed" });
 
   const fires = async () =>
     (await store.listOpenInbox())

@@ -1,11 +1,14 @@
 /** What only the SQLite store does: group commit, WAL durability, online backup to a file. */
+import { fstatSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { setImmediate as nextTurn } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import type { InboundMessage } from "../platforms/platform.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
 import { MIGRATIONS } from "./sqlite-migrations.js";
 import { SqliteStore } from "./sqlite-store.js";
+import type { FsyncFn } from "./wal-sync.js";
 
 function inbound(overrides: Partial<InboundMessage> = {}): InboundMessage {
   return {
@@ -82,5 +85,89 @@ describe("SqliteStore", () => {
     const backup = new SqliteStore(copy);
     expect((await backup.listSessions()).map((s) => s.key)).toEqual(["agent:main:telegram:dm:42"]);
     await backup.close();
+  });
+});
+
+/**
+ * The WAL is flushed off the event loop: an fsync stand-in (the system call, not our code) holds
+ * each flush until the test lets it finish, or fails it.
+ */
+describe("SqliteStore durability", () => {
+  let dir: ReturnType<typeof createTempDir>;
+  let path: string;
+  let store: SqliteStore;
+  let flushes: { fd: number; finish(err?: NodeJS.ErrnoException): void }[];
+
+  beforeEach(() => {
+    dir = createTempDir();
+    path = join(dir.path, "state.db");
+    flushes = [];
+    const fsync: FsyncFn = (fd, done) => flushes.push({ fd, finish: (err) => done(err ?? null) });
+    store = new SqliteStore(path, { now: () => 1_000_000, fsync });
+  });
+  afterEach(async () => {
+    for (const flush of flushes) flush.finish();
+    await store.close().catch(() => undefined);
+    dir.cleanup();
+  });
+
+  /** Whether `promise` has settled after a few turns of the event loop. */
+  async function settled(promise: Promise<unknown>): Promise<boolean> {
+    let done = false;
+    promise.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    for (let i = 0; i < 5; i++) await nextTurn();
+    return done;
+  }
+
+  it("settles a write only once the WAL file it went to is flushed", async () => {
+    const accepted = store.acceptInbound(inbound());
+    expect(await settled(accepted)).toBe(false);
+    expect(flushes).toHaveLength(1);
+    expect(fstatSync(flushes[0]!.fd).ino).toBe(statSync(`${path}-wal`).ino);
+    flushes[0]!.finish();
+    expect((await accepted).accepted).toBe(true);
+  });
+
+  it("answers a read once what it may have seen is on disk, and at once when nothing is in flight", async () => {
+    expect(await settled(store.listOpenInbox())).toBe(true);
+    expect(flushes).toHaveLength(0);
+    void store.acceptInbound(inbound());
+    await nextTurn();
+    const open = store.listOpenInbox();
+    expect(await settled(open)).toBe(false);
+    flushes[0]!.finish();
+    expect((await open).map((item) => item.text)).toEqual(["hello"]);
+  });
+
+  it("lets commits made during a flush share the next one", async () => {
+    const first = store.acceptInbound(inbound({ platformMessageId: "1" }));
+    await nextTurn();
+    const second = store.acceptInbound(inbound({ platformMessageId: "2" }));
+    await nextTurn();
+    const third = store.acceptInbound(inbound({ platformMessageId: "3" }));
+    await nextTurn();
+    // Three commits so far, one flush: the later two wait for the second.
+    expect(flushes).toHaveLength(1);
+    flushes[0]!.finish();
+    await first;
+    expect(await settled(second)).toBe(false);
+    expect(flushes).toHaveLength(2);
+    flushes[1]!.finish();
+    await Promise.all([second, third]);
+    expect(flushes).toHaveLength(2);
+  });
+
+  it("fails the waiting calls and every later one when a flush fails", async () => {
+    const accepted = store.acceptInbound(inbound());
+    await nextTurn();
+    flushes[0]!.finish(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }));
+    await expect(accepted).rejects.toThrow(/state\.db could not be flushed to disk \(EIO/);
+    await expect(store.listOpenInbox()).rejects.toThrow(/restart the gateway/);
+    await expect(store.acceptInbound(inbound({ platformMessageId: "2" }))).rejects.toThrow(
+      /could not be flushed/,
+    );
   });
 });

@@ -1,12 +1,14 @@
 /**
  * The SQLite implementation of Store (better-sqlite3, synchronous inside, one transaction per
- * method). Durability: WAL with synchronous=FULL, so a committed transaction survives both a
- * process crash and power loss (docs/architecture.md, "Durability").
+ * method). Durability: WAL with synchronous=NORMAL, and no promise settles before an fsync of the
+ * WAL (on the thread pool, see wal-sync.ts) covers every commit made before it, so whatever a
+ * caller sees survives both a process crash and power loss (docs/architecture.md, "Durability").
  *
  * Group commit: the methods called within one turn of the event loop run in call order inside
  * one SQLite transaction, each in its own savepoint (a failing method undoes only its own
- * changes), and every promise settles only after that transaction has committed. One fsync
- * then covers many methods; "committed before the promise resolves" holds for each of them.
+ * changes), and every promise settles only after that transaction has committed and been
+ * flushed to disk. One fsync then covers many methods, and commits made while it runs share the
+ * next one; "durable before the promise resolves" holds for each of them.
  */
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
@@ -107,6 +109,7 @@ import {
   toTurn,
 } from "./store-rows.js";
 import { TranscriptCache } from "./transcript-cache.js";
+import { type FsyncFn, WalSync } from "./wal-sync.js";
 
 /** How long finished stream messages are kept (a reply's delivery never takes that long). */
 const STREAM_RETENTION_MS = 7 * 24 * 3600 * 1000;
@@ -118,6 +121,8 @@ export interface SqliteStoreOptions {
   readonly?: boolean;
   /** The gateway using this store: inbox rows it accepts carry this id (as in PgStore). */
   instanceId?: string;
+  /** How the WAL file is flushed to disk; default `fs.fsync` (tests hold or fail it). */
+  fsync?: FsyncFn;
 }
 
 interface PendingTx {
@@ -144,6 +149,8 @@ export class SqliteStore implements Store {
   private readonly statements = new Map<string, Database.Statement>();
   /** Seq order is commit order here (one writer), which the cache relies on. */
   private readonly transcripts = new TranscriptCache(TRANSCRIPT_CACHE_CHARS);
+  /** Null where SQLite could not use a WAL (it then syncs each commit itself, synchronous=FULL). */
+  private readonly wal: WalSync | null = null;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -160,9 +167,13 @@ export class SqliteStore implements Store {
     });
     this.db.exec("PRAGMA busy_timeout = 5000");
     if (!options.readonly) {
-      this.db.exec(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON",
-      );
+      if (this.db.pragma("journal_mode = WAL", { simple: true }) === "wal") {
+        this.db.exec("PRAGMA synchronous = NORMAL");
+        this.wal = new WalSync(`${path}-wal`, options.fsync);
+      } else {
+        this.db.exec("PRAGMA synchronous = FULL");
+      }
+      this.db.exec("PRAGMA foreign_keys = ON");
       // better-sqlite3 raises SQLite's page cache to 16 MB, which a growing database fills and
       // keeps: SQLite's own 2 MB holds the hot pages (indexes' tails, recent rows), the OS page
       // cache the rest, and parsed transcripts are kept above (TranscriptCache).
@@ -207,11 +218,14 @@ export class SqliteStore implements Store {
 
   /**
    * Runs a read at once, outside the group commit: it sees everything committed so far, which
-   * includes every write a caller has awaited. Reads never wait for another batch's fsync.
+   * includes every write a caller has awaited. Its answer waits until what it may have seen is on
+   * disk (at once when nothing is being flushed).
    */
   private read<T>(fn: () => T): Promise<T> {
     try {
-      return Promise.resolve(fn());
+      const value = fn();
+      const durable = this.wal?.untilDurable();
+      return durable ? durable.then(() => value) : Promise.resolve(value);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -251,11 +265,19 @@ export class SqliteStore implements Store {
       for (const item of batch) item.reject(err);
       return;
     }
-    batch.forEach((item, i) => {
-      const outcome = outcomes[i]!;
-      if (outcome.ok) item.resolve(outcome.value);
-      else item.reject(outcome.error);
-    });
+    const settle = () =>
+      batch.forEach((item, i) => {
+        const outcome = outcomes[i]!;
+        if (outcome.ok) item.resolve(outcome.value);
+        else item.reject(outcome.error);
+      });
+    this.wal?.committedOne();
+    const durable = this.wal?.untilDurable();
+    if (!durable) settle();
+    else
+      durable.then(settle, (err) => {
+        for (const item of batch) item.reject(err);
+      });
   }
 
   private sessionRow(key: string): SessionRow | undefined {
@@ -1567,12 +1589,15 @@ export class SqliteStore implements Store {
     this.stmt("VACUUM INTO ?").run(path);
   }
 
-  /** Commits what is already queued, then closes; later calls reject (the database is closed). */
-  close(): Promise<void> {
+  /**
+   * Commits what is already queued, closes, and settles once it is on disk; later calls reject
+   * (the database is closed).
+   */
+  async close(): Promise<void> {
     if (this.db.open) {
       this.flush();
       this.db.close();
     }
-    return Promise.resolve();
+    await this.wal?.close();
   }
 }

@@ -55,6 +55,11 @@ export interface CoreResult {
     growth: number;
     /** The same SETTLE_S after the last turn: what the gateway keeps once quiet. */
     settledGrowth: number;
+    /**
+     * Settled after a second run of the same turns (new sessions) minus settled after the first:
+     * whether what a gateway keeps grows with the turns it has served (flat memory: ~0).
+     */
+    secondRunGrowth: number;
     /** The floor forwarder's, through the same turns (its idle includes tsx, which runs it). */
     floor: { idle: number; growth: number; settledGrowth: number };
     turns: number;
@@ -111,6 +116,8 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     const load = await concurrentTurns(gw.baseUrl, gw.authHeaders(), options);
     const loopDelayMs = await gw.readLoopDelay();
     const rss = await rssAfterLoad(() => gw.rssMb());
+    const again = await concurrentTurns(gw.baseUrl, gw.authHeaders(), options);
+    const rssAgain = await rssAfterLoad(() => gw.rssMb());
     const floorLoad = await concurrentTurns(floor.baseUrl, {}, options);
     const floorRss = await rssAfterLoad(() => floor.rssMb());
     return {
@@ -126,6 +133,7 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
         afterTurns: rss.after,
         growth: rss.after - median(idle),
         settledGrowth: rss.settled - median(idle),
+        secondRunGrowth: rssAgain.settled - rss.settled,
         floor: {
           idle: floorIdle,
           growth: floorRss.after - floorIdle,
@@ -133,7 +141,7 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
         },
         turns: options.turns + options.latencyRequests + options.warmup,
       },
-      errors: latency.errors + load.errors + floorLoad.errors,
+      errors: latency.errors + load.errors + again.errors + floorLoad.errors,
       latencyRequests: options.latencyRequests + options.warmup,
     };
   } finally {

@@ -9,8 +9,8 @@
  * - `discord`: messages/s through the Discord adapter (gateway WebSocket + REST against the
  *   stand-in Discord; same options as `telegram`).
  * - `api` (alias `core`): added latency through the OpenAI-compatible API, turns/s with
- *   concurrent sessions, cold start to ready, idle RSS and RSS after many turns
- *   (`--latency-requests`, `--sessions`, `--turns`; `--gateway-node-args="--flag ..."` starts
+ *   concurrent sessions, cold start to ready, idle RSS and RSS after many turns, then after
+ *   as many again (`--latency-requests`, `--sessions`, `--turns`; `--gateway-node-args="--flag ..."` starts
  *   Keel's gateway, and only it, with those Node/V8 flags, for an A/B of a flag).
  * - `lifecycle`: SIGTERM to exit with turns in flight, start to all interrupted sessions resumed
  *   (`--in-flight`, `--resume-sessions`, `--resume-concurrency`).
@@ -248,6 +248,7 @@ function apiReport(results: CoreResult[]): string {
     ),
     `  ${"RSS growth, settled".padEnd(30)} ${spread(pick(results, (r) => r.rssMb.settledGrowth))} MB (${SETTLE_S} s after the turns; no target: what a quiet gateway keeps)`,
     `    (the floor through the same turns: ${spread(pick(results, (r) => r.rssMb.floor.growth))} MB after, ${spread(pick(results, (r) => r.rssMb.floor.settledGrowth))} MB settled, from ${spread(pick(results, (r) => r.rssMb.floor.idle))} MB idle)`,
+    `  ${"RSS growth, settled, next run".padEnd(30)} ${spread(pick(results, (r) => r.rssMb.secondRunGrowth))} MB (the same turns again, new sessions, settled to settled: flat memory is ~0)`,
     `  non-200 answers: ${pick(results, (r) => r.errors).join(", ")}`,
   ].join("\n");
 }

@@ -96,18 +96,32 @@ describe("SqliteStore durability", () => {
   let dir: ReturnType<typeof createTempDir>;
   let path: string;
   let store: SqliteStore;
-  let flushes: { fd: number; finish(err?: NodeJS.ErrnoException): void }[];
+  let flushes: { fd: number; finish(err?: NodeJS.ErrnoException): void; done: boolean }[];
 
   beforeEach(() => {
     dir = createTempDir();
     path = join(dir.path, "state.db");
     flushes = [];
-    const fsync: FsyncFn = (fd, done) => flushes.push({ fd, finish: (err) => done(err ?? null) });
+    const fsync: FsyncFn = (fd, done) => {
+      const flush = {
+        fd,
+        done: false,
+        finish: (err?: NodeJS.ErrnoException) => {
+          flush.done = true;
+          done(err ?? null);
+        },
+      };
+      flushes.push(flush);
+    };
     store = new SqliteStore(path, { now: () => 1_000_000, fsync });
   });
   afterEach(async () => {
-    for (const flush of flushes) flush.finish();
+    // Every flush the store starts, closing included, is let through once.
+    const release = setInterval(() => {
+      for (const flush of flushes) if (!flush.done) flush.finish();
+    }, 1);
     await store.close().catch(() => undefined);
+    clearInterval(release);
     dir.cleanup();
   });
 
@@ -131,15 +145,42 @@ describe("SqliteStore durability", () => {
     expect((await accepted).accepted).toBe(true);
   });
 
-  it("answers a read once what it may have seen is on disk, and at once when nothing is in flight", async () => {
+  it("answers reads once what they may have seen is on disk, and at once when nothing is in flight", async () => {
+    // The first answer waits for one flush: a process killed before its fsync may have left
+    // commits in the WAL that only the OS holds.
+    const first = store.listOpenInbox();
+    expect(await settled(first)).toBe(false);
+    flushes[0]!.finish();
+    await first;
     expect(await settled(store.listOpenInbox())).toBe(true);
-    expect(flushes).toHaveLength(0);
+    expect(flushes).toHaveLength(1);
     void store.acceptInbound(inbound());
     await nextTurn();
     const open = store.listOpenInbox();
     expect(await settled(open)).toBe(false);
-    flushes[0]!.finish();
+    flushes[1]!.finish();
     expect((await open).map((item) => item.text)).toEqual(["hello"]);
+  });
+
+  it("holds a read that saw another connection's commit until this one's flush covers it", async () => {
+    const first = store.listOpenInbox();
+    flushes[0]!.finish();
+    await first;
+    const theirs: { finish(): void }[] = [];
+    const other = new SqliteStore(path, {
+      now: () => 1_000_000,
+      fsync: (_fd, done) => theirs.push({ finish: () => done(null) }),
+    });
+    const accepted = other.acceptInbound(inbound({ text: "from a keel command" }));
+    await nextTurn();
+    expect(theirs.length).toBeGreaterThan(0);
+    const open = store.listOpenInbox();
+    expect(await settled(open)).toBe(false);
+    flushes[1]!.finish();
+    expect((await open).map((item) => item.text)).toEqual(["from a keel command"]);
+    for (const flush of theirs) flush.finish();
+    await accepted;
+    await other.close();
   });
 
   it("lets commits made during a flush share the next one", async () => {
@@ -169,5 +210,10 @@ describe("SqliteStore durability", () => {
     await expect(store.acceptInbound(inbound({ platformMessageId: "2" }))).rejects.toThrow(
       /could not be flushed/,
     );
+    // Refused, not committed: only the first message is in the file.
+    const db = openSqliteDatabase(path, { readonly: true });
+    const rows = db.prepare("SELECT platform_message_id AS id FROM inbox").all();
+    db.close();
+    expect(rows).toEqual([{ id: "1" }]);
   });
 });

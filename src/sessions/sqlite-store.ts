@@ -151,6 +151,8 @@ export class SqliteStore implements Store {
   private readonly transcripts = new TranscriptCache(TRANSCRIPT_CACHE_CHARS);
   /** Null where SQLite could not use a WAL (it then syncs each commit itself, synchronous=FULL). */
   private readonly wal: WalSync | null = null;
+  /** SQLite's data_version when a read last looked: it moves when another connection commits. */
+  private dataVersion = 0;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -169,7 +171,10 @@ export class SqliteStore implements Store {
     if (!options.readonly) {
       if (this.db.pragma("journal_mode = WAL", { simple: true }) === "wal") {
         this.db.exec("PRAGMA synchronous = NORMAL");
-        this.wal = new WalSync(`${path}-wal`, options.fsync);
+        // SQLite's own name for the file (symlinks resolved), not the one we were given.
+        const file = this.stmt("PRAGMA main.database_list").get() as { file: string };
+        this.wal = new WalSync(`${file.file}-wal`, options.fsync);
+        this.dataVersion = this.stmt("PRAGMA data_version").pluck().get() as number;
       } else {
         this.db.exec("PRAGMA synchronous = FULL");
       }
@@ -223,7 +228,15 @@ export class SqliteStore implements Store {
    */
   private read<T>(fn: () => T): Promise<T> {
     try {
+      if (this.wal?.failed) throw this.wal.failed;
       const value = fn();
+      // Another connection (a `keel` command) may have committed what `fn` saw without its
+      // fsync done yet: SQLite's data_version moves with every commit but this connection's.
+      const version = this.stmt("PRAGMA data_version").pluck().get() as number;
+      if (version !== this.dataVersion) {
+        this.dataVersion = version;
+        this.wal?.committedOne();
+      }
       const durable = this.wal?.untilDurable();
       return durable ? durable.then(() => value) : Promise.resolve(value);
     } catch (err) {
@@ -246,6 +259,10 @@ export class SqliteStore implements Store {
     const batch = this.pending;
     this.pending = [];
     if (batch.length === 0) return;
+    if (this.wal?.failed) {
+      for (const item of batch) item.reject(this.wal.failed);
+      return;
+    }
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
     try {
       this.db

@@ -12,7 +12,8 @@
  * lost pages), so the gate stays failed: every call from then on rejects, and a restart reopens
  * the database from what the disk holds.
  */
-import { close, fsync, openSync } from "node:fs";
+import { close, closeSync, fsync, fsyncSync, openSync } from "node:fs";
+import { dirname } from "node:path";
 
 export type FsyncFn = (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => void;
 
@@ -28,13 +29,34 @@ export class WalSync {
   private durable = 0;
   private syncing = false;
   private failure: Error | null = null;
-  private fd: number | null = null;
+  private fd: number | null;
   private waiters: Waiter[] = [];
 
+  /**
+   * Opens `walPath` and flushes its folder once, as SQLite does for a WAL it creates: a WAL that
+   * a power cut could unlink would take its flushed commits with it. The first fsync then covers
+   * whatever an earlier process (or the migrations) committed without one.
+   */
   constructor(
-    private readonly walPath: string,
+    walPath: string,
     private readonly fsyncFile: FsyncFn = fsync,
-  ) {}
+  ) {
+    // Created (empty, which SQLite reads as a WAL with nothing in it) if SQLite has not yet: a new
+    // database gets its WAL at its first write. Private, like the database file.
+    this.fd = openSync(walPath, "a+", 0o600);
+    const folder = openSync(dirname(walPath), "r");
+    try {
+      fsyncSync(folder);
+    } finally {
+      closeSync(folder);
+    }
+    this.committedOne();
+  }
+
+  /** Set once an fsync failed: nothing may be committed or answered from then on. */
+  get failed(): Error | null {
+    return this.failure;
+  }
 
   /** Counts one commit (call right after it returned); `untilDurable` then waits for it. */
   committedOne(): void {
@@ -68,27 +90,27 @@ export class WalSync {
 
   private startSync(): void {
     if (this.syncing || this.failure || this.durable === this.committed) return;
-    let fd: number;
-    try {
-      // Opened at the first commit: SQLite creates the WAL file with its first write.
-      this.fd ??= openSync(this.walPath, "r+");
-      fd = this.fd;
-    } catch (err) {
-      this.fail(err);
+    if (this.fd === null) {
+      this.fail(new Error("the WAL file is closed"));
       return;
     }
     this.syncing = true;
     const target = this.committed;
-    this.fsyncFile(fd, (err) => {
+    try {
+      this.fsyncFile(this.fd, (err) => {
+        this.syncing = false;
+        if (err) {
+          this.fail(err);
+          return;
+        }
+        this.durable = target;
+        this.release();
+        this.startSync();
+      });
+    } catch (err) {
       this.syncing = false;
-      if (err) {
-        this.fail(err);
-        return;
-      }
-      this.durable = target;
-      this.release();
-      this.startSync();
-    });
+      this.fail(err);
+    }
   }
 
   private release(): void {

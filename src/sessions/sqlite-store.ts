@@ -228,16 +228,17 @@ export class SqliteStore implements Store {
    */
   private read<T>(fn: () => T): Promise<T> {
     try {
-      if (this.wal?.failed) throw this.wal.failed;
+      if (!this.wal) return Promise.resolve(fn());
+      if (this.wal.failed) throw this.wal.failed;
       const value = fn();
       // Another connection (a `keel` command) may have committed what `fn` saw without its
       // fsync done yet: SQLite's data_version moves with every commit but this connection's.
       const version = this.stmt("PRAGMA data_version").pluck().get() as number;
       if (version !== this.dataVersion) {
         this.dataVersion = version;
-        this.wal?.committedOne();
+        this.wal.committedOne();
       }
-      const durable = this.wal?.untilDurable();
+      const durable = this.wal.untilDurable();
       return durable ? durable.then(() => value) : Promise.resolve(value);
     } catch (err) {
       return Promise.reject(err);

@@ -174,7 +174,7 @@ export class SqliteStore implements Store {
         // SQLite's own name for the file (symlinks resolved), not the one we were given.
         const file = this.stmt("PRAGMA main.database_list").get() as { file: string };
         this.wal = new WalSync(`${file.file}-wal`, options.fsync);
-        this.dataVersion = this.stmt("PRAGMA data_version").pluck().get() as number;
+        this.dataVersion = this.dataVersionNow();
       } else {
         this.db.exec("PRAGMA synchronous = FULL");
       }
@@ -233,7 +233,7 @@ export class SqliteStore implements Store {
       const value = fn();
       // Another connection (a `keel` command) may have committed what `fn` saw without its
       // fsync done yet: SQLite's data_version moves with every commit but this connection's.
-      const version = this.stmt("PRAGMA data_version").pluck().get() as number;
+      const version = this.dataVersionNow();
       if (version !== this.dataVersion) {
         this.dataVersion = version;
         this.wal.committedOne();
@@ -245,7 +245,12 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** Runs `fn` in the next group commit; settles after that transaction committed. */
+  /** SQLite's count of commits other connections made to the file (this one's do not move it). */
+  private dataVersionNow(): number {
+    return this.stmt("PRAGMA data_version").pluck().get() as number;
+  }
+
+  /** Runs `fn` in the next group commit; settles once that transaction is committed and on disk. */
   private tx<T>(fn: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ fn, resolve: resolve as (value: unknown) => void, reject });

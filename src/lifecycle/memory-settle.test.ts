@@ -86,6 +86,27 @@ describe("startMemorySettle", () => {
     expect(held.length).toBe(400);
   });
 
+  it("counts growth from the heap's lowest point, which V8 may reach by itself", async () => {
+    const mb = 1024 * 1024;
+    // Committed heap per interval: 100 MB at start, shrunk by V8 to 60, grown to 90 by a busy
+    // spell. 30 MB over the lowest point is a settle's worth; over the first reading it is none.
+    const heap = [100, 60, 90, 90, 90];
+    const collections = await run([QUIET, BUSY, QUIET, QUIET], {
+      minGrowthBytes: 24 * mb,
+      committedHeap: () => (heap.length > 1 ? (heap.shift() as number) : (heap[0] as number)) * mb,
+    });
+    expect(collections()).toBe(1);
+  });
+
+  it("collects after a busy spell with no growth threshold even if V8 shrank the heap", async () => {
+    const mb = 1024 * 1024;
+    const heap = [100, 50, 50, 50];
+    const collections = await run([BUSY, QUIET, QUIET], {
+      committedHeap: () => (heap.length > 1 ? (heap.shift() as number) : (heap[0] as number)) * mb,
+    });
+    expect(collections()).toBe(1);
+  });
+
   it("stops trying, with a warning, when a collection fails", async () => {
     const warnings: string[] = [];
     const samples = [BUSY, QUIET, QUIET, BUSY, QUIET, QUIET];

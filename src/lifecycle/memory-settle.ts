@@ -35,10 +35,12 @@ export interface MemorySettleOptions {
   /** Default 1000 ms. */
   intervalMs?: number;
   /**
-   * Growth of V8's committed heap since the watcher started or last collected below which a busy
-   * spell is left alone (it left nothing much to give back).
+   * Growth of V8's committed heap over its lowest point since the watcher started or last
+   * collected, below which a busy spell is left alone (it left nothing much to give back).
    */
   minGrowthBytes?: number;
+  /** Bytes V8 has committed for its heap; default V8's own figure. */
+  committedHeap?: () => number;
   /** Event-loop utilisation since the previous call; default Node's. */
   sampleUtilisation?: () => number;
   /** Collects all it can, once per settle; default V8's (see v8FullCollection). */
@@ -47,7 +49,10 @@ export interface MemorySettleOptions {
 
 export function startMemorySettle(options: MemorySettleOptions): Watcher {
   const minGrowth = options.minGrowthBytes ?? 24 * 1024 * 1024;
-  // Committed, not used: V8 counts garbage as used until a collection has found it.
+  const committedHeap = options.committedHeap ?? v8CommittedHeap;
+  // Committed, not used: V8 counts garbage as used until a collection has found it. The lowest
+  // reading, not the first: V8 also shrinks the heap by itself, and growth counted from a higher
+  // point would be too small (or negative) and skip a settle the heap needs.
   let baseline = committedHeap();
   const sample = options.sampleUtilisation ?? utilisationSampler();
   let collect = options.collect;
@@ -55,11 +60,12 @@ export function startMemorySettle(options: MemorySettleOptions): Watcher {
   let quietIntervals = 0;
   const timer = setInterval(() => {
     const utilisation = sample();
+    const before = committedHeap();
+    baseline = Math.min(baseline, before);
     if (utilisation >= BUSY_UTILISATION) busy = true;
     quietIntervals = utilisation < QUIET_UTILISATION ? quietIntervals + 1 : 0;
     if (!busy || quietIntervals < QUIET_INTERVALS || !options.isIdle()) return;
     busy = false;
-    const before = committedHeap();
     if (before - baseline < minGrowth) return;
     try {
       collect ??= v8FullCollection();
@@ -97,7 +103,7 @@ function utilisationSampler(): () => number {
 }
 
 /** Bytes V8 has committed for its heap, every space. */
-function committedHeap(): number {
+function v8CommittedHeap(): number {
   return getHeapStatistics().total_heap_size;
 }
 

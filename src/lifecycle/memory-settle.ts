@@ -27,6 +27,13 @@ const QUIET_INTERVALS = 2;
  * generation keeps its grown size. Checked on Node 20.20, 22.23 and 24.21.
  */
 const LAST_RESORT = Number(process.versions.v8.split(".")[0]) >= 12;
+/**
+ * Where V8 has no last-resort collection, quiet intervals after the busy spell's end before one
+ * more collection. V8 11 shrinks the young generation after a collection that finds the
+ * allocation rate low (under 1 MB/s), reckoned over at least the last five seconds of allocation,
+ * counted from one collection to the next: so six seconds after the settle's collection.
+ */
+const YOUNG_GENERATION_QUIET_INTERVALS = QUIET_INTERVALS + 6;
 
 export interface MemorySettleOptions {
   logger: Logger;
@@ -45,6 +52,11 @@ export interface MemorySettleOptions {
   sampleUtilisation?: () => number;
   /** Collects all it can, once per settle; default V8's (see v8FullCollection). */
   collect?: () => void;
+  /**
+   * Collects once more, later in the same quiet spell, so that V8 11 shrinks its young
+   * generation; default: where V8 has no last-resort collection (Node 20).
+   */
+  youngGenerationFollowUp?: boolean;
 }
 
 export function startMemorySettle(options: MemorySettleOptions): Watcher {
@@ -55,18 +67,35 @@ export function startMemorySettle(options: MemorySettleOptions): Watcher {
   // point would be too small (or negative) and skip a settle the heap needs.
   let baseline = committedHeap();
   const sample = options.sampleUtilisation ?? utilisationSampler();
+  const followUp = options.youngGenerationFollowUp ?? !LAST_RESORT;
   let collect = options.collect;
   let busy = false;
   let quietIntervals = 0;
+  /** A settle collected and its follow-up has not run yet. */
+  let followUpDue = false;
   const timer = setInterval(() => {
     const utilisation = sample();
     const before = committedHeap();
     baseline = Math.min(baseline, before);
     if (utilisation >= BUSY_UTILISATION) busy = true;
     quietIntervals = utilisation < QUIET_UTILISATION ? quietIntervals + 1 : 0;
-    if (!busy || quietIntervals < QUIET_INTERVALS || !options.isIdle()) return;
-    busy = false;
-    if (before - baseline < minGrowth) return;
+    if (quietIntervals < QUIET_INTERVALS || !options.isIdle()) return;
+    if (busy) {
+      busy = false;
+      if (before - baseline < minGrowth) return;
+      const collected = runCollection(before, "quiet after a busy spell: heap collected");
+      followUpDue = followUp && collected;
+    } else if (followUpDue && quietIntervals >= YOUNG_GENERATION_QUIET_INTERVALS) {
+      followUpDue = false;
+      runCollection(
+        before,
+        "still quiet: heap collected again (V8 shrinks its young generation now)",
+      );
+    }
+  }, options.intervalMs ?? 1000);
+
+  /** Collects and logs how long it took; false when V8 cannot collect (then it stops trying). */
+  function runCollection(before: number, message: string): boolean {
     try {
       collect ??= v8FullCollection();
       const started = performance.now();
@@ -76,16 +105,18 @@ export function startMemorySettle(options: MemorySettleOptions): Watcher {
         {
           ms: Math.round(performance.now() - started),
           heapMbBefore: Math.round(before / 1048576),
-          heapMbAfter: Math.round(committedHeap() / 1048576),
+          heapMbAfter: Math.round(baseline / 1048576),
         },
-        "quiet after a busy spell: heap collected",
+        message,
       );
+      return true;
     } catch (err) {
       // A runtime without V8's gc(): the gateway runs on, keeping what V8 keeps.
       clearInterval(timer);
       options.logger.warn({ err }, "cannot collect the heap after busy spells; not trying again");
+      return false;
     }
-  }, options.intervalMs ?? 1000);
+  }
   timer.unref();
   return {
     stop: async () => clearInterval(timer),

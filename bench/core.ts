@@ -48,10 +48,13 @@ export interface CoreResult {
   loopDelayMs: LoopDelay;
   readyMs: { median: number; all: number[] };
   rssMb: {
+    /** SETTLE_S after ready, quiet all along: what an idle gateway holds. */
     idle: number;
+    /** 0.5 s after ready (median of the cold starts): start-up's garbage still in it. */
+    afterReady: number;
     afterLatency: number;
     afterTurns: number;
-    /** afterTurns (0.5 s after the last turn) minus idle. */
+    /** afterTurns (0.5 s after the last turn) minus idle (both gateway readings settled or not). */
     growth: number;
     /** The same SETTLE_S after the last turn: what the gateway keeps once quiet. */
     settledGrowth: number;
@@ -101,19 +104,21 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
   const floor = new FloorChild(await freePort(), model.baseUrl);
   try {
     await floor.waitReady();
-    await sleep(500);
-    const floorIdle = floor.rssMb();
     const ready: number[] = [];
-    const idle: number[] = [];
+    const afterReady: number[] = [];
     let gateway: GatewayChild | undefined;
     for (let i = 0; i < options.coldStarts; i += 1) {
       gateway = await spawnOne();
       ready.push(await gateway.waitReady(5));
       await sleep(500);
-      idle.push(gateway.rssMb());
+      afterReady.push(gateway.rssMb());
       if (i < options.coldStarts - 1) await gateway.kill();
     }
     const gw = gateway!;
+    // V8 keeps start-up's garbage for seconds; an idle gateway is read once it has settled.
+    await sleep(SETTLE_S * 1000 - 500);
+    const idle = gw.rssMb();
+    const floorIdle = floor.rssMb();
     const latency = await measureLatency(model, gw, floor, options);
     const rssBefore = gw.rssMb();
     await gw.resetLoopDelay();
@@ -132,11 +137,12 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
       loopDelayMs,
       readyMs: { median: median(ready), all: ready },
       rssMb: {
-        idle: median(idle),
+        idle,
+        afterReady: median(afterReady),
         afterLatency: rssBefore,
         afterTurns: rss.after,
-        growth: rss.after - median(idle),
-        settledGrowth: rss.settled - median(idle),
+        growth: rss.after - idle,
+        settledGrowth: rss.settled - idle,
         secondRunGrowth: rssAgain.settled - rss.settled,
         floor: {
           idle: floorIdle,

@@ -231,12 +231,13 @@ function apiReport(results: CoreResult[]): string {
     ),
     `    (every start: ${results.map((r) => r.readyMs.all.map((v) => v.toFixed(0)).join("/")).join("; ")} ms)`,
     line(
-      "idle RSS",
+      `idle RSS (${SETTLE_S} s after ready)`,
       pick(results, (r) => r.rssMb.idle),
       "MB",
       80,
       true,
     ),
+    `  ${"RSS 0.5 s after ready".padEnd(30)} ${spread(pick(results, (r) => r.rssMb.afterReady))} MB (start-up's garbage not collected yet)`,
     `  ${"RSS after the latency phase".padEnd(30)} ${spread(pick(results, (r) => r.rssMb.afterLatency))} MB`,
     `  ${`RSS after ${r0.rssMb.turns} turns`.padEnd(30)} ${spread(pick(results, (r) => r.rssMb.afterTurns))} MB`,
     // The target is read on memory a quiet gateway keeps: half a second after the turns, RSS

@@ -19,6 +19,7 @@ import type { PlatformAdapter } from "../platforms/platform.js";
 import { openPostgresStore } from "../sessions/open-store.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { Store } from "../sessions/store.js";
+import type { FsyncFn } from "../sessions/wal-sync.js";
 import { createAgentParts } from "./agent-wiring.js";
 import { Cluster, type ClusterMembership } from "./cluster.js";
 import { createCore, createLifecycleLink } from "./core-wiring.js";
@@ -46,6 +47,8 @@ export interface GatewayOptions {
    * (default true). Off for a gateway sharing its process with other work, such as a test worker.
    */
   settleMemory?: boolean;
+  /** How the SQLite store flushes its WAL (default `fs.fsync`; tests fail it). */
+  sqliteFsync?: FsyncFn;
 }
 
 export function createGateway(config: Config, options: GatewayOptions): Gateway {
@@ -53,7 +56,7 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
   const now = options.now ?? Date.now;
   const crashPoint = createCrashPoint(config.crashPoint);
   const membership = clusterMembership(config);
-  const store = openStore(config, now, membership);
+  const store = openStore(config, now, membership, options.sqliteFsync);
   const agent = createAgentParts(config, logger.child({ component: "agent" }));
   const startedAt = now();
   const stopPath = new StopPath<StopRequest | null>();
@@ -109,11 +112,16 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
 }
 
 /** Postgres when `store.url` is a postgres:// URL (gateways may share it), else SQLite in the home. */
-function openStore(config: Config, now: () => number, cluster: ClusterMembership | null): Store {
+function openStore(
+  config: Config,
+  now: () => number,
+  cluster: ClusterMembership | null,
+  fsync: FsyncFn | undefined,
+): Store {
   const target = storeTarget(config);
   return target.kind === "postgres"
     ? openPostgresStore(target.url, { now, ...(cluster && { instanceId: cluster.instanceId }) })
-    : new SqliteStore(target.path, { now });
+    : new SqliteStore(target.path, { now, ...(fsync && { fsync }) });
 }
 
 /**

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, fsync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../../test/fakes/openai-server.js";
@@ -99,6 +99,44 @@ describe("Gateway lifecycle (in process)", () => {
       expect(session?.resumeReason).toBe("shutdown_timeout");
       const transcript = await store.loadTranscript(a.sessionId);
       expect(transcript.map((m) => m.message.role)).toEqual(["user"]);
+    });
+  });
+
+  it("a store that can no longer flush to disk makes it unready and ends it unplanned (exit 1); the next start recovers", async () => {
+    let failing = false;
+    const gw = await boot({
+      sqliteFsync: (fd, done) =>
+        failing
+          ? done(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
+          : fsync(fd, done),
+    });
+    const answered = await gw.send("echo: before");
+    await waitFor(() => gw.platform.texts().includes("before"));
+    expect(gw.gateway.isReady()).toBe(true);
+    failing = true;
+    await expect(gw.send("echo: never acknowledged")).rejects.toThrow(/could not be flushed/);
+    expect(gw.gateway.isReady()).toBe(false);
+    expect(await gw.gateway.exited).toBe(1);
+    expect((await readRuntimeStatus(dir.path))?.exit_reason).toBe("store_failed");
+    expect(gw.platform.texts()).toEqual(["before"]);
+    // A new process reopens the store and takes messages again. The refused message's commit
+    // had reached the OS (only its flush failed here), so the new process finds it open and
+    // answers it, once; a platform redelivering it (it was never acknowledged) is deduplicated.
+    const next = await boot();
+    expect(next.gateway.isReady()).toBe(true);
+    await next.send("echo: after", "2");
+    await waitFor(() => next.platform.texts("2").includes("after"));
+    await waitFor(() => next.platform.texts("1").includes("never acknowledged"));
+    await next.shutdown();
+    expect(next.platform.texts("1")).toEqual(["never acknowledged"]);
+    await withStore(async (store) => {
+      const transcript = await store.loadTranscript(answered.sessionId);
+      expect(transcript.map((m) => m.message.content)).toEqual([
+        "echo: before",
+        "before",
+        "echo: never acknowledged",
+        "never acknowledged",
+      ]);
     });
   });
 

@@ -40,6 +40,7 @@ import {
   type StopRequest,
   type StopSummary,
 } from "../lifecycle/stop-sequence.js";
+import { startStoreFailureWatcher } from "../lifecycle/store-failure-watcher.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { recoverInterruptedWork } from "../recovery/recovery.js";
 import { resumeHeldBack, resumeInterruptedSessions } from "../recovery/startup-resume.js";
@@ -292,6 +293,12 @@ export class Gateway implements LifecycleCalls {
         leaveDrain: () => this.leaveDrain(),
         logger,
       }),
+      startStoreFailureWatcher({
+        failure: () => this.store.failure(),
+        onFailure: () =>
+          void this.requestStop({ restart: false, signalInitiated: true, storeFailed: true }),
+        logger,
+      }),
     ];
     if (this.deps.settleMemory) {
       watchers.push(
@@ -341,11 +348,13 @@ export class Gateway implements LifecycleCalls {
   requestStop(input: {
     restart: boolean;
     signalInitiated: boolean;
+    storeFailed?: boolean;
     restartCommand?: ChatAddress | null;
   }): { accepted: boolean } {
     const request: StopRequest = {
       restart: input.restart,
       signalInitiated: input.signalInitiated,
+      ...(input.storeFailed && { storeFailed: true }),
       restartCommand: input.restartCommand ?? null,
       viaService: this.deps.supervisor !== null,
       detached: this.deps.supervisor === null,
@@ -502,7 +511,12 @@ export class Gateway implements LifecycleCalls {
 
   isReady(): boolean {
     // Per instance: a gateway that cannot reach the shared store is not ready, the others may be.
-    return this.ready && this.phase === "running" && (this.deps.cluster?.healthy() ?? true);
+    return (
+      this.ready &&
+      this.phase === "running" &&
+      this.store.failure() === null &&
+      (this.deps.cluster?.healthy() ?? true)
+    );
   }
 
   async drain(action: "drain" | "cancel"): Promise<{ draining: boolean }> {

@@ -186,7 +186,13 @@ async function persist(
   if (epilogue.restartPending) await writeRestartPending(home, epilogue.restartPending);
   await ctx.statusWriter.update({
     gateway_state: epilogue.gatewayState,
-    exit_reason: request.restart ? "restart" : request.signalInitiated ? "signal" : "planned_stop",
+    exit_reason: request.restart
+      ? "restart"
+      : request.storeFailed
+        ? "store_failed"
+        : request.signalInitiated
+          ? "signal"
+          : "planned_stop",
     restart_requested: request.restart,
     active_turns: ctx.runner.activeTurns().length,
   });

@@ -279,8 +279,13 @@ export interface StopRequest {
   detached: boolean;
   /** Restart through the supervisor (systemd / launchd / container). */
   viaService: boolean;
-  /** A SIGTERM nobody announced (no planned-stop marker). */
+  /**
+   * An unplanned stop: a SIGTERM nobody announced (no planned-stop marker), or a failed store
+   * (`storeFailed`). Exit 1, and the state stays `running` for whoever starts it again.
+   */
   signalInitiated: boolean;
+  /** The store failed for good (store-failure-watcher.ts); always with `signalInitiated`. */
+  storeFailed?: boolean;
   /** The `/restart` message, when asked from a chat. */
   restartCommand: ChatAddress | null;
 }

@@ -204,8 +204,10 @@ describe("SqliteStore durability", () => {
   it("fails the waiting calls and every later one when a flush fails", async () => {
     const accepted = store.acceptInbound(inbound());
     await nextTurn();
+    expect(store.failure()).toBeNull();
     flushes[0]!.finish(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }));
     await expect(accepted).rejects.toThrow(/state\.db could not be flushed to disk \(EIO/);
+    expect(store.failure()?.message).toMatch(/could not be flushed/);
     await expect(store.listOpenInbox()).rejects.toThrow(/restart the gateway/);
     await expect(store.acceptInbound(inbound({ platformMessageId: "2" }))).rejects.toThrow(
       /could not be flushed/,

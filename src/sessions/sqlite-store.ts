@@ -1616,6 +1616,10 @@ export class SqliteStore implements Store {
    * Commits what is already queued, closes, and settles once it is on disk; later calls reject
    * (the database is closed).
    */
+  failure(): Error | null {
+    return this.wal?.failed ?? null;
+  }
+
   async close(): Promise<void> {
     if (this.db.open) {
       this.flush();

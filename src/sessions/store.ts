@@ -451,6 +451,11 @@ export interface Store {
 
   /** Online copy of the database to `path` (a consistent snapshot while the gateway runs). */
   backup(path: string): Promise<void>;
+  /**
+   * Why this store can commit nothing more, or null while it can. Such a store stays broken
+   * until a new process opens it again (SQLite: its WAL could not be flushed to disk).
+   */
+  failure(): Error | null;
   close(): Promise<void>;
 }
 

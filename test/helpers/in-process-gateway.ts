@@ -102,6 +102,8 @@ export interface InProcessGatewayOptions {
   supervisor?: Supervisor;
   now?: () => number;
   schedule?: (fn: () => void, ms: number) => () => void;
+  /** How the SQLite store flushes its WAL (a stand-in that fails, for a broken disk). */
+  sqliteFsync?: GatewayOptions["sqliteFsync"];
 }
 
 export interface InProcessGateway {
@@ -155,6 +157,7 @@ export async function startInProcessGateway(
     ...(options.supervisor && { supervisor: options.supervisor }),
     ...(options.now && { now: options.now }),
     ...(options.schedule && { schedule: options.schedule }),
+    ...(options.sqliteFsync && { sqliteFsync: options.sqliteFsync }),
   });
   await gateway.start();
   let exitCode: number | null = null;

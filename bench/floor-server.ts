@@ -7,9 +7,13 @@
  */
 import { createServer } from "node:http";
 import OpenAI from "openai";
+import pino from "pino";
+import { startMemorySettle } from "../src/lifecycle/memory-settle.js";
 
 const [port, baseURL] = process.argv.slice(2);
 const model = new OpenAI({ baseURL, apiKey: "floor", maxRetries: 0 });
+let inFlight = 0;
+startMemorySettle({ logger: pino({ level: "silent" }), isIdle: () => inFlight === 0 });
 
 const server = createServer((req, res) => {
   if (req.method === "GET" && req.url === "/readyz") {
@@ -17,6 +21,10 @@ const server = createServer((req, res) => {
     return;
   }
   const chunks: Buffer[] = [];
+  inFlight += 1;
+  res.on("close", () => {
+    inFlight -= 1;
+  });
   req.on("data", (c: Buffer) => chunks.push(c));
   req.on("end", () => {
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {

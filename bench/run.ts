@@ -250,7 +250,7 @@ function apiReport(results: CoreResult[]): string {
       30,
       true,
     ),
-    `    (the floor through the same turns: ${spread(pick(results, (r) => r.rssMb.floor.settledGrowth))} MB settled, from ${spread(pick(results, (r) => r.rssMb.floor.idle))} MB idle)`,
+    `    (the floor through the same turns, given memory back the same way: ${spread(pick(results, (r) => r.rssMb.floor.settledGrowth))} MB settled, from ${spread(pick(results, (r) => r.rssMb.floor.idle))} MB idle)`,
     `  ${"RSS growth, settled, next run".padEnd(30)} ${spread(pick(results, (r) => r.rssMb.secondRunGrowth))} MB (the same turns again, new sessions, settled to settled: flat memory is ~0)`,
     `  non-200 answers: ${pick(results, (r) => r.errors).join(", ")}`,
   ].join("\n");

@@ -29,6 +29,7 @@ describe("startMemorySettle", () => {
       isIdle: options.idle ?? (() => true),
       intervalMs: 5,
       minGrowthBytes: 0,
+      afterStartUp: false,
       youngGenerationFollowUp: false,
       sampleUtilisation: () => samples.shift() ?? QUIET,
       collect: () => {
@@ -53,6 +54,14 @@ describe("startMemorySettle", () => {
     expect(collections()).toBe(0);
   });
 
+  it("settles once after start-up, whatever the growth, then waits for a busy spell", async () => {
+    const collections = await run([QUIET, QUIET, QUIET, QUIET], {
+      afterStartUp: true,
+      minGrowthBytes: 1024 * 1024 * 1024,
+    });
+    expect(collections()).toBe(1);
+  });
+
   it("waits while turns are in flight, then collects once they are done", async () => {
     let idle = false;
     const collections = await run([BUSY, QUIET, QUIET, QUIET], { idle: () => idle });
@@ -73,6 +82,7 @@ describe("startMemorySettle", () => {
       isIdle: () => true,
       intervalMs: 5,
       minGrowthBytes,
+      afterStartUp: false,
       sampleUtilisation: () => samples.shift() ?? QUIET,
       collect: () => {
         collections += 1;
@@ -143,6 +153,7 @@ describe("startMemorySettle", () => {
       isIdle: () => true,
       intervalMs: 5,
       minGrowthBytes: 0,
+      afterStartUp: false,
       sampleUtilisation: () => samples.shift() ?? QUIET,
       collect: () => {
         calls += 1;

@@ -53,6 +53,11 @@ export interface MemorySettleOptions {
   /** Collects all it can, once per settle; default V8's (see v8FullCollection). */
   collect?: () => void;
   /**
+   * Counts start-up as a busy spell (default true): it grows the heap like one, and an idle
+   * gateway would otherwise keep what it left until its first busy spell.
+   */
+  afterStartUp?: boolean;
+  /**
    * Collects once more, later in the same quiet spell, so that V8 11 shrinks its young
    * generation; default: where V8 has no last-resort collection (Node 20).
    */
@@ -69,7 +74,9 @@ export function startMemorySettle(options: MemorySettleOptions): Watcher {
   const sample = options.sampleUtilisation ?? utilisationSampler();
   const followUp = options.youngGenerationFollowUp ?? !LAST_RESORT;
   let collect = options.collect;
-  let busy = false;
+  let busy = options.afterStartUp ?? true;
+  /** Start-up's settle runs whatever the growth: the baseline was read after start-up. */
+  let growthUnknown = busy;
   let quietIntervals = 0;
   /** A settle collected and its follow-up has not run yet. */
   let followUpDue = false;
@@ -82,7 +89,8 @@ export function startMemorySettle(options: MemorySettleOptions): Watcher {
     if (quietIntervals < QUIET_INTERVALS || !options.isIdle()) return;
     if (busy) {
       busy = false;
-      if (before - baseline < minGrowth) return;
+      if (!growthUnknown && before - baseline < minGrowth) return;
+      growthUnknown = false;
       const collected = runCollection(before, "quiet after a busy spell: heap collected");
       followUpDue = followUp && collected;
     } else if (followUpDue && quietIntervals >= YOUNG_GENERATION_QUIET_INTERVALS) {

@@ -118,6 +118,9 @@ describe("Gateway lifecycle (in process)", () => {
     expect(gw.gateway.isReady()).toBe(false);
     expect(await gw.gateway.exited).toBe(1);
     expect((await readRuntimeStatus(dir.path))?.exit_reason).toBe("store_failed");
+    expect((await readRuntimeStatus(dir.path))?.gateway_state).toBe("running");
+    // Its record may lack the last commits: the next start does not take it for a clean stop.
+    expect(existsSync(join(dir.path, CLEAN_SHUTDOWN_FILE))).toBe(false);
     expect(gw.platform.texts()).toEqual(["before"]);
     // A new process reopens the store and takes messages again. The refused message's commit
     // had reached the OS (only its flush failed here), so the new process finds it open and
@@ -138,6 +141,23 @@ describe("Gateway lifecycle (in process)", () => {
         "never acknowledged",
       ]);
     });
+  });
+
+  it("a failed store stops the gateway without waiting out the drain for running turns", async () => {
+    let failing = false;
+    const gw = await boot({
+      env: { KEEL_RESTART_DRAIN_TIMEOUT: "120" },
+      sqliteFsync: (fd, done) =>
+        failing ? done(Object.assign(new Error("EIO"), { code: "EIO" })) : fsync(fd, done),
+    });
+    await gw.send("slow: 60000 never answered", "a");
+    await waitFor(() => agentStarted(gw));
+    failing = true;
+    await expect(gw.send("echo: refused", "b")).rejects.toThrow(/could not be flushed/);
+    // With the drain (120 s) the stop would wait for the 60 s model call; the test's 30 s
+    // timeout fails it then.
+    expect(await gw.gateway.exited).toBe(1);
+    expect(gw.gateway.runner.activeTurns()).toEqual([]);
   });
 
   it("a clean stop leaves .clean_shutdown and the next start removes it", async () => {

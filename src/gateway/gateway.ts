@@ -404,7 +404,7 @@ export class Gateway implements LifecycleCalls {
     this.ready = false;
     await this.writeStatus("draining", { restart_requested: request.restart });
     logger.info(
-      { restart: request.restart, signal: request.signalInitiated },
+      { restart: request.restart, signal: request.signalInitiated && !request.storeFailed },
       request.restart ? "restarting" : "stopping",
     );
     await this.stopPath.run(request, logger);

@@ -38,8 +38,9 @@ export type ExitOutcome =
 
 /**
  * 0: planned stop, SIGINT, restart outside a supervisor (the detached successor starts the new
- * one) and restart under systemd (a transient unit restarts it); 1: start failure or an
- * unexpected SIGTERM (so `Restart=on-failure` revives it); 75: restart under launchd or in a
+ * one) and restart under systemd (a transient unit restarts it); 1: start failure, an
+ * unexpected SIGTERM, or a store that failed for good (so `Restart=on-failure` revives it);
+ * 75: restart under launchd or in a
  * container; 78: configuration error.
  */
 export function exitCodeFor(outcome: ExitOutcome): number {

@@ -28,12 +28,12 @@ const QUIET_INTERVALS = 2;
  */
 const LAST_RESORT = Number(process.versions.v8.split(".")[0]) >= 12;
 /**
- * Where V8 has no last-resort collection, quiet intervals after the busy spell's end before one
- * more collection. V8 11 shrinks the young generation after a collection that finds the
+ * Where V8 has no last-resort collection, quiet intervals in a row after the settle's collection
+ * before one more. V8 11 shrinks the young generation after a collection that finds the
  * allocation rate low (under 1 MB/s), reckoned over at least the last five seconds of allocation,
- * counted from one collection to the next: so six seconds after the settle's collection.
+ * counted from one collection to the next: so six seconds after the settle's.
  */
-const YOUNG_GENERATION_QUIET_INTERVALS = QUIET_INTERVALS + 6;
+const FOLLOW_UP_QUIET_INTERVALS = 6;
 
 export interface MemorySettleOptions {
   logger: Logger;
@@ -78,23 +78,29 @@ export function startMemorySettle(options: MemorySettleOptions): Watcher {
   /** Start-up's settle runs whatever the growth: the baseline was read after start-up. */
   let growthUnknown = busy;
   let quietIntervals = 0;
-  /** A settle collected and its follow-up has not run yet. */
-  let followUpDue = false;
+  /** Quiet intervals in a row since the settle's collection; null: no follow-up due. */
+  let quietSinceSettle: number | null = null;
+  /** The interval under way holds one of our own collections, which is not the gateway's work. */
+  let collectedThisInterval = false;
   const timer = setInterval(() => {
     const utilisation = sample();
+    const own = collectedThisInterval;
+    collectedThisInterval = false;
     const before = committedHeap();
     baseline = Math.min(baseline, before);
-    if (utilisation >= BUSY_UTILISATION) busy = true;
-    quietIntervals = utilisation < QUIET_UTILISATION ? quietIntervals + 1 : 0;
+    if (utilisation >= BUSY_UTILISATION && !own) busy = true;
+    const quiet = utilisation < QUIET_UTILISATION || own;
+    quietIntervals = quiet ? quietIntervals + 1 : 0;
+    if (quietSinceSettle !== null) quietSinceSettle = quiet ? quietSinceSettle + 1 : 0;
     if (quietIntervals < QUIET_INTERVALS || !options.isIdle()) return;
     if (busy) {
       busy = false;
       if (!growthUnknown && before - baseline < minGrowth) return;
       growthUnknown = false;
       const collected = runCollection(before, "quiet after a busy spell: heap collected");
-      followUpDue = followUp && collected;
-    } else if (followUpDue && quietIntervals >= YOUNG_GENERATION_QUIET_INTERVALS) {
-      followUpDue = false;
+      quietSinceSettle = followUp && collected ? 0 : null;
+    } else if (quietSinceSettle !== null && quietSinceSettle >= FOLLOW_UP_QUIET_INTERVALS) {
+      quietSinceSettle = null;
       runCollection(
         before,
         "still quiet: heap collected again (V8 shrinks its young generation now)",
@@ -108,6 +114,7 @@ export function startMemorySettle(options: MemorySettleOptions): Watcher {
       collect ??= v8FullCollection();
       const started = performance.now();
       collect();
+      collectedThisInterval = true;
       baseline = committedHeap();
       options.logger.debug(
         {

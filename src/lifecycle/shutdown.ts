@@ -57,7 +57,9 @@ export async function endTurnsAndPlatforms(
   const participants = createParticipants(request, gw, (summary) => persist(gw, request, summary));
   return runStopSequence(participants, {
     restart: request.restart,
-    drainTimeoutMs: gw.config.agent.restart_drain_timeout * 1000,
+    // A failed store records nothing more: a turn let run on would call tools whose results are
+    // lost, and run them again after the resume.
+    drainTimeoutMs: request.storeFailed ? 0 : gw.config.agent.restart_drain_timeout * 1000,
     restartCommand: request.restartCommand,
     homeChannels,
     // With a freshness window of 0 nothing continues by itself: do not promise it.

@@ -335,7 +335,8 @@ export function planStopEpilogue(input: {
   const { request, supervisor } = input;
   const restart = request.restart;
   return {
-    cleanShutdown: input.summary.clean,
+    // A failed store's record may lack its last commits: the next start must not trust it clean.
+    cleanShutdown: input.summary.clean && !request.storeFailed,
     restartPending:
       restart && request.restartCommand === null
         ? { requested_at: input.now, via_service: request.viaService, detached: request.detached }

@@ -1858,12 +1858,12 @@ export class PgStore implements Store {
     );
   }
 
-  /** Waits for the migrations, then closes the pool; later calls reject. */
   /** Never broken for good: a lost connection fails its calls, and the pool connects again. */
   failure(): Error | null {
     return null;
   }
 
+  /** Waits for the migrations, then closes the pool; later calls reject. */
   async close(): Promise<void> {
     await this.ready.catch(() => {});
     await this.pool.end();

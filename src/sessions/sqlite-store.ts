@@ -1612,16 +1612,19 @@ export class SqliteStore implements Store {
     this.stmt("VACUUM INTO ?").run(path);
   }
 
-  /**
-   * Commits what is already queued, closes, and settles once it is on disk; later calls reject
-   * (the database is closed).
-   */
   failure(): Error | null {
     return this.wal?.failed ?? null;
   }
 
+  /**
+   * Commits what is already queued, closes, and settles once it is on disk; later calls reject
+   * (the database is closed).
+   */
   async close(): Promise<void> {
-    if (this.db.open) {
+    // A failed store stays open: closing the last connection checkpoints the WAL into state.db,
+    // which would copy pages the failed fsync may have lost. The process is about to exit, and
+    // the next one reads the WAL as the disk holds it.
+    if (this.db.open && !this.wal?.failed) {
       this.flush();
       this.db.close();
     }

@@ -10,6 +10,7 @@ import { type MemorySettleOptions, startMemorySettle, v8FullCollection } from ".
 
 const BUSY = 0.9;
 const QUIET = 0.01;
+const quiet = (n: number) => Array.from({ length: n }, () => QUIET);
 
 describe("startMemorySettle", () => {
   let settle: Watcher | undefined;
@@ -118,9 +119,11 @@ describe("startMemorySettle", () => {
     expect(collections()).toBe(1);
   });
 
-  it("collects once more after six quiet intervals in a row since the settle's collection", async () => {
-    // The settle collects at the third sample (second quiet interval); five quiet ones follow.
-    const samples = [BUSY, QUIET, QUIET, QUIET, QUIET, QUIET, QUIET, QUIET];
+  /**
+   * With the follow-up on: feeds `samples`, then neither-busy-nor-quiet intervals until
+   * `thenQuiet()` switches to quiet ones; `collections()` counts.
+   */
+  async function runFollowUp(samples: number[]) {
     let after = 0.3;
     const collections = await run([], {
       youngGenerationFollowUp: true,
@@ -128,26 +131,30 @@ describe("startMemorySettle", () => {
     });
     await waitFor(() => samples.length === 0, { message: "every sample read" });
     await sleep(50);
+    return {
+      collections,
+      thenQuiet: () => {
+        after = QUIET;
+      },
+    };
+  }
+
+  it("collects once more after six quiet intervals in a row since the settle's collection", async () => {
+    // The settle collects at the third sample (second quiet interval); five quiet ones follow.
+    const { collections, thenQuiet } = await runFollowUp([BUSY, QUIET, QUIET, ...quiet(5)]);
     expect(collections()).toBe(1);
-    after = QUIET;
+    thenQuiet();
     await waitFor(() => collections() === 2, { message: "the follow-up" });
     await sleep(50);
     expect(collections()).toBe(2);
   });
 
   it("puts the follow-up off while the loop is not quiet, and runs it once", async () => {
-    const samples = [BUSY, QUIET, QUIET, QUIET, QUIET, QUIET, QUIET, 0.3, QUIET, QUIET, QUIET];
-    let after = 0.3;
-    const collections = await run([], {
-      youngGenerationFollowUp: true,
-      sampleUtilisation: () => samples.shift() ?? after,
-    });
-    await waitFor(() => samples.length === 0, { message: "every sample read" });
-    await sleep(50);
+    const { collections, thenQuiet } = await runFollowUp([BUSY, ...quiet(6), 0.3, ...quiet(3)]);
     // The settle ran at the second quiet interval; four quiet ones after it, then the 0.3
     // restarted the count, and three quiet ones since are not enough.
     expect(collections()).toBe(1);
-    after = QUIET;
+    thenQuiet();
     await waitFor(() => collections() === 2, { message: "the follow-up once quiet again" });
     await sleep(100);
     expect(collections()).toBe(2);
@@ -155,17 +162,11 @@ describe("startMemorySettle", () => {
 
   it("does not count the interval of its own collection as the gateway's work", async () => {
     // The interval after the settle's collection reads busy (the collection's own time): it
-    // neither starts a new busy spell nor breaks the quiet count.
-    const samples = [BUSY, QUIET, QUIET, BUSY, QUIET, QUIET, QUIET, QUIET, QUIET];
-    let after = 0.3;
-    const collections = await run([], {
-      youngGenerationFollowUp: true,
-      sampleUtilisation: () => samples.shift() ?? after,
-    });
-    await waitFor(() => samples.length === 0, { message: "every sample read" });
-    await sleep(50);
+    // neither starts a new busy spell nor breaks the quiet count, so the follow-up comes after
+    // five more quiet ones, and nothing after it.
+    const { collections, thenQuiet } = await runFollowUp([BUSY, QUIET, QUIET, BUSY, ...quiet(5)]);
     expect(collections()).toBe(2);
-    after = QUIET;
+    thenQuiet();
     await sleep(100);
     expect(collections()).toBe(2);
   });

@@ -17,6 +17,8 @@ export function openPostgresStore(url: string, options: PgStoreOptions = {}): St
   return new Proxy({} as Store, {
     get(_target, property) {
       if (property === "close") return closed;
+      // Synchronous, unlike every other method: a Postgres store never fails for good (PgStore).
+      if (property === "failure") return () => null;
       // Not a thenable: `await store` must not forward a call named "then".
       if (typeof property !== "string" || property === "then") return undefined;
       return (...args: unknown[]) =>

@@ -24,7 +24,23 @@ import {
   STOP_NOTICE,
 } from "../runner/lifecycle-texts.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
+import type { FsyncFn } from "../sessions/wal-sync.js";
 import { AlreadyRunningError } from "./gateway.js";
+
+/** The SQLite store's fsync: the real one until `break()`, then an I/O error on every call. */
+function breakableDisk() {
+  let broken = false;
+  const fsyncOrFail: FsyncFn = (fd, done) =>
+    broken
+      ? done(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
+      : fsync(fd, done);
+  return {
+    fsync: fsyncOrFail,
+    break: () => {
+      broken = true;
+    },
+  };
+}
 
 describe("Gateway lifecycle (in process)", () => {
   let dir: ReturnType<typeof createTempDir>;
@@ -103,17 +119,12 @@ describe("Gateway lifecycle (in process)", () => {
   });
 
   it("a store that can no longer flush to disk makes it unready and ends it unplanned (exit 1); the next start recovers", async () => {
-    let failing = false;
-    const gw = await boot({
-      sqliteFsync: (fd, done) =>
-        failing
-          ? done(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
-          : fsync(fd, done),
-    });
+    const disk = breakableDisk();
+    const gw = await boot({ sqliteFsync: disk.fsync });
     const answered = await gw.send("echo: before");
     await waitFor(() => gw.platform.texts().includes("before"));
     expect(gw.gateway.isReady()).toBe(true);
-    failing = true;
+    disk.break();
     await expect(gw.send("echo: never acknowledged")).rejects.toThrow(/could not be flushed/);
     expect(gw.gateway.isReady()).toBe(false);
     expect(await gw.gateway.exited).toBe(1);
@@ -144,15 +155,11 @@ describe("Gateway lifecycle (in process)", () => {
   });
 
   it("a failed store stops the gateway without waiting out the drain for running turns", async () => {
-    let failing = false;
-    const gw = await boot({
-      env: { KEEL_RESTART_DRAIN_TIMEOUT: "120" },
-      sqliteFsync: (fd, done) =>
-        failing ? done(Object.assign(new Error("EIO"), { code: "EIO" })) : fsync(fd, done),
-    });
+    const disk = breakableDisk();
+    const gw = await boot({ env: { KEEL_RESTART_DRAIN_TIMEOUT: "120" }, sqliteFsync: disk.fsync });
     await gw.send("slow: 60000 never answered", "a");
     await waitFor(() => agentStarted(gw));
-    failing = true;
+    disk.break();
     await expect(gw.send("echo: refused", "b")).rejects.toThrow(/could not be flushed/);
     // With the drain (120 s) the stop would wait for the 60 s model call; the test's 30 s
     // timeout fails it then.

@@ -222,23 +222,6 @@ describe("v8FullCollection", () => {
     expect(before - memoryUsage().heapUsed).toBeGreaterThan(20 * mb);
   });
 
-  it.runIf(v8Major < 12)(
-    "shrinks a grown young generation on V8 11 once the allocation rate has fallen (the follow-up)",
-    async () => {
-      growYoungGeneration();
-      const collect = v8FullCollection();
-      collect();
-      // Right after the burst V8 still reckons a high allocation rate and keeps the space.
-      expect(spaceSize("new_space")).toBeGreaterThan(4 * mb);
-      await sleep(6500);
-      // Not shrunk by V8 meanwhile (its memory reducer waits 8 s after a full collection).
-      expect(spaceSize("new_space")).toBeGreaterThan(4 * mb);
-      collect();
-      expect(spaceSize("new_space")).toBeLessThanOrEqual(4 * mb);
-    },
-    15_000,
-  );
-
   /** Short-lived garbage (a high allocation rate) until the young generation has grown. */
   function growYoungGeneration(): void {
     let sink = 0;

@@ -132,10 +132,10 @@ interface PendingTx {
 }
 
 /**
- * Message bodies (characters) kept parsed between turns: a few MB, enough for the recent
+ * Heap (estimated bytes) for transcripts kept parsed between turns: enough for the recent
  * sessions of a busy gateway; a compacted session holds at most its context window.
  */
-const TRANSCRIPT_CACHE_CHARS = 4_000_000;
+const TRANSCRIPT_CACHE_BYTES = 6_000_000;
 /** SQLite's page cache per connection, KiB (SQLite's own default; see the constructor). */
 const PAGE_CACHE_KIB = 2000;
 
@@ -148,7 +148,7 @@ export class SqliteStore implements Store {
   private flushScheduled = false;
   private readonly statements = new Map<string, Database.Statement>();
   /** Seq order is commit order here (one writer), which the cache relies on. */
-  private readonly transcripts = new TranscriptCache(TRANSCRIPT_CACHE_CHARS);
+  private readonly transcripts = new TranscriptCache(TRANSCRIPT_CACHE_BYTES);
   /** Null where SQLite could not use a WAL (it then syncs each commit itself, synchronous=FULL). */
   private readonly wal: WalSync | null = null;
   /** SQLite's data_version when a read last looked: it moves when another connection commits. */

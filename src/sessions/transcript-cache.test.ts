@@ -25,7 +25,7 @@ const seqs = (messages: StoredMessage[]) => messages.map((m) => m.seq);
 describe("TranscriptCache", () => {
   it("reads only what was written since the last read, and returns the same objects", () => {
     const t = table();
-    const cache = new TranscriptCache(1_000);
+    const cache = new TranscriptCache(10_000);
     t.add(1);
     t.add(2);
     const first = cache.read("s", 0, t.readAfter);
@@ -41,7 +41,7 @@ describe("TranscriptCache", () => {
 
   it("drops what a newer compaction stands in for, and reads older rows apart", () => {
     const t = table();
-    const cache = new TranscriptCache(1_000);
+    const cache = new TranscriptCache(10_000);
     for (const seq of [1, 2, 3, 4]) t.add(seq);
     cache.read("s", 0, t.readAfter);
     expect(seqs(cache.read("s", 2, t.readAfter))).toEqual([3, 4]);
@@ -58,14 +58,14 @@ describe("TranscriptCache", () => {
     expect(t.readsAfter.at(-1)).toBe(7);
   });
 
-  it("keeps at most its budget of characters, forgetting the session read longest ago", () => {
-    const t = table(100);
-    const cache = new TranscriptCache(250);
+  it("keeps at most its budget of bytes, forgetting the session read longest ago", () => {
+    const t = table(100); // 300 bytes a message with its objects
+    const cache = new TranscriptCache(650);
     t.add(1);
     cache.read("a", 0, t.readAfter);
     cache.read("b", 0, t.readAfter);
     cache.read("a", 0, t.readAfter); // a is now the newest
-    cache.read("c", 0, t.readAfter); // 300 > 250: b goes
+    cache.read("c", 0, t.readAfter); // 900 > 650: b goes
     t.readsAfter.length = 0;
     cache.read("a", 0, t.readAfter);
     cache.read("b", 0, t.readAfter);
@@ -74,11 +74,21 @@ describe("TranscriptCache", () => {
 
   it("does not keep a transcript larger than the whole budget", () => {
     const t = table(100);
-    const cache = new TranscriptCache(150);
+    const cache = new TranscriptCache(450);
     t.add(1);
     t.add(2);
     expect(seqs(cache.read("s", 0, t.readAfter))).toEqual([1, 2]);
     expect(seqs(cache.read("s", 0, t.readAfter))).toEqual([1, 2]);
+    expect(t.readsAfter).toEqual([0, 0]);
+  });
+
+  it("counts the objects around each message, not only its body", () => {
+    // 50 one-character messages: 50 characters of bodies, but ~10 KB of heap.
+    const t = table(1);
+    for (let seq = 1; seq <= 50; seq += 1) t.add(seq);
+    const cache = new TranscriptCache(5_000);
+    cache.read("s", 0, t.readAfter);
+    cache.read("s", 0, t.readAfter);
     expect(t.readsAfter).toEqual([0, 0]);
   });
 });

@@ -8,16 +8,25 @@
  * Postgres assigns sequence numbers before commit, so a read there could skip a row committed
  * late; PgStore does not use this.
  *
- * Bounded by the total length of the stored message bodies; the session read longest ago goes
- * first.
+ * Bounded by an estimate of the heap it holds (each message's body plus the objects around it);
+ * the session read longest ago goes first.
  */
 import type { StoredMessage } from "./store.js";
 
-/** A stored message and the length of its stored body (what the cache counts). */
+/** A stored message and the length of its stored body. */
 export interface SizedMessage {
   message: StoredMessage;
   chars: number;
 }
+
+/**
+ * What a parsed message holds besides its body: three objects and a boxed timestamp, ~180 bytes
+ * in a heap snapshot of short messages. Counted so that many short messages cannot grow the cache
+ * past its budget (a budget of body length alone held 20,000 two-word messages as ~4 MB).
+ */
+const MESSAGE_OVERHEAD_BYTES = 200;
+
+const heldBytes = (row: SizedMessage) => row.chars + MESSAGE_OVERHEAD_BYTES;
 
 interface Entry {
   /** Messages with seq <= baseSeq are not held (a compaction stands in for them). */
@@ -25,15 +34,15 @@ interface Entry {
   /** Every message up to this seq has been read. */
   lastSeq: number;
   rows: SizedMessage[];
-  /** The sum of the rows' `chars`. */
-  chars: number;
+  /** What the rows hold, by `heldBytes`. */
+  bytes: number;
 }
 
 export class TranscriptCache {
   private readonly entries = new Map<string, Entry>();
-  private chars = 0;
+  private bytes = 0;
 
-  constructor(private readonly maxChars: number) {}
+  constructor(private readonly maxBytes: number) {}
 
   /**
    * The session's messages after `afterSeq`, in order. `readAfter(seq)` must return the stored
@@ -52,15 +61,15 @@ export class TranscriptCache {
       baseSeq: afterSeq,
       lastSeq: afterSeq,
       rows: [],
-      chars: 0,
+      bytes: 0,
     };
     if (afterSeq > entry.baseSeq) dropThrough(entry, afterSeq);
     for (const row of readAfter(entry.lastSeq)) {
       entry.rows.push(row);
-      entry.chars += row.chars;
+      entry.bytes += heldBytes(row);
       entry.lastSeq = row.message.seq;
     }
-    if (entry.chars <= this.maxChars) this.keep(sessionId, entry);
+    if (entry.bytes <= this.maxBytes) this.keep(sessionId, entry);
     return entry.rows.map((row) => row.message);
   }
 
@@ -69,17 +78,17 @@ export class TranscriptCache {
     const entry = this.entries.get(sessionId);
     if (!entry) return undefined;
     this.entries.delete(sessionId);
-    this.chars -= entry.chars;
+    this.bytes -= entry.bytes;
     return entry;
   }
 
   private keep(sessionId: string, entry: Entry): void {
     this.entries.set(sessionId, entry);
-    this.chars += entry.chars;
+    this.bytes += entry.bytes;
     for (const [oldest, old] of this.entries) {
-      if (this.chars <= this.maxChars || oldest === sessionId) break;
+      if (this.bytes <= this.maxBytes || oldest === sessionId) break;
       this.entries.delete(oldest);
-      this.chars -= old.chars;
+      this.bytes -= old.bytes;
     }
   }
 }
@@ -88,7 +97,7 @@ export class TranscriptCache {
 function dropThrough(entry: Entry, seq: number): void {
   let cut = 0;
   while (cut < entry.rows.length && entry.rows[cut]!.message.seq <= seq) {
-    entry.chars -= entry.rows[cut]!.chars;
+    entry.bytes -= heldBytes(entry.rows[cut]!);
     cut += 1;
   }
   entry.rows.splice(0, cut);

@@ -26,7 +26,9 @@ RUN apt-get update \
 # A non-loopback listen address makes Keel require KEEL_API_KEY and KEEL_CONTROL_TOKEN (pass
 # both at run time; compose.yaml insists on them) and the Host names it answers: by default the
 # port published on the host's loopback. Set KEEL_HTTP_PUBLIC_HOSTS to the names clients use.
+# GLIBC_TUNABLES: the malloc settings Keel gives every gateway it starts (src/lib/malloc-tunables.ts).
 ENV NODE_ENV=production \
+    GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072 \
     KEEL_HOME=/data \
     KEEL_HTTP_HOST=0.0.0.0 \
     KEEL_HTTP_PORT=8642 \

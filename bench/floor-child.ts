@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
+import { withMallocTunables } from "../src/lib/malloc-tunables.js";
 import { REPO_ROOT } from "../test/helpers/gateway-process.js";
 import { processRssMb } from "./gateway-child.js";
 import { HttpClient } from "./http-client.js";
@@ -18,7 +19,12 @@ export class FloorChild {
     this.child = spawn(
       process.execPath,
       ["--import", "tsx", join(REPO_ROOT, "bench", "floor-server.ts"), String(port), modelBaseUrl],
-      { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "inherit"] },
+      // Given the gateway's malloc settings too: the two are compared as equals.
+      {
+        cwd: REPO_ROOT,
+        stdio: ["ignore", "ignore", "inherit"],
+        env: withMallocTunables(process.env),
+      },
     );
   }
 

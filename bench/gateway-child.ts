@@ -1,7 +1,7 @@
 /**
  * The BUILT gateway as a child process for benchmarks: `node bin/keel.js --home <home> gateway
  * run` with the parent's environment minus `OPENAI_*`, `TELEGRAM_*`, `KEEL_*` (see
- * test/helpers/gateway-process.ts), output appended to a file so the benchmark process does not
+ * test/helpers/gateway-process.ts) plus Keel's malloc settings (src/lib/malloc-tunables.ts), output appended to a file so the benchmark process does not
  * pay for reading it.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -9,6 +9,7 @@ import { closeSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
+import { withMallocTunables } from "../src/lib/malloc-tunables.js";
 import { childEnv, KEEL_BIN, REPO_ROOT } from "../test/helpers/gateway-process.js";
 import { HttpClient } from "./http-client.js";
 
@@ -73,7 +74,10 @@ export class GatewayChild {
 
   static spawn(options: GatewayChildOptions): GatewayChild {
     const out = openSync(options.outputFile, "a");
-    const env = childEnv({ ...options.env, KEEL_HTTP_PORT: String(options.port) });
+    // Started as Keel starts a gateway itself (service unit, `keel gateway start`, Docker image).
+    const env = withMallocTunables(
+      childEnv({ ...options.env, KEEL_HTTP_PORT: String(options.port) }),
+    );
     const probe = options.loopDelayProbe ? ["--import", PROBE] : [];
     const args = [
       ...(options.nodeArgs ?? []),

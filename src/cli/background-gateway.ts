@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Env } from "../config/load-config.js";
+import { withMallocTunables } from "../lib/malloc-tunables.js";
 import type { PidRecord } from "../lifecycle/pid-file.js";
 import { defaultKeelEntry } from "../service/install.js";
 import {
@@ -46,7 +47,7 @@ export function spawnBackgroundGateway(options: { home: string; env: Env; logFil
   const exited = new Promise<ExitInfo>((resolve) => (settle = resolve));
   try {
     const env: NodeJS.ProcessEnv = {};
-    for (const [name, value] of Object.entries(options.env)) {
+    for (const [name, value] of Object.entries(withMallocTunables(options.env))) {
       if (value !== undefined) env[name] = value;
     }
     const child = spawn(

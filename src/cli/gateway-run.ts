@@ -7,11 +7,13 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
+import type { Env } from "../config/load-config.js";
 import type { Config } from "../config/schema.js";
 import { createGateway } from "../gateway/create-gateway.js";
 import { AlreadyRunningError, type Gateway } from "../gateway/gateway.js";
 import { errorMessage } from "../lib/errors.js";
 import { createLogger } from "../lib/logger.js";
+import { withMallocTunables } from "../lib/malloc-tunables.js";
 import { KEEL_VERSION } from "../lib/version.js";
 import { detectSupervisor } from "../lifecycle/exit-code.js";
 import { consumePlannedStopForSelf } from "../lifecycle/markers.js";
@@ -45,7 +47,7 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
   const gateway = createGateway(config, {
     logger,
     supervisor,
-    relaunch: successor(config, supervised),
+    relaunch: successor(config, supervised, io.env),
   });
   const overBudget = watchStopBudget(gateway, config, logger);
   // Signals are handled from the first moment: one arriving while the gateway starts is kept
@@ -136,13 +138,14 @@ function supervisedByService(io: CliIo): boolean {
 }
 
 /** The successor of a restart outside a supervisor: this same command on the same home. */
-function successor(config: Config, supervised: boolean) {
+function successor(config: Config, supervised: boolean, env: Env) {
   const entry = fileURLToPath(new URL("../../bin/keel.js", import.meta.url));
   return () => ({
     nodePath: process.execPath,
     entry,
     args: ["gateway", "run", "--home", config.home, ...(supervised ? [] : ["--no-supervisor"])],
     logFile: join(config.home, "logs", "gateway.out.log"),
+    env: withMallocTunables(env),
   });
 }
 

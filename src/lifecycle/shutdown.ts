@@ -29,7 +29,14 @@ import {
 } from "./stop-sequence.js";
 
 /** How to start the successor of a restart outside a supervisor. */
-export type Relaunch = () => { nodePath: string; entry: string; args: string[]; logFile: string };
+export type Relaunch = () => {
+  nodePath: string;
+  entry: string;
+  args: string[];
+  logFile: string;
+  /** The successor's environment; this process's when absent. */
+  env?: NodeJS.ProcessEnv;
+};
 
 /** The running gateway's parts, as its stop reaches them. */
 export interface StoppingGateway {
@@ -82,8 +89,7 @@ export async function finishStop(
   const plan = planStopEpilogue({ request, summary, supervisor: gw.supervisor, now: gw.now() });
   let exitCode = plan.exitCode;
   if (plan.launchDetachedSuccessor) {
-    const { nodePath, entry, args, logFile } = relaunch();
-    spawnDetachedSuccessor({ nodePath, entry, args, waitForPid: process.pid, logFile });
+    spawnDetachedSuccessor({ ...relaunch(), waitForPid: process.pid });
   }
   if (plan.scheduleSystemdRestart && !(await scheduleSystemdRestart(config, logger)))
     exitCode = EXIT.restart;

@@ -4,6 +4,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { MALLOC_TUNABLES_VALUE } from "../lib/malloc-tunables.js";
 import { stopTimeoutFromDrain } from "./service-spec.js";
 
 const dockerfile = readFileSync(new URL("../../Dockerfile", import.meta.url), "utf8");
@@ -75,6 +76,8 @@ describe("Dockerfile", () => {
     expect(envLine).toContain("KEEL_HTTP_HOST=0.0.0.0");
     // Required off loopback (exit 78 otherwise): the names of the published loopback port.
     expect(envLine).toContain("KEEL_HTTP_PUBLIC_HOSTS=127.0.0.1:8642,localhost:8642");
+    // The image's gateway gets the malloc settings of every gateway Keel starts itself.
+    expect(envLine).toContain(`GLIBC_TUNABLES=${MALLOC_TUNABLES_VALUE}`);
   });
 });
 

@@ -4,6 +4,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { MALLOC_TUNABLES_VALUE } from "../lib/malloc-tunables.js";
 import type { ServiceSpec } from "./service-spec.js";
 import {
   quoteSystemdWord,
@@ -79,6 +80,7 @@ describe("renderSystemdUnit", () => {
       "Type=simple",
       "ExecStart=/usr/bin/node /opt/keel/bin/keel.js gateway run --home /home/ada/.keel",
       "ExecReload=/bin/kill -USR1 $MAINPID",
+      "Environment=GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072",
       "Environment=KEEL_HOME=/home/ada/.keel",
       "Environment=OPENAI_BASE_URL=http://127.0.0.1:8000/v1",
       "Environment=PATH=/usr/bin:/bin",
@@ -153,7 +155,11 @@ describe("renderSystemdUnit", () => {
       home,
     ]);
     const environment = valuesOf(unit, "Environment").flatMap((v) => splitSystemdWords(v, false));
-    expect(environment).toEqual([`KEEL_HOME=${home}`, `OPENAI_API_KEY=${secret}`]);
+    expect(environment).toEqual([
+      `GLIBC_TUNABLES=${MALLOC_TUNABLES_VALUE}`,
+      `KEEL_HOME=${home}`,
+      `OPENAI_API_KEY=${secret}`,
+    ]);
     expect(unit.split("\n").every((line) => !line.includes("\n"))).toBe(true);
   });
 

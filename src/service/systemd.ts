@@ -1,5 +1,6 @@
 /** systemd unit rendering (pure) and the argv of the gateway's restart-under-systemd helper. */
 import { EXIT } from "../lib/exit-codes.js";
+import { withMallocTunables } from "../lib/malloc-tunables.js";
 import {
   assertAbsolutePaths,
   gatewayArgv,
@@ -63,7 +64,8 @@ export function renderSystemdUnit(spec: ServiceSpec): string {
   const execStart = gatewayArgv(spec)
     .map((word) => quoteSystemdWord(word, { dollar: true }))
     .join(" ");
-  const environment = serviceEnvironment(spec).map(
+  // Linux only, so glibc's: the malloc settings every gateway Keel starts gets.
+  const environment = serviceEnvironment({ ...spec, env: withMallocTunables(spec.env) }).map(
     ([name, value]) => `Environment=${quoteSystemdWord(`${name}=${value}`, { dollar: false })}`,
   );
   return [

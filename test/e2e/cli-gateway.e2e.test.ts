@@ -17,6 +17,7 @@ import { type AddressInfo, createServer, type Server, type Socket } from "node:n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { MALLOC_TUNABLES_VALUE } from "../../src/lib/malloc-tunables.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import {
   isAlive as alive,
@@ -99,6 +100,14 @@ function processesMarked(id: string): number[] {
   return pids;
 }
 
+/** A running process's environment, from /proc. */
+function environOf(pid: number): Record<string, string> {
+  const pairs = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").filter(Boolean);
+  return Object.fromEntries(
+    pairs.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]),
+  );
+}
+
 function readPid(): number | null {
   return readGatewayPid(home)?.pid ?? null;
 }
@@ -157,6 +166,8 @@ describe("keel gateway start/status/restart/stop", () => {
     expect(first.json.pid).toBe(readPid());
     expect(Object.keys(first.json.platforms).sort()).toEqual(["api", "webchat"]);
     const oldPid = first.json.pid as number;
+    // The gateways Keel starts itself get its malloc settings (src/lib/malloc-tunables.ts).
+    expect(environOf(oldPid).GLIBC_TUNABLES).toBe(MALLOC_TUNABLES_VALUE);
 
     const restarted = await keel(["gateway", "restart", "--timeout", "30"]);
     expect(restarted.code, restarted.stderr).toBe(0);
@@ -168,6 +179,7 @@ describe("keel gateway start/status/restart/stop", () => {
     expect(await readyz()).toBe(200);
 
     const newPid = second.json.pid as number;
+    expect(environOf(newPid).GLIBC_TUNABLES).toBe(MALLOC_TUNABLES_VALUE);
     const stopped = await keel(["gateway", "stop"]);
     expect(stopped.code, stopped.stderr).toBe(0);
     expect(stopped.stdout).toContain(`Gateway stopped (pid ${newPid})`);

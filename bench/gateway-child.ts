@@ -1,8 +1,8 @@
 /**
  * The BUILT gateway as a child process for benchmarks: `node bin/keel.js --home <home> gateway
  * run` with the parent's environment minus `OPENAI_*`, `TELEGRAM_*`, `KEEL_*` (see
- * test/helpers/gateway-process.ts) plus Keel's malloc settings (src/lib/malloc-tunables.ts), output appended to a file so the benchmark process does not
- * pay for reading it.
+ * test/helpers/gateway-process.ts) plus Keel's malloc settings (src/lib/malloc-tunables.ts),
+ * output appended to a file so the benchmark process does not pay for reading it.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";

@@ -6,7 +6,7 @@
  * spell the arenas of the main thread and of V8's worker threads keep tens of MB that nothing
  * uses; a fixed threshold hands the free top of each arena back to the system as it goes.
  * Measured on a settled gateway after 10,000 turns (docs/operations.md, Memory): the worker
- * threads' arenas hold ~1.5 MB instead of ~15, the RSS kept drops by a few MB (holes below memory
+ * threads' arenas hold ~1.7 MB instead of ~15, the RSS kept drops by a few MB (holes below memory
  * in use stay), latency and throughput move only with the machine's noise.
  *
  * glibc reads these once, as the process starts, so they go into the environment of a process

@@ -49,6 +49,34 @@ describe("SqliteStore", () => {
     expect((await store.listOpenInbox()).map((i) => i.text)).toEqual(["m1", "m2", "m3"]);
   });
 
+  it("rolls back only the method that failed in a group commit, after what it had written", async () => {
+    const turn = await store.startTurn({
+      sessionKey: "agent:main:telegram:dm:42",
+      inboxId: null,
+      userMessage: { role: "user", content: "one" },
+    });
+    const first = store.acceptInbound(inbound({ platformMessageId: "1", text: "m1" }));
+    // Its message is written before the usage row, which the schema refuses (no model).
+    const failing = store.appendMessages(
+      turn.sessionId,
+      turn.id,
+      [{ role: "assistant", content: "x" }],
+      [],
+      {
+        model: null as unknown as string,
+        promptTokens: 1,
+        completionTokens: 1,
+        estimated: false,
+      },
+    );
+    const last = store.acceptInbound(inbound({ platformMessageId: "2", text: "m2" }));
+    await expect(failing).rejects.toThrow(/NOT NULL/);
+    await Promise.all([first, last]);
+    expect((await store.listOpenInbox()).map((i) => i.text)).toEqual(["m1", "m2"]);
+    const transcript = await store.loadTranscript(turn.sessionId);
+    expect(transcript.map((m) => m.message.content)).toEqual(["one"]);
+  });
+
   it("keeps transcripts parsed between reads and still sees what another process appended", async () => {
     const turn = await store.startTurn({
       sessionKey: "agent:main:telegram:dm:42",

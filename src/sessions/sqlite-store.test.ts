@@ -190,6 +190,25 @@ describe("SqliteStore durability", () => {
     expect((await open).map((item) => item.text)).toEqual(["hello"]);
   });
 
+  it("continues the calls one flush covers a few per turn of the event loop, in call order", async () => {
+    const first = store.listOpenInbox();
+    flushes[0]!.finish();
+    await first;
+    const order: number[] = [];
+    const calls = Array.from({ length: 20 }, (_, n) =>
+      store.acceptInbound(inbound({ platformMessageId: String(n) })).then(() => order.push(n)),
+    );
+    await nextTurn();
+    expect(flushes).toHaveLength(2);
+    flushes[1]!.finish();
+    // The fsync's callback continues the first eight (their promise chains run before the next
+    // turn of the loop); later turns continue the rest, eight at a time.
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+    expect(order).toHaveLength(8);
+    await Promise.all(calls);
+    expect(order).toEqual(Array.from({ length: 20 }, (_, n) => n));
+  });
+
   it("holds a read that saw another connection's commit until this one's flush covers it", async () => {
     const first = store.listOpenInbox();
     flushes[0]!.finish();

@@ -296,19 +296,18 @@ export class SqliteStore implements Store {
       for (const item of batch) item.reject(err);
       return;
     }
-    const settle = () =>
-      batch.forEach((item, i) => {
-        const outcome = outcomes[i]!;
+    this.wal?.committedOne();
+    // Each call waits on its own, so that one fsync's callers are continued a few at a time.
+    batch.forEach((item, i) => {
+      const outcome = outcomes[i]!;
+      const settle = () => {
         if (outcome.ok) item.resolve(outcome.value);
         else item.reject(outcome.error);
-      });
-    this.wal?.committedOne();
-    const durable = this.wal?.untilDurable();
-    if (!durable) settle();
-    else
-      durable.then(settle, (err) => {
-        for (const item of batch) item.reject(err);
-      });
+      };
+      const durable = this.wal?.untilDurable();
+      if (!durable) settle();
+      else durable.then(settle, item.reject);
+    });
   }
 
   private sessionRow(key: string): SessionRow | undefined {

@@ -24,10 +24,18 @@ interface Waiter {
   reject(err: unknown): void;
 }
 
+/**
+ * Callers continued per turn of the event loop once their commits are on disk. One fsync under
+ * load covers dozens of waiting calls; continuing them all in one go held the loop for
+ * milliseconds while every other socket waited.
+ */
+const RELEASED_PER_TURN = 8;
+
 export class WalSync {
   private committed = 0;
   private durable = 0;
   private syncing = false;
+  private releaseScheduled = false;
   private failure: Error | null = null;
   private fd: number | null;
   private waiters: Waiter[] = [];
@@ -115,11 +123,23 @@ export class WalSync {
 
   private release(): void {
     let released = 0;
-    while (released < this.waiters.length && this.waiters[released]!.upTo <= this.durable) {
+    while (
+      released < RELEASED_PER_TURN &&
+      released < this.waiters.length &&
+      this.waiters[released]!.upTo <= this.durable
+    ) {
       this.waiters[released]!.resolve();
       released += 1;
     }
     this.waiters.splice(0, released);
+    const more = this.waiters[0] !== undefined && this.waiters[0].upTo <= this.durable;
+    if (more && !this.releaseScheduled) {
+      this.releaseScheduled = true;
+      setImmediate(() => {
+        this.releaseScheduled = false;
+        this.release();
+      });
+    }
   }
 
   private fail(err: unknown): void {

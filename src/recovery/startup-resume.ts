@@ -6,6 +6,7 @@
  */
 import type { Logger } from "pino";
 import { contentText } from "../agent/content.js";
+import { joinRequests, unansweredRequests } from "../runner/history.js";
 import { droppedRequestNotice, heldBackNotice } from "../runner/lifecycle-texts.js";
 import type { Runner } from "../runner/runner.js";
 import type { SessionRecord, Store } from "../sessions/store.js";
@@ -132,9 +133,15 @@ async function notify(
   return queued !== null;
 }
 
-/** The text of the transcript's last user message: the request that was cut off. */
+/**
+ * What was cut off: the user messages since the transcript's last reply (several when more came
+ * in meanwhile, all of which a dropped session loses), as one text.
+ */
 async function lastRequest(store: Store, sessionId: string): Promise<string | null> {
   const transcript = await store.loadTranscript(sessionId);
-  const last = transcript.findLast((m) => m.message.role === "user")?.message;
+  const messages = transcript.map((m) => m.message);
+  const requests = unansweredRequests(messages);
+  if (requests.length > 0) return contentText(joinRequests(requests));
+  const last = messages.findLast((m) => m.role === "user");
   return last?.role === "user" ? contentText(last.content) : null;
 }

@@ -3,6 +3,7 @@
 import type { UserContent } from "../agent/content.js";
 import type { ChatAddress } from "../platforms/platform.js";
 import type { InboxItem, SessionRecord, Store } from "../sessions/store.js";
+import { joinRequests, unansweredRequests } from "./history.js";
 import type { AbortCause, ActiveTurn } from "./lane.js";
 import { TEXT } from "./texts.js";
 
@@ -128,10 +129,16 @@ async function retryLast(
   const lastUser = [...transcript].reverse().find((m) => m.message.role === "user");
   if (lastUser?.message.role !== "user") return host.answer(item, TEXT.nothingToRetry);
   if (active) host.stopTurn(active, "interrupt");
-  // A suspended session's dropped request runs again on a fresh start.
-  if (session?.suspended) await host.store.resetSession(item.sessionKey);
+  let request = lastUser.message.content;
+  if (session?.suspended) {
+    // A suspended session's dropped requests run again on a fresh start, which keeps nothing of
+    // the old transcript: every message since its last reply goes, not only the last one.
+    const dropped = unansweredRequests(transcript.map((m) => m.message));
+    if (dropped.length > 1) request = joinRequests(dropped);
+    await host.store.resetSession(item.sessionKey);
+  }
   await host.store.closeInboxItem(item.id, "done");
-  host.retry(item.sessionKey, lastUser.message.content, item.address);
+  host.retry(item.sessionKey, request, item.address);
 }
 
 async function statusText(

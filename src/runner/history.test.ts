@@ -4,9 +4,11 @@ import {
   AUTO_CONTINUE_NOTE,
   endsWithUnansweredToolResults,
   hasOpenToolCalls,
+  joinRequests,
   NOT_RUN_RESULT,
   normalizeHistory,
   resumeNote,
+  unansweredRequests,
   withAutoContinueNote,
   withNoteBeforeTail,
 } from "./history.js";
@@ -182,5 +184,26 @@ describe("hasOpenToolCalls", () => {
     expect(hasOpenToolCalls(answered)).toBe(false);
     expect(hasOpenToolCalls([...answered, { role: "assistant", content: "done" }])).toBe(false);
     expect(hasOpenToolCalls([])).toBe(false);
+  });
+});
+
+describe("unansweredRequests", () => {
+  it("lists every user message after the last reply with text, not only the last", () => {
+    const history: ChatMessage[] = [
+      { role: "user", content: "one" },
+      { role: "assistant", content: "re one" },
+      { role: "user", content: "two" },
+      { role: "user", content: "three" },
+      { role: "assistant", content: null, tool_calls: [call("c1")] },
+      { role: "tool", tool_call_id: "c1", content: "ok" },
+    ];
+    expect(unansweredRequests(history)).toEqual(["two", "three"]);
+    expect(unansweredRequests(history.slice(0, 2))).toEqual([]);
+  });
+
+  it("joins text by blank lines and keeps image parts", () => {
+    expect(joinRequests(["two", "three"])).toBe("two\n\nthree");
+    const image = { type: "image_url" as const, image_url: { url: "data:image/png;base64,AA" } };
+    expect(joinRequests(["look", [image]])).toEqual([{ type: "text", text: "look" }, image]);
   });
 });

@@ -4,6 +4,7 @@
  * holds the system notes that tell the model it is continuing interrupted work. The notes live
  * only in the model input, never in the stored transcript.
  */
+import type { UserContent } from "../agent/content.js";
 import type { ChatMessage, ToolCall } from "../agent/types.js";
 import type { ResumeReason } from "../sessions/store.js";
 
@@ -49,6 +50,26 @@ export function hasOpenToolCalls(messages: readonly ChatMessage[]): boolean {
     messages.slice(index + 1).flatMap((m) => (m.role === "tool" ? [m.tool_call_id] : [])),
   );
   return last.tool_calls.some((call) => !answered.has(call.id));
+}
+
+/**
+ * What the user asked since the transcript's last reply (an assistant message with text), oldest
+ * first: more than one message when others came in while its turn was cut off. Empty when the
+ * last user message was answered.
+ */
+export function unansweredRequests(messages: readonly ChatMessage[]): UserContent[] {
+  const lastReply = messages.findLastIndex(
+    (m) => m.role === "assistant" && typeof m.content === "string" && m.content.trim() !== "",
+  );
+  return messages.slice(lastReply + 1).flatMap((m) => (m.role === "user" ? [m.content] : []));
+}
+
+/** Several requests as one message, in order (text joined by blank lines, parts kept). */
+export function joinRequests(requests: readonly UserContent[]): UserContent {
+  if (requests.every((r) => typeof r === "string")) return requests.join("\n\n");
+  return requests.flatMap((r) =>
+    typeof r === "string" ? [{ type: "text" as const, text: r }] : r,
+  );
 }
 
 /** True when the history ends with tool results the agent never answered (auto-continue). */

@@ -44,6 +44,28 @@ describe("lifecycle: resume after a restart (in-process gateways on one home)", 
   const agentStarted = (gw: InProcessGateway) =>
     gw.gateway.runner.activeTurns().some((t) => t.agentStarted);
 
+  /**
+   * Restarts `first` mid-turn, then twice more each resumed turn, with `advance` moving `clock`
+   * 31 s on before each boot (slower than a loop the breaker would hold back: three boots in
+   * 60 s); returns the fourth gateway, whose start suspends the session.
+   */
+  async function cutOffThreeTimes(
+    first: InProcessGateway,
+    clock: () => number,
+    advance: () => void,
+  ): Promise<InProcessGateway> {
+    expect(await restart(first)).toBe(75);
+    for (let boots = 2; boots <= 3; boots += 1) {
+      advance();
+      // The session resumes by itself, and the restart cuts off the resumed turn again.
+      const gw = await boot({ now: clock });
+      await waitFor(() => agentStarted(gw));
+      expect(await restart(gw)).toBe(75);
+    }
+    advance();
+    return boot({ now: clock });
+  }
+
   beforeEach(async () => {
     dir = createTempDir();
     fake = await startFakeOpenAI();
@@ -103,22 +125,14 @@ describe("lifecycle: resume after a restart (in-process gateways on one home)", 
   });
 
   it("a session cut off by three restarts in a row is suspended, told which request was dropped; its next message starts fresh", async () => {
-    // Restarts 31 s apart: slower than a loop the breaker would hold back (three boots in 60 s).
     let now = Date.now();
     const clock = () => now;
     const first = await boot({ now: clock });
     const { sessionId } = await first.send("slow: 30000 never finishes");
     await waitFor(() => agentStarted(first));
-    expect(await restart(first)).toBe(75);
-    for (let boots = 2; boots <= 3; boots += 1) {
+    const fourth = await cutOffThreeTimes(first, clock, () => {
       now += 31_000;
-      // The session resumes by itself, and the restart cuts off the resumed turn again.
-      const gw = await boot({ now: clock });
-      await waitFor(() => agentStarted(gw));
-      expect(await restart(gw)).toBe(75);
-    }
-    now += 31_000;
-    const fourth = await boot({ now: clock });
+    });
     const session = await fourth.gateway.store.getSession(testSessionKey());
     expect(session).toMatchObject({ suspended: true, resumePending: false });
     expect(fourth.gateway.runner.activeTurns()).toEqual([]);
@@ -133,6 +147,32 @@ describe("lifecycle: resume after a restart (in-process gateways on one home)", 
     expect(fake.requests.at(-1)?.messages.filter((m) => m.role !== "system")).toEqual([
       { role: "user", content: "echo: hello again" },
     ]);
+  });
+
+  it("a suspended session with two messages cut off names both as dropped, and /retry runs both", async () => {
+    let now = Date.now();
+    const clock = () => now;
+    const first = await boot({ now: clock, env: { KEEL_GATEWAY_BUSY_INPUT_MODE: "interrupt" } });
+    await first.send("slow: 30000 the first request");
+    await waitFor(() => agentStarted(first));
+    // It interrupts the first, whose turn it then carries: both are in the transcript, neither
+    // answered, when the restarts cut it off.
+    await first.send("slow: 30000 the second request");
+    await waitFor(() => fake.requests.length >= 2 && agentStarted(first));
+    const fourth = await cutOffThreeTimes(first, clock, () => {
+      now += 31_000;
+    });
+    const both = "slow: 30000 the first request\n\nslow: 30000 the second request";
+    await waitFor(() => fourth.platform.texts().includes(droppedRequestNotice(both)), {
+      message: `the dropped notice; chat: ${JSON.stringify(fourth.platform.texts())}`,
+    });
+
+    await fourth.send("/retry");
+    await waitFor(() =>
+      fake.requests.some((r) => r.messages.some((m) => m.role === "user" && m.content === both)),
+    );
+    const retried = fake.requests.at(-1)!.messages.filter((m) => m.role !== "system");
+    expect(retried).toEqual([{ role: "user", content: both }]);
   });
 
   it("the restart-loop breaker holds back resumes on the third boot within the window, tells the chat once, and the markers stay", async () => {

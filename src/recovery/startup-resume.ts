@@ -6,7 +6,7 @@
  */
 import type { Logger } from "pino";
 import { contentText } from "../agent/content.js";
-import { joinRequests, unansweredRequests } from "../runner/history.js";
+import { cutOffRequest } from "../runner/history.js";
 import { droppedRequestNotice, heldBackNotice } from "../runner/lifecycle-texts.js";
 import type { Runner } from "../runner/runner.js";
 import type { SessionRecord, Store } from "../sessions/store.js";
@@ -139,9 +139,6 @@ async function notify(
  */
 async function lastRequest(store: Store, sessionId: string): Promise<string | null> {
   const transcript = await store.loadTranscript(sessionId);
-  const messages = transcript.map((m) => m.message);
-  const requests = unansweredRequests(messages);
-  if (requests.length > 0) return contentText(joinRequests(requests));
-  const last = messages.findLast((m) => m.role === "user");
-  return last?.role === "user" ? contentText(last.content) : null;
+  const request = cutOffRequest(transcript.map((m) => m.message));
+  return request === null ? null : contentText(request);
 }

@@ -3,7 +3,7 @@
 import type { UserContent } from "../agent/content.js";
 import type { ChatAddress } from "../platforms/platform.js";
 import type { InboxItem, SessionRecord, Store } from "../sessions/store.js";
-import { joinRequests, unansweredRequests } from "./history.js";
+import { cutOffRequest } from "./history.js";
 import type { AbortCause, ActiveTurn } from "./lane.js";
 import { TEXT } from "./texts.js";
 
@@ -133,8 +133,7 @@ async function retryLast(
   if (session?.suspended) {
     // A suspended session's dropped requests run again on a fresh start, which keeps nothing of
     // the old transcript: every message since its last reply goes, not only the last one.
-    const dropped = unansweredRequests(transcript.map((m) => m.message));
-    if (dropped.length > 1) request = joinRequests(dropped);
+    request = cutOffRequest(transcript.map((m) => m.message)) ?? request;
     await host.store.resetSession(item.sessionKey);
   }
   await host.store.closeInboxItem(item.id, "done");

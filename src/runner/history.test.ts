@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { ChatMessage, ToolCall } from "../agent/types.js";
 import {
   AUTO_CONTINUE_NOTE,
+  cutOffRequest,
   endsWithUnansweredToolResults,
   hasOpenToolCalls,
   joinRequests,
@@ -205,5 +206,23 @@ describe("unansweredRequests", () => {
     expect(joinRequests(["two", "three"])).toBe("two\n\nthree");
     const image = { type: "image_url" as const, image_url: { url: "data:image/png;base64,AA" } };
     expect(joinRequests(["look", [image]])).toEqual([{ type: "text", text: "look" }, image]);
+  });
+});
+
+describe("cutOffRequest", () => {
+  it("is every unanswered message as one, else the last user message, else null", () => {
+    const answered: ChatMessage[] = [
+      { role: "user", content: "one" },
+      { role: "assistant", content: "re one" },
+    ];
+    expect(
+      cutOffRequest([
+        ...answered,
+        { role: "user", content: "two" },
+        { role: "user", content: "three" },
+      ]),
+    ).toBe("two\n\nthree");
+    expect(cutOffRequest(answered)).toBe("one");
+    expect(cutOffRequest([])).toBeNull();
   });
 });

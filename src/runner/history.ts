@@ -72,6 +72,18 @@ export function joinRequests(requests: readonly UserContent[]): UserContent {
   );
 }
 
+/**
+ * The request a cut-off turn was answering, as one message: every message since the last reply
+ * (see {@link unansweredRequests}), or the last user message when that one was answered. Null
+ * when the transcript has no user message.
+ */
+export function cutOffRequest(messages: readonly ChatMessage[]): UserContent | null {
+  const requests = unansweredRequests(messages);
+  if (requests.length > 0) return joinRequests(requests);
+  const last = messages.findLast((m) => m.role === "user");
+  return last?.role === "user" ? last.content : null;
+}
+
 /** True when the history ends with tool results the agent never answered (auto-continue). */
 export function endsWithUnansweredToolResults(messages: readonly ChatMessage[]): boolean {
   return messages.at(-1)?.role === "tool";

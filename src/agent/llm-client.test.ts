@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../../test/fakes/openai-server.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
@@ -242,6 +244,39 @@ describe("createLlmClient", () => {
     });
     expect(result).toMatchObject({ ok: false, kind: "network" });
     expect(!result.ok && result.error).toMatch(/ECONNREFUSED/);
+  });
+
+  it("returns a network failure (retried by the chain) when the connection drops mid-stream", async () => {
+    const server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(
+        `data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: "assistant" } }] })}\n\n`,
+      );
+      setTimeout(() => res.destroy(), 20);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const llm = createLlmClient({
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        model: "m",
+        timeoutMs: 5000,
+      });
+      const result = await llm.complete({
+        messages: user("anything"),
+        tools: [],
+        signal: new AbortController().signal,
+      });
+      expect(result).toEqual({
+        ok: false,
+        kind: "network",
+        error: "The connection to the model endpoint broke during the response.",
+      });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 

@@ -4,6 +4,7 @@
  */
 import OpenAI from "openai";
 import { savedImageNote } from "./image-input.js";
+import { createNodeFetch } from "./node-fetch.js";
 import type {
   AssistantMessage,
   ChatMessage,
@@ -51,6 +52,7 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
     adminAPIKey: null,
     logLevel: "off",
     maxRetries: 0,
+    fetch: createNodeFetch(),
     // Our own timer covers the whole call; this one is only a backstop.
     timeout: Math.ceil(options.timeoutMs) + 5_000,
   });

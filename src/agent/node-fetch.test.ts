@@ -1,0 +1,130 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { createNodeFetch } from "./node-fetch.js";
+
+type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
+
+let server: Server | undefined;
+
+afterEach(async () => {
+  vi.unstubAllGlobals();
+  server?.closeAllConnections();
+  await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
+  server = undefined;
+});
+
+async function serve(handler: Handler): Promise<string> {
+  server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => handler(req, Buffer.concat(chunks).toString("utf8"), res));
+  });
+  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(server!.address() as AddressInfo).port}`;
+}
+
+describe("createNodeFetch", () => {
+  it("sends the method, headers and string body, and streams the answer back as a Response", async () => {
+    let seen: { method?: string; type?: string; auth?: string; length?: string; body: string } = {
+      body: "",
+    };
+    const base = await serve((req, body, res) => {
+      seen = {
+        method: req.method,
+        type: req.headers["content-type"],
+        auth: req.headers.authorization,
+        length: req.headers["content-length"],
+        body,
+      };
+      res.writeHead(201, { "content-type": "text/event-stream", "x-request-id": "r1" });
+      res.write("data: one\n\n");
+      setTimeout(() => res.end("data: two\n\n"), 20);
+    });
+    // The model client must not go through the web fetch at all (see node-fetch.ts).
+    vi.stubGlobal("fetch", () => Promise.reject(new Error("global fetch used")));
+    const body = JSON.stringify({ text: "héllo" });
+    const response = await createNodeFetch()(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: new Headers({ "content-type": "application/json", authorization: "Bearer k" }),
+      body,
+    });
+    expect(seen).toEqual({
+      method: "POST",
+      type: "application/json",
+      auth: "Bearer k",
+      length: String(Buffer.byteLength(body)),
+      body,
+    });
+    expect(response.status).toBe(201);
+    expect(response.ok).toBe(true);
+    expect(response.headers.get("x-request-id")).toBe("r1");
+    expect(await response.text()).toBe("data: one\n\ndata: two\n\n");
+  });
+
+  it("answers a status without a body with a null body, and an error status with its text", async () => {
+    const base = await serve((req, _body, res) => {
+      if (req.url === "/empty") res.writeHead(204).end();
+      else res.writeHead(500, { "content-type": "application/json" }).end('{"error":"boom"}');
+    });
+    const fetchImpl = createNodeFetch();
+    const empty = await fetchImpl(`${base}/empty`);
+    expect(empty.status).toBe(204);
+    expect(empty.body).toBeNull();
+    const failed = await fetchImpl(new URL(`${base}/fail`));
+    expect(failed.status).toBe(500);
+    expect(failed.ok).toBe(false);
+    expect(await failed.json()).toEqual({ error: "boom" });
+  });
+
+  it("rejects when aborted before the answer, and fails the body when aborted mid-stream", async () => {
+    const closed: string[] = [];
+    const base = await serve((req, _body, res) => {
+      res.on("close", () => closed.push(req.url ?? ""));
+      if (req.url === "/stream") {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write("data: first\n\n");
+      }
+      // Otherwise never answers.
+    });
+    const fetchImpl = createNodeFetch();
+    const early = new AbortController();
+    const waiting = fetchImpl(`${base}/wait`, { signal: early.signal });
+    setTimeout(() => early.abort(), 20);
+    await expect(waiting).rejects.toMatchObject({ name: "AbortError" });
+
+    const late = new AbortController();
+    const response = await fetchImpl(`${base}/stream`, { signal: late.signal });
+    const reader = response.body!.getReader();
+    const first = await reader.read();
+    expect(Buffer.from(first.value!).toString()).toBe("data: first\n\n");
+    late.abort();
+    await expect(reader.read()).rejects.toMatchObject({ name: "AbortError" });
+    // Both connections are closed, not left open for the server to wait on.
+    await vi.waitFor(() => expect(closed.sort()).toEqual(["/stream", "/wait"]));
+  });
+
+  it("fails a body cut off mid-stream with a TypeError, as the web fetch does", async () => {
+    const base = await serve((_req, _body, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: first\n\n");
+      setTimeout(() => res.destroy(), 20);
+    });
+    const response = await createNodeFetch()(`${base}/`);
+    const failure = await response.text().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(TypeError);
+    expect((failure as TypeError).message).toBe("terminated");
+    expect((failure as TypeError).cause).toBeInstanceOf(Error);
+  });
+
+  it("rejects with the connection error when nothing listens", async () => {
+    const base = await serve((_req, _body, res) => res.end());
+    const port = (server!.address() as AddressInfo).port;
+    await new Promise((resolve) => server!.close(resolve));
+    server = undefined;
+    await expect(createNodeFetch()(`${base}/`)).rejects.toMatchObject({
+      code: "ECONNREFUSED",
+      port,
+    });
+  });
+});

@@ -6,9 +6,9 @@ import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { z } from "zod";
 import type { ApprovalRecord } from "../sessions/store.js";
-import { readJson } from "./control-routes.js";
 import { httpError } from "./http-errors.js";
 import type { AppEnv } from "./http-server.js";
+import { readJson } from "./node-request.js";
 
 const DecisionBody = z.strictObject({ decision: z.enum(["approve", "approve_session", "deny"]) });
 
@@ -34,7 +34,7 @@ export function createApprovalRoutes(desk: ApprovalDesk): Hono<AppEnv> {
   });
 
   app.post("/api/approvals/:id", async (c) => {
-    const parsed = DecisionBody.safeParse(await readJson(c.req.raw));
+    const parsed = DecisionBody.safeParse(await readJson(c));
     if (!parsed.success) {
       throw httpError(
         "BAD_REQUEST",

@@ -9,6 +9,7 @@ import type { Store } from "../sessions/store.js";
 import type { ControlSurface, GatewayStatus } from "./control-surface.js";
 import { httpError } from "./http-errors.js";
 import type { AppEnv } from "./http-server.js";
+import { readJson } from "./node-request.js";
 import { createStatusFeed } from "./status-feed.js";
 
 const DrainBody = z.strictObject({ action: z.enum(["drain", "cancel"]) });
@@ -72,7 +73,7 @@ export function createControlRoutes(options: {
   );
 
   app.post("/api/gateway/drain", async (c) => {
-    const parsed = DrainBody.safeParse(await readJson(c.req.raw));
+    const parsed = DrainBody.safeParse(await readJson(c));
     if (!parsed.success) {
       throw httpError("BAD_REQUEST", 'Body must be {"action":"drain"} or {"action":"cancel"}.');
     }
@@ -140,14 +141,4 @@ export function createControlRoutes(options: {
   });
 
   return app;
-}
-
-/** Parses a JSON body; malformed JSON is a 400 with a clear message. */
-export async function readJson(request: Request): Promise<unknown> {
-  const text = await request.text();
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    throw httpError("BAD_JSON");
-  }
 }

@@ -9,8 +9,8 @@ import { randomUUID } from "node:crypto";
 import { type Context, Hono } from "hono";
 import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import type { Logger } from "pino";
-import { readJson } from "../../control/control-routes.js";
 import type { AppEnv } from "../../control/http-server.js";
+import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
 import type { Store } from "../../sessions/store.js";
 import type {
   IdempotencyClaim,
@@ -191,8 +191,9 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     }
     if (stream) return this.streamReply(c, waiter, meta);
     // A client that hangs up stops waiting; its turn goes on and its reply stays in the transcript.
-    c.req.raw.signal.addEventListener("abort", () => this.waiters.remove(waiter), { once: true });
+    const stopListening = onClientGone(c, () => this.waiters.remove(waiter));
     const done = await waiter.completion;
+    stopListening();
     this.waiters.remove(waiter);
     return this.finalResponse(c, done, meta);
   }
@@ -221,7 +222,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
       throw apiError("unsupported_media_type");
     }
-    const body = await readJson(c.req.raw).catch(() => {
+    const body = await readJson(c).catch(() => {
       throw apiError("bad_json");
     });
     const parsed = ChatCompletionRequest.safeParse(body);
@@ -272,7 +273,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   ): Response | Promise<Response> {
     c.header("X-Session-Id", sessionId);
     if (!stream) {
-      return this.repeats.answerOf(inboxId, c.req.raw.signal).then((done) =>
+      return this.repeats.answerOf(inboxId, clientGoneSignal(c)).then((done) =>
         // null: the client hung up; nobody reads this.
         done ? this.finalResponse(c, done, meta) : new Response(null, { status: 204 }),
       );

@@ -117,6 +117,14 @@ describe("createNodeFetch", () => {
     expect((failure as TypeError).cause).toBeInstanceOf(Error);
   });
 
+  it("rejects a status the web Response refuses instead of throwing from the socket's event", async () => {
+    const base = await serve((_req, _body, res) => {
+      res.statusCode = 999;
+      res.end("odd");
+    });
+    await expect(createNodeFetch()(`${base}/`)).rejects.toBeInstanceOf(RangeError);
+  });
+
   it("rejects with the connection error when nothing listens", async () => {
     const base = await serve((_req, _body, res) => res.end());
     const port = (server!.address() as AddressInfo).port;

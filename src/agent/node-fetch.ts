@@ -9,7 +9,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 
 /** Statuses whose Response may carry no body. */
-const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+const NULL_BODY = new Set([204, 205, 304]);
 
 export function createNodeFetch(): typeof fetch {
   return (input, init) => {
@@ -23,8 +23,18 @@ export function createNodeFetch(): typeof fetch {
         headers: Object.fromEntries(new Headers(init?.headers)),
         ...(init?.signal && { signal: init.signal }),
       });
-      req.once("error", reject);
-      req.once("response", (res) => resolve(toResponse(res, init?.signal ?? undefined)));
+      // Kept, not once: the socket can fail after the answer began, and a settled promise
+      // ignores the call where an unheard "error" would end the process.
+      req.on("error", reject);
+      req.once("response", (res) => {
+        try {
+          resolve(toResponse(res, init?.signal ?? undefined));
+        } catch (error) {
+          // A status or header the web Response refuses (a status outside 200–599).
+          res.destroy();
+          reject(error);
+        }
+      });
       req.end(body ?? undefined);
     });
   };

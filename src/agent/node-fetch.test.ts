@@ -122,11 +122,11 @@ describe("createNodeFetch", () => {
       res.statusCode = 999;
       res.end("odd");
     });
-    // By name and message: the web Response's RangeError may come from another realm.
-    await expect(createNodeFetch()(`${base}/`)).rejects.toMatchObject({
-      name: "RangeError",
-      message: expect.stringMatching(/200 to 599/),
-    });
+    const outcome = await createNodeFetch()(`${base}/`).then(
+      () => "resolved",
+      (error: unknown) => String(error),
+    );
+    expect(outcome).toMatch(/^RangeError: .*200 to 599/);
   });
 
   it("rejects with the connection error when nothing listens", async () => {

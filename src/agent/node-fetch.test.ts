@@ -117,15 +117,20 @@ describe("createNodeFetch", () => {
     expect((failure as TypeError).cause).toBeInstanceOf(Error);
   });
 
-  it("rejects a status the web Response refuses instead of throwing from the socket's event", async () => {
+  it("fails the call on a status the web Response refuses, never from the socket's event", async () => {
     const base = await serve((_req, _body, res) => {
       res.statusCode = 999;
       res.end("odd");
     });
-    const outcome = await createNodeFetch()(`${base}/`).then(
-      () => "resolved",
-      (error: unknown) => String(error),
-    );
+    // Node's own Response refuses it at once; the lighter Response that @hono/node-server installs
+    // as the global one in a process serving HTTP (as the gateway, or an earlier test file in
+    // this worker) refuses it on the first read. Either way the caller sees the RangeError.
+    const outcome = await createNodeFetch()(`${base}/`)
+      .then((response) => response.text())
+      .then(
+        () => "read",
+        (error: unknown) => String(error),
+      );
     expect(outcome).toMatch(/^RangeError: .*200 to 599/);
   });
 

@@ -46,9 +46,10 @@ function toResponse(res: IncomingMessage, signal: AbortSignal | undefined): Resp
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
     headers.append(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
   }
-  if (NULL_BODY.has(status)) res.resume();
+  const empty = NULL_BODY.has(status);
+  if (empty) res.resume();
   // Node's Response takes an async iterable as its body (a non-standard BodyInit, hence the cast).
-  const body = NULL_BODY.has(status) ? null : (chunksOf(res, signal) as unknown as BodyInit);
+  const body = empty ? null : (chunksOf(res, signal) as unknown as BodyInit);
   return new Response(body, { status, statusText: res.statusMessage ?? "", headers });
 }
 

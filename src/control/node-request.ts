@@ -10,6 +10,7 @@
  * In-process tests (`app.request()`) have no bindings and take the web `Request`, as do bodies
  * another handler has begun to read.
  */
+import { text } from "node:stream/consumers";
 import type { Context } from "hono";
 import type { AppEnv } from "./access-gate.js";
 import { httpError } from "./http-errors.js";
@@ -61,8 +62,5 @@ async function readText(c: Context<AppEnv>): Promise<string> {
     incoming.headers["transfer-encoding"] === undefined &&
     incoming.readableFlowing === null &&
     !incoming.readableDidRead;
-  if (!direct) return c.req.raw.text();
-  const chunks: Buffer[] = [];
-  for await (const chunk of incoming) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
+  return direct ? text(incoming) : c.req.raw.text();
 }

@@ -8,6 +8,7 @@ import { performance } from "node:perf_hooks";
 import { type FakeDiscord, startFakeDiscord } from "../test/fakes/discord-server.js";
 import {
   allRepliesWithin,
+  type MeasuredThroughput,
   type ThroughputOptions,
   type ThroughputResult,
   throughputFigures,
@@ -32,7 +33,7 @@ export async function runDiscordThroughput(options: ThroughputOptions): Promise<
       },
       close: () => discord.close(),
     },
-    () => measure(options, users, discord),
+    (gatewayRssMb) => measure(options, users, discord, gatewayRssMb),
   );
 }
 
@@ -40,14 +41,15 @@ async function measure(
   options: ThroughputOptions,
   users: { id: string; username: string }[],
   discord: FakeDiscord,
-): Promise<Omit<ThroughputResult, "maxConcurrentTurns">> {
+  gatewayRssMb: () => number,
+): Promise<MeasuredThroughput> {
   const perChat = Math.ceil(options.messages / users.length);
   const total = perChat * users.length;
   const channels = new Map(users.map((u) => [discord.dmChannel(u.id), u]));
   const sentAt = new Map<string, number>();
   const remaining = new Map(users.map((u) => [u.id, perChat]));
   const latencies: number[] = [];
-  const rssBefore = process.memoryUsage().rss;
+  const rssBefore = gatewayRssMb();
   let answered = 0;
   let finish: () => void = () => {};
   const done = new Promise<void>((resolve) => {
@@ -78,5 +80,12 @@ async function measure(
   } finally {
     unsubscribe();
   }
-  return throughputFigures({ total, chats: users.length, startedAt, latencies, rssBefore });
+  return throughputFigures({
+    total,
+    chats: users.length,
+    startedAt,
+    latencies,
+    rssBefore,
+    rssAfter: gatewayRssMb(),
+  });
 }

@@ -48,6 +48,17 @@ export function processRssMb(pid: number): number {
   return kb / 1024;
 }
 
+/** Clock ticks per second in /proc/<pid>/stat (USER_HZ: 100 on Linux's common builds). */
+const USER_HZ = 100;
+
+/** CPU time (user + system) a process has used so far, from /proc/<pid>/stat, in ms. */
+export function processCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name (which may hold spaces), from field 3 on: utime is 14, stime 15.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ;
+}
+
 export class GatewayChild {
   readonly baseUrl: string;
   /** performance.now() just before spawn. */
@@ -157,6 +168,11 @@ export class GatewayChild {
     return processRssMb(this.pid);
   }
 
+  /** CPU time the gateway has used so far, in ms. */
+  cpuMs(): number {
+    return processCpuMs(this.pid);
+  }
+
   /** The control token the gateway generated into its home. */
   controlToken(): string {
     return readFileSync(join(this.options.home, "control_token"), "utf8").trim();
@@ -172,6 +188,21 @@ export class GatewayChild {
 
   signal(name: NodeJS.Signals): void {
     if (!this.exitInfo) this.child.kill(name);
+  }
+
+  /**
+   * SIGTERM, then SIGKILL if the gateway has not exited within `graceMs`: a profile or a trace
+   * the flags asked for is written on the way out.
+   */
+  async stop(graceMs = 10_000): Promise<ExitInfo> {
+    this.signal("SIGTERM");
+    const timer = setTimeout(() => this.signal("SIGKILL"), graceMs);
+    try {
+      return await this.exited;
+    } finally {
+      this.http.close();
+      clearTimeout(timer);
+    }
   }
 
   /** SIGKILLs if still running and waits for the exit. Safe to call twice. */

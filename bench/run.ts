@@ -4,7 +4,7 @@
  *
  * Sections (`--only NAME[,NAME]`, default all, in this order):
  * - `telegram`: messages/s through Telegram long polling (`--messages`, `--chats`,
- *   `--concurrency`, `--timeout`).
+ *   `--concurrency`, `--timeout`; `--gateway-node-args` as for `api`).
  * - `slack`: messages/s through Slack Socket Mode, same options and shape as `telegram`.
  * - `discord`: messages/s through the Discord adapter (gateway WebSocket + REST against the
  *   stand-in Discord; same options as `telegram`).
@@ -116,6 +116,7 @@ async function telegram(
         chats: Number(values.chats),
         timeoutMs: Number(values.timeout) * 1000,
         ...(values.concurrency !== undefined && { maxConcurrentTurns: Number(values.concurrency) }),
+        nodeArgs: values["gateway-node-args"].split(" ").filter(Boolean),
       }),
     );
   }
@@ -124,24 +125,25 @@ async function telegram(
 
 function telegramReport(
   results: ThroughputResult[],
-  title = "Telegram polling throughput (fake Bot API server, instant model, gateway in-process)",
+  title = "Telegram polling throughput (fake Bot API server, instant model, built gateway in a child process)",
   ceiling?: string,
 ): string {
   const first = results[0]!;
   const mps = pick(results, (r) => r.messagesPerSecond);
-  const sorted = [...mps].sort((a, b) => a - b);
-  const med = sorted[Math.ceil(sorted.length / 2) - 1]!;
+  // The target holds for every run, so the slowest run is the one judged.
+  const slowest = Math.min(...mps);
   return [
     title,
     `  messages:   ${first.messages} across ${first.chats} chats (max_concurrent_turns ${first.maxConcurrentTurns})`,
     ceiling
       ? `  throughput: ${spread(mps, 0)} messages/s (${ceiling})`
-      : `  throughput: ${spread(mps, 0)} messages/s (target ${verdict(med, TARGET_MESSAGES_PER_SECOND, false)})`,
+      : `  throughput: ${spread(mps, 0)} messages/s (slowest run ${Math.round(slowest)}: target ${verdict(slowest, TARGET_MESSAGES_PER_SECOND, false)})`,
     `  latency:    p50 ${spread(pick(results, (r) => r.latencyMs.p50))} ms, p99 ${spread(pick(results, (r) => r.latencyMs.p99))} ms`,
+    `  CPU:        ${spread(pick(results, (r) => r.cpuMsPerMessage))} ms per message (the gateway's, user + system)`,
     `  memory:     RSS after ${spread(
       pick(results, (r) => r.rssMb.after),
       0,
-    )} MB (bench process)`,
+    )} MB (the gateway's)`,
   ].join("\n");
 }
 
@@ -414,14 +416,14 @@ async function main(): Promise<number> {
       json.slack = results;
       text = telegramReport(
         results,
-        "Slack Socket Mode throughput (stand-in Slack, instant model, gateway in-process)",
+        "Slack Socket Mode throughput (stand-in Slack, instant model, built gateway in a child process)",
       );
     } else if (section === "discord") {
       const results = await telegram(values, runs, runDiscordThroughput);
       json.discord = results;
       text = telegramReport(
         results,
-        "Discord throughput (stand-in Discord gateway + REST, instant model, gateway in-process)",
+        "Discord throughput (stand-in Discord gateway + REST, instant model, built gateway in a child process)",
         "ceiling: Discord allows a bot 50 REST requests/s, and each reply is one",
       );
     } else if (section === "api") {

@@ -9,6 +9,7 @@ import { performance } from "node:perf_hooks";
 import { type FakeSlack, startFakeSlack } from "../test/fakes/slack-server.js";
 import {
   allRepliesWithin,
+  type MeasuredThroughput,
   type ThroughputOptions,
   type ThroughputResult,
   throughputFigures,
@@ -30,7 +31,7 @@ export async function runSlackThroughput(options: ThroughputOptions): Promise<Th
       },
       close: () => slack.close(),
     },
-    () => measure(options, users, slack),
+    (gatewayRssMb) => measure(options, users, slack, gatewayRssMb),
   );
 }
 
@@ -38,7 +39,8 @@ async function measure(
   options: ThroughputOptions,
   users: string[],
   slack: FakeSlack,
-): Promise<Omit<ThroughputResult, "maxConcurrentTurns">> {
+  gatewayRssMb: () => number,
+): Promise<MeasuredThroughput> {
   const perChat = Math.ceil(options.messages / users.length);
   const total = perChat * users.length;
   const channelOf = (i: number) => `DBENCH${i}`;
@@ -46,7 +48,7 @@ async function measure(
   const remaining = new Map(users.map((_, i) => [channelOf(i), perChat]));
   const userOf = new Map(users.map((user, i) => [channelOf(i), user]));
   const latencies: number[] = [];
-  const rssBefore = process.memoryUsage().rss;
+  const rssBefore = gatewayRssMb();
   let answered = 0;
   let finish: () => void = () => {};
   const done = new Promise<void>((resolve) => {
@@ -77,5 +79,12 @@ async function measure(
   } finally {
     unsubscribe();
   }
-  return throughputFigures({ total, chats: users.length, startedAt, latencies, rssBefore });
+  return throughputFigures({
+    total,
+    chats: users.length,
+    startedAt,
+    latencies,
+    rssBefore,
+    rssAfter: gatewayRssMb(),
+  });
 }

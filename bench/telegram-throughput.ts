@@ -9,6 +9,7 @@ import { performance } from "node:perf_hooks";
 import { type SentCall, startFakeTelegram } from "../test/fakes/telegram-server.js";
 import {
   allRepliesWithin,
+  type MeasuredThroughput,
   type ThroughputOptions,
   type ThroughputResult,
   throughputFigures,
@@ -33,7 +34,7 @@ export async function runTelegramThroughput(options: ThroughputOptions): Promise
       },
       close: () => telegram.close(),
     },
-    () => measure(options, chatIds, telegram),
+    (gatewayRssMb) => measure(options, chatIds, telegram, gatewayRssMb),
   );
 }
 
@@ -41,13 +42,14 @@ async function measure(
   options: ThroughputOptions,
   chatIds: number[],
   telegram: Awaited<ReturnType<typeof startFakeTelegram>>,
-): Promise<Omit<ThroughputResult, "maxConcurrentTurns">> {
+  gatewayRssMb: () => number,
+): Promise<MeasuredThroughput> {
   const perChat = Math.ceil(options.messages / chatIds.length);
   const total = perChat * chatIds.length;
   const sentAt = new Map<string, number>();
   const remaining = new Map(chatIds.map((id) => [String(id), perChat]));
   const latencies: number[] = [];
-  const rssBefore = process.memoryUsage().rss;
+  const rssBefore = gatewayRssMb();
   let answered = 0;
   let finish: () => void = () => {};
   const done = new Promise<void>((resolve) => {
@@ -81,5 +83,12 @@ async function measure(
   } finally {
     unsubscribe();
   }
-  return throughputFigures({ total, chats: chatIds.length, startedAt, latencies, rssBefore });
+  return throughputFigures({
+    total,
+    chats: chatIds.length,
+    startedAt,
+    latencies,
+    rssBefore,
+    rssAfter: gatewayRssMb(),
+  });
 }

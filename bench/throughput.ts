@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { loadConfig } from "../src/config/load-config.js";
 import { startFakeOpenAI } from "../test/fakes/openai-server.js";
-import { createTestGateway, stopTestGateway } from "../test/helpers/in-process-gateway.js";
+import { freePort } from "../test/helpers/gateway-process.js";
+import { GatewayChild } from "./gateway-child.js";
 import { percentile } from "./stats.js";
 
 export interface ThroughputOptions {
@@ -19,6 +20,8 @@ export interface ThroughputOptions {
   timeoutMs: number;
   /** `agent.max_concurrent_turns`; the config default when omitted. */
   maxConcurrentTurns?: number;
+  /** Node/V8 flags for the gateway child (`--gateway-node-args`, e.g. `--cpu-prof`). */
+  nodeArgs?: string[];
 }
 
 export interface ThroughputResult {
@@ -28,10 +31,17 @@ export interface ThroughputResult {
   messagesPerSecond: number;
   maxConcurrentTurns: number;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
+  /** The gateway's, before the first message and after the last reply. */
   rssMb: { before: number; after: number };
+  /**
+   * The gateway's CPU time (user + system) from the first message to the last reply, per
+   * message: steadier than messages/s on a shared machine, where the gateway's core is the limit.
+   */
+  cpuMsPerMessage: number;
 }
 
-const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
+/** What a platform's `measure` finds; the runner adds the gateway's setting and CPU time. */
+export type MeasuredThroughput = Omit<ThroughputResult, "maxConcurrentTurns" | "cpuMsPerMessage">;
 
 /** Resolves with `done`, or rejects after `timeoutMs` saying how many replies came. */
 export async function allRepliesWithin(
@@ -59,8 +69,10 @@ export function throughputFigures(run: {
   chats: number;
   startedAt: number;
   latencies: number[];
+  /** The gateway's RSS (MB) before the first message, and a reading of it now. */
   rssBefore: number;
-}): Omit<ThroughputResult, "maxConcurrentTurns"> {
+  rssAfter: number;
+}): MeasuredThroughput {
   const seconds = (performance.now() - run.startedAt) / 1000;
   const latencies = [...run.latencies].sort((a, b) => a - b);
   return {
@@ -74,18 +86,20 @@ export function throughputFigures(run: {
       p99: percentile(latencies, 99),
       max: latencies.at(-1) ?? Number.NaN,
     },
-    rssMb: { before: mb(run.rssBefore), after: mb(process.memoryUsage().rss) },
+    rssMb: { before: Math.round(run.rssBefore), after: Math.round(run.rssAfter) },
   };
 }
 
 /**
- * Runs `measure` against an in-process gateway in a temporary home, wired by `platformEnv` to a
- * started stand-in platform and to an instant stand-in model; tears everything down after.
+ * Runs `measure` against the BUILT gateway in a child process (as users run it, and as the API
+ * bench runs it: the stand-in platform and model in this process do not share its core), in a
+ * temporary home wired by `platformEnv` to a started stand-in platform and to an instant stand-in
+ * model; tears everything down after. The RSS figures are the gateway's.
  */
 export async function withBenchGateway(
   options: ThroughputOptions,
   platform: { env: Record<string, string>; close(): Promise<void> },
-  measure: () => Promise<Omit<ThroughputResult, "maxConcurrentTurns">>,
+  measure: (gatewayRssMb: () => number) => Promise<MeasuredThroughput>,
 ): Promise<ThroughputResult> {
   const home = mkdtempSync(join(tmpdir(), "keel-bench-"));
   if (options.maxConcurrentTurns !== undefined) {
@@ -96,22 +110,27 @@ export async function withBenchGateway(
   }
   const model = await startFakeOpenAI();
   model.script({ text: "ok" });
-  const { config } = loadConfig({
+  const env = { ...platform.env, OPENAI_BASE_URL: model.baseUrl, KEEL_MODEL: "bench-model" };
+  // Read here only to report the setting the gateway runs with.
+  const { config } = loadConfig({ home, env });
+  const gateway = GatewayChild.spawn({
     home,
-    env: {
-      ...platform.env,
-      OPENAI_BASE_URL: model.baseUrl,
-      KEEL_MODEL: "bench-model",
-      KEEL_HTTP_PORT: "0",
-    },
+    port: await freePort(),
+    env,
+    outputFile: join(home, "gateway.log"),
+    nodeArgs: options.nodeArgs,
   });
-  const gateway = createTestGateway(config);
   try {
-    await gateway.start();
-    const result = await measure();
-    return { ...result, maxConcurrentTurns: config.agent.max_concurrent_turns };
+    await gateway.waitReady();
+    const cpuBefore = gateway.cpuMs();
+    const result = await measure(() => gateway.rssMb());
+    return {
+      ...result,
+      cpuMsPerMessage: (gateway.cpuMs() - cpuBefore) / result.messages,
+      maxConcurrentTurns: config.agent.max_concurrent_turns,
+    };
   } finally {
-    await stopTestGateway(gateway);
+    await gateway.stop();
     await platform.close();
     await model.close();
     rmSync(home, { recursive: true, force: true });

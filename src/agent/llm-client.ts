@@ -3,8 +3,8 @@
  * always streamed, with every failure turned into a value.
  */
 import OpenAI from "openai";
+import { createNodeFetch } from "../lib/node-fetch.js";
 import { savedImageNote } from "./image-input.js";
-import { createNodeFetch } from "./node-fetch.js";
 import type {
   AssistantMessage,
   ChatMessage,

@@ -6,7 +6,10 @@
  */
 import type { ChatMessage, ToolSpec } from "../agent/types.js";
 
-/** Characters per message, computed once per message object (the budget check runs every call). */
+/**
+ * Characters per message and per tool spec, computed once per object (the budget check runs every
+ * call; the tool registry keeps one spec object per tool).
+ */
 const sizes = new WeakMap<object, number>();
 
 function charsOf(value: object): number {
@@ -22,7 +25,11 @@ function charsOf(value: object): number {
 export function rawTokens(messages: readonly ChatMessage[], tools: readonly ToolSpec[]): number {
   let chars = 2;
   for (const m of messages) chars += charsOf(m) + 1;
-  if (tools.length > 0) chars += charsOf(tools);
+  // As JSON.stringify(tools).length: brackets, each spec, the commas between.
+  if (tools.length > 0) {
+    chars += 1;
+    for (const tool of tools) chars += charsOf(tool) + 1;
+  }
   return Math.ceil(chars / 4);
 }
 

@@ -1,9 +1,10 @@
 /**
- * `fetch` for the model client over Node's own http and https modules, instead of the web `fetch`
- * Node ships (docs/architecture.md, "The model client's HTTP"): the request body goes out as the
- * string it is, and the answer streams through one web stream instead of several. Connections are
- * kept alive by Node's global agents. Only string bodies (all the chat client sends) take this
- * path; any other body goes to the web `fetch`.
+ * `fetch` over Node's own http and https modules, instead of the web `fetch` Node ships, for the
+ * model client and grammY (docs/architecture.md, "The model client's HTTP"): the request body goes
+ * out as the string it is, and the answer streams through one web stream instead of several.
+ * Connections are kept alive by Node's global agents. Only string bodies (all the chat client
+ * sends, and grammY's JSON calls) take this path; any other body (grammY's file uploads) goes to
+ * the web `fetch`.
  */
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";

@@ -3,7 +3,7 @@
  * at most {@link MEMORY_MAX_BYTES}. A user's file is only ever read for turns answering that
  * user's own messages, so one user's notes never reach another's session.
  */
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export const MEMORY_MAX_BYTES = 4096;
@@ -47,6 +47,9 @@ export class MemoryFile {
   }
 
   read(): string {
+    // Most users have no memory file: asked every turn, a stat answers that without the cost of
+    // a thrown ENOENT (an Error and its stack).
+    if (!statSync(this.path, { throwIfNoEntry: false })) return "";
     try {
       return readFileSync(this.path, "utf8");
     } catch (error) {

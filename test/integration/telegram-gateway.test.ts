@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect } from "vitest";
 import { TELEGRAM_COMMANDS } from "../../src/platforms/telegram/adapter.js";
 import { ALLOWED_USER, botMessages } from "../helpers/in-process-gateway.js";
@@ -96,10 +97,19 @@ describe.concurrent("Telegram through the real gateway", () => {
     expect(h.telegram.commands().map((c) => c.command)).toEqual(
       TELEGRAM_COMMANDS.map((c) => c.command),
     );
-    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "slow: 300 done" });
+    // Typing shows once a turn has run for a second (Telegram advises it only for a wait).
+    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "slow: 1500 done" });
     await h.telegram.waitForSent(
       (c) => c.method === "sendChatAction" && String(c.payload.chat_id) === String(ALLOWED_USER),
     );
     await waitFor(() => botMessages(h.telegram, ALLOWED_USER)[0]?.text === "done");
+  });
+
+  telegramTest("a reply sent within a second shows no typing", async ({ h }) => {
+    await h.start();
+    h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "hello" });
+    await waitFor(() => botMessages(h.telegram, ALLOWED_USER).length === 1);
+    await sleep(1_200);
+    expect(h.telegram.sent.filter((c) => c.method === "sendChatAction")).toHaveLength(0);
   });
 });

@@ -32,6 +32,16 @@ describe("createToolRegistry", () => {
     });
   });
 
+  it("hands out the same spec object for a tool on every call, so its size is measured once", () => {
+    const dynamicTool: Tool = { ...throwing, name: "dynamic_one" };
+    const registry = createToolRegistry([createReadFileTool()], () => [dynamicTool]);
+    const first = registry.specs();
+    const second = registry.specs();
+    expect(second).not.toBe(first);
+    expect(second).toHaveLength(2);
+    for (const [i, spec] of second.entries()) expect(spec).toBe(first[i]);
+  });
+
   it("refuses two tools with the same name", () => {
     expect(() => createToolRegistry([createReadFileTool(), createReadFileTool()])).toThrow(
       /read_file/,

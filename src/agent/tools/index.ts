@@ -19,13 +19,24 @@ export function createToolRegistry(tools: Tool[], dynamic?: () => Tool[]): ToolR
     return [...byName.values(), ...extra];
   };
   const get = (name: string) => byName.get(name) ?? dynamic?.().find((t) => t.name === name);
+  // One spec object per tool for the tool's life: the prompt-size estimate measures each object
+  // once (context/token-gauge.ts) instead of every tool schema on every model call.
+  const specOf = new WeakMap<Tool, ToolSpec>();
+  const spec = (tool: Tool): ToolSpec => {
+    let made = specOf.get(tool);
+    if (!made) {
+      made = {
+        type: "function",
+        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+      };
+      specOf.set(tool, made);
+    }
+    return made;
+  };
   return {
     get,
     specs(): ToolSpec[] {
-      return all().map((tool) => ({
-        type: "function",
-        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
-      }));
+      return all().map(spec);
     },
     async run(call: ToolCall, context: ToolContext): Promise<ToolOutput> {
       const tool = get(call.function.name);

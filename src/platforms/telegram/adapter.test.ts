@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { checkTelegramHtml } from "../../../test/fakes/telegram-html.js";
@@ -17,6 +18,7 @@ const FAST: TelegramTiming = {
   backoffBaseMs: 20,
   backoffMaxMs: 100,
   typingIntervalMs: 50,
+  typingDelayMs: 0,
   stopTimeoutMs: 1_000,
   startWaitMs: 2_000,
   retry: { maxAttempts: 5, baseDelayMs: 10, maxDelayMs: 50, maxRetryAfterMs: 5_000 },
@@ -497,7 +499,16 @@ describe("TelegramAdapter access", () => {
 });
 
 describe("TelegramAdapter typing", () => {
-  it("sends typing now and repeatedly until stopped", async () => {
+  it("shows no typing for a turn answered within the delay", async () => {
+    const adapter = createAdapter({ timing: { ...FAST, typingDelayMs: 300 } });
+    const stopTyping = adapter.showTyping({ platform: "telegram", chatId: "-100123" });
+    await sleep(100);
+    stopTyping();
+    await sleep(400);
+    expect(fake.sent.filter((c) => c.method === "sendChatAction")).toHaveLength(0);
+  });
+
+  it("sends typing once the delay has passed and repeatedly until stopped", async () => {
     const adapter = createAdapter();
     const stopTyping = adapter.showTyping({
       platform: "telegram",

@@ -10,6 +10,7 @@ import { Bot, GrammyError } from "grammy";
 import type { CallbackQuery, Update } from "grammy/types";
 import type { Logger } from "pino";
 import { backoffMs } from "../../lib/net.js";
+import { createNodeFetch } from "../../lib/node-fetch.js";
 import type {
   ChatAddress,
   ConnectionLease,
@@ -70,6 +71,8 @@ export interface TelegramTiming {
   backoffBaseMs: number;
   backoffMaxMs: number;
   typingIntervalMs: number;
+  /** A turn answered sooner than this shows no typing at all (see showTyping). */
+  typingDelayMs: number;
   /** Bound on stop(), and on how long start() waits for the first connection attempt. */
   stopTimeoutMs: number;
   startWaitMs: number;
@@ -82,6 +85,7 @@ export const DEFAULT_TELEGRAM_TIMING: TelegramTiming = {
   backoffBaseMs: 1_000,
   backoffMaxMs: 30_000,
   typingIntervalMs: 4_000,
+  typingDelayMs: 1_000,
   stopTimeoutMs: 3_000,
   startWaitMs: 10_000,
   retry: DEFAULT_RETRY_POLICY,
@@ -157,7 +161,11 @@ export class TelegramAdapter implements PlatformAdapter {
     this.logger = options.logger.child({ component: "telegram" });
     this.timing = { ...DEFAULT_TELEGRAM_TIMING, ...options.timing };
     this.bot = new Bot(options.token, {
-      client: { apiRoot: options.apiRoot, timeoutSeconds: this.timing.pollTimeoutSec + 15 },
+      client: {
+        apiRoot: options.apiRoot,
+        timeoutSeconds: this.timing.pollTimeoutSec + 15,
+        fetch: createNodeFetch(),
+      },
     });
     this.access = new TelegramAccess(
       options.allowedUsers,
@@ -260,7 +268,12 @@ export class TelegramAdapter implements PlatformAdapter {
     });
   }
 
-  /** Sends "typing" now and every few seconds until the returned function is called. */
+  /**
+   * Sends "typing" once the turn has run for `typingDelayMs`, then every few seconds until the
+   * returned function is called. Telegram advises the action only for an answer that takes a
+   * noticeable time, and every call counts against the bot's request limits: a turn answered
+   * within the delay shows its answer and no typing.
+   */
   showTyping(address: ChatAddress): () => void {
     if (this.stopped) return () => {};
     const other =
@@ -270,9 +283,15 @@ export class TelegramAdapter implements PlatformAdapter {
         this.logger.debug({ error: describeTelegramError(err) }, "typing indicator failed");
       });
     };
-    send();
-    const timer = setInterval(send, this.timing.typingIntervalMs);
-    return () => clearInterval(timer);
+    let interval: NodeJS.Timeout | undefined;
+    const first = setTimeout(() => {
+      send();
+      interval = setInterval(send, this.timing.typingIntervalMs);
+    }, this.timing.typingDelayMs);
+    return () => {
+      clearTimeout(first);
+      clearInterval(interval);
+    };
   }
 
   private setError(error: string): void {

@@ -117,6 +117,30 @@ describe("createNodeFetch", () => {
     expect((failure as TypeError).cause).toBeInstanceOf(Error);
   });
 
+  it("reads an answer of known length whole, and fails it as the web fetch does when cut off or aborted", async () => {
+    const base = await serve((req, _body, res) => {
+      res.writeHead(200, { "content-type": "application/json", "content-length": "40" });
+      res.write('{"ok":true,');
+      if (req.url === "/whole") setTimeout(() => res.end(`"pad":"${"x".repeat(20)}"}`), 20);
+      if (req.url === "/cut") setTimeout(() => res.destroy(), 20);
+      // "/slow" never finishes.
+    });
+    const fetchImpl = createNodeFetch();
+    const whole = await fetchImpl(`${base}/whole`);
+    // Already read: the body is one piece, not a stream still arriving.
+    expect(whole.headers.get("content-length")).toBe("40");
+    expect(await whole.json()).toEqual({ ok: true, pad: "x".repeat(20) });
+
+    const cut = await fetchImpl(`${base}/cut`).catch((error: unknown) => error);
+    expect(cut).toBeInstanceOf(TypeError);
+    expect((cut as TypeError).message).toBe("terminated");
+
+    const controller = new AbortController();
+    const slow = fetchImpl(`${base}/slow`, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 30);
+    await expect(slow).rejects.toMatchObject({ name: "AbortError" });
+  });
+
   it("fails the call on a status the web Response refuses, never from the socket's event", async () => {
     const base = await serve((_req, _body, res) => {
       res.statusCode = 999;

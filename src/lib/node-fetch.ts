@@ -1,13 +1,15 @@
 /**
  * `fetch` over Node's own http and https modules, instead of the web `fetch` Node ships, for the
  * model client and grammY (docs/architecture.md, "The model client's HTTP"): the request body goes
- * out as the string it is, and the answer streams through one web stream instead of several.
+ * out as the string it is; a streamed answer (a completion) comes back through one web stream
+ * instead of several, an answer of known length (JSON) as one buffer once it has all arrived.
  * Connections are kept alive by Node's global agents. Only string bodies (all the chat client
  * sends, and grammY's JSON calls) take this path; any other body (grammY's file uploads) goes to
  * the web `fetch`.
  */
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { buffer } from "node:stream/consumers";
 
 /** Statuses whose Response may carry no body. */
 const NULL_BODY = new Set([204, 205, 304]);
@@ -28,20 +30,52 @@ export function createNodeFetch(): typeof fetch {
       // ignores the call where an unheard "error" would end the process.
       req.on("error", reject);
       req.once("response", (res) => {
-        try {
-          resolve(toResponse(res, init?.signal ?? undefined));
-        } catch (error) {
-          // A status or header the web Response refuses (a status outside 200–599).
-          res.destroy();
-          reject(error);
+        const signal = init?.signal ?? undefined;
+        if (!isWholeAnswer(res)) {
+          settle(resolve, reject, () => toResponse(res, chunksOf(res, signal)), res);
+          return;
         }
+        // An answer of known size that is not an event stream (JSON, an error page) is read here
+        // and handed over as one buffer: a web stream pulled from Node's stream cost more than
+        // the call itself for a small answer.
+        buffer(res).then(
+          (whole) => settle(resolve, reject, () => toResponse(res, whole), res),
+          (error: unknown) => reject(bodyFailure(error, signal)),
+        );
       });
       req.end(body ?? undefined);
     });
   };
 }
 
-function toResponse(res: IncomingMessage, signal: AbortSignal | undefined): Response {
+/**
+ * True for an answer sent with its length and not as an event stream. Anything else streams:
+ * a completion can take minutes and its caller watches it arrive.
+ */
+function isWholeAnswer(res: IncomingMessage): boolean {
+  return (
+    res.headers["content-length"] !== undefined &&
+    !(res.headers["content-type"] ?? "").startsWith("text/event-stream")
+  );
+}
+
+/** Resolves with `make()`, or rejects when the web Response refuses what it was given. */
+function settle(
+  resolve: (response: Response) => void,
+  reject: (error: unknown) => void,
+  make: () => Response,
+  res: IncomingMessage,
+): void {
+  try {
+    resolve(make());
+  } catch (error) {
+    // A status or header the web Response refuses (a status outside 200–599).
+    res.destroy();
+    reject(error);
+  }
+}
+
+function toResponse(res: IncomingMessage, body: Buffer | AsyncGenerator<Uint8Array>): Response {
   const status = res.statusCode ?? 502;
   const headers = new Headers();
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
@@ -50,8 +84,16 @@ function toResponse(res: IncomingMessage, signal: AbortSignal | undefined): Resp
   const empty = NULL_BODY.has(status);
   if (empty) res.resume();
   // Node's Response takes an async iterable as its body (a non-standard BodyInit, hence the cast).
-  const body = empty ? null : (chunksOf(res, signal) as unknown as BodyInit);
-  return new Response(body, { status, statusText: res.statusMessage ?? "", headers });
+  return new Response(empty ? null : (body as unknown as BodyInit), {
+    status,
+    statusText: res.statusMessage ?? "",
+    headers,
+  });
+}
+
+/** How a body that failed fails for the web fetch: the abort's reason, or a network TypeError. */
+function bodyFailure(error: unknown, signal: AbortSignal | undefined): unknown {
+  return signal?.aborted ? signal.reason : new TypeError("terminated", { cause: error });
 }
 
 type BodyInit = ConstructorParameters<typeof Response>[0];
@@ -67,7 +109,6 @@ async function* chunksOf(
   try {
     for await (const chunk of res) yield chunk as Buffer;
   } catch (error) {
-    if (signal?.aborted) throw signal.reason;
-    throw new TypeError("terminated", { cause: error });
+    throw bodyFailure(error, signal);
   }
 }

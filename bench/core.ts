@@ -156,7 +156,7 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     };
   } finally {
     floor.kill();
-    for (const child of children) await child.kill();
+    for (const child of children) await child.stop();
     await model.close();
     for (const home of homes) rmSync(home, { recursive: true, force: true });
   }

@@ -212,7 +212,7 @@ export class ContextKeeper implements PromptKeeper {
 
   observe(prompt: readonly ChatMessage[], tools: readonly ToolSpec[], usage?: TokenUsage): void {
     if (usage && !usage.estimated) {
-      this.options.gauge.observe(rawTokens(prompt, tools), usage.promptTokens);
+      this.options.gauge.observe(this.options.gauge.raw(prompt, tools), usage.promptTokens);
     }
   }
 

@@ -113,8 +113,8 @@ export class Approvals implements TurnApprovals {
 
   async supersede(turn: GateTurn): Promise<void> {
     const { store } = this.options;
-    const pending = await store.listApprovals({ state: "pending" });
-    for (const approval of pending.filter((a) => a.sessionId === turn.sessionId)) {
+    const pending = await store.listApprovals({ state: "pending", sessionId: turn.sessionId });
+    for (const approval of pending) {
       const decided = await store.decideApproval({
         id: approval.id,
         decision: "superseded",

@@ -24,9 +24,9 @@ import {
 import type {
   AcceptInboundResult,
   ApprovalDecisionInput,
+  ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
-  ApprovalState,
   CompactionInput,
   CompactionRecord,
   FinishTurnInput,
@@ -1595,15 +1595,22 @@ export class PgStore implements Store {
     });
   }
 
-  listApprovals(options: { state?: ApprovalState } = {}): Promise<ApprovalRecord[]> {
+  listApprovals(filter: ApprovalFilter = {}): Promise<ApprovalRecord[]> {
+    const state = filter.state ?? null;
     return this.read(async (db) =>
-      (
-        await all<ApprovalRow>(
-          db,
-          `SELECT * FROM approvals WHERE ($1::text IS NULL OR state = $1)
-             ORDER BY created_at DESC, seq DESC LIMIT 500`,
-          [options.state ?? null],
-        )
+      (filter.sessionId
+        ? await all<ApprovalRow>(
+            db,
+            `SELECT * FROM approvals WHERE session_id = $1 AND ($2::text IS NULL OR state = $2)
+               ORDER BY created_at DESC, seq DESC`,
+            [filter.sessionId, state],
+          )
+        : await all<ApprovalRow>(
+            db,
+            `SELECT * FROM approvals WHERE ($1::text IS NULL OR state = $1)
+               ORDER BY created_at DESC, seq DESC LIMIT 500`,
+            [state],
+          )
       ).map(toApproval),
     );
   }

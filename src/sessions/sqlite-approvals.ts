@@ -5,9 +5,9 @@
 import type Database from "better-sqlite3";
 import type {
   ApprovalDecisionInput,
+  ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
-  ApprovalState,
 } from "./store.js";
 import { APPROVAL_STATE_OF, type ApprovalRow, toApproval } from "./store-rows.js";
 
@@ -63,12 +63,18 @@ export function findApprovalForCallSync(
   return row ? toApproval(row) : null;
 }
 
-export function listApprovalsSync(stmt: Stmt, state?: ApprovalState): ApprovalRecord[] {
-  return (
-    stmt(
-      "SELECT * FROM approvals WHERE (? IS NULL OR state = ?) ORDER BY created_at DESC, rowid DESC LIMIT 500",
-    ).all(state ?? null, state ?? null) as ApprovalRow[]
-  ).map(toApproval);
+export function listApprovalsSync(stmt: Stmt, filter: ApprovalFilter): ApprovalRecord[] {
+  const state = filter.state ?? null;
+  // One transcript's through its index (session_id first), with no cap; every turn asks this.
+  const rows = filter.sessionId
+    ? stmt(
+        `SELECT * FROM approvals WHERE session_id = ? AND (? IS NULL OR state = ?)
+           ORDER BY created_at DESC, rowid DESC`,
+      ).all(filter.sessionId, state, state)
+    : stmt(
+        "SELECT * FROM approvals WHERE (? IS NULL OR state = ?) ORDER BY created_at DESC, rowid DESC LIMIT 500",
+      ).all(state, state);
+  return (rows as ApprovalRow[]).map(toApproval);
 }
 
 export function decideApprovalSync(

@@ -35,9 +35,9 @@ import { MIGRATIONS } from "./sqlite-migrations.js";
 import type {
   AcceptInboundResult,
   ApprovalDecisionInput,
+  ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
-  ApprovalState,
   CompactionInput,
   CompactionRecord,
   FinishTurnInput,
@@ -1075,8 +1075,8 @@ export class SqliteStore implements Store {
     return this.read(() => findApprovalForCallSync((sql) => this.stmt(sql), sessionId, toolCallId));
   }
 
-  listApprovals(options: { state?: ApprovalState } = {}): Promise<ApprovalRecord[]> {
-    return this.read(() => listApprovalsSync((sql) => this.stmt(sql), options.state));
+  listApprovals(filter: ApprovalFilter = {}): Promise<ApprovalRecord[]> {
+    return this.read(() => listApprovalsSync((sql) => this.stmt(sql), filter));
   }
 
   decideApproval(

@@ -116,6 +116,33 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
     expect(await store.listUnappliedDecisions()).toEqual([]);
   });
 
+  it("lists one transcript's approvals, all of them, when asked", async () => {
+    // Another chat's transcript with more pending approvals than an unfiltered list shows.
+    const otherKey = "agent:main:telegram:dm:43";
+    const other = await store.ensureSession(otherKey, { platform: "telegram", chatId: "43" });
+    for (let i = 0; i < 501; i += 1) {
+      await store.requestApproval({
+        ...request,
+        id: `other${String(i).padStart(5, "0")}`,
+        sessionKey: otherKey,
+        sessionId: other.sessionId,
+        toolCallId: `other-call-${i}`,
+      });
+    }
+    await store.requestApproval(request);
+    await store.requestApproval({ ...request, id: "decided001", toolCallId: "call-2" });
+    await store.decideApproval({ id: "decided001", decision: "deny", decidedBy: "telegram:42" });
+
+    const mine = await store.listApprovals({ sessionId: request.sessionId });
+    expect(mine.map((a) => [a.id, a.state])).toEqual([
+      ["decided001", "denied"],
+      [request.id, "pending"],
+    ]);
+    const pending = await store.listApprovals({ state: "pending", sessionId: request.sessionId });
+    expect(pending.map((a) => a.id)).toEqual([request.id]);
+    expect(await store.listApprovals({ state: "pending" })).toHaveLength(500);
+  });
+
   it("keeps the approval id on outbox rows (cards with buttons)", async () => {
     const row = await store.enqueueOutbox({
       sessionKey: KEY,

@@ -419,8 +419,11 @@ export interface Store {
   getApproval(id: string): Promise<ApprovalRecord | null>;
   /** The latest approval asked for this tool call in this transcript, if any. */
   findApprovalForCall(sessionId: string, toolCallId: string): Promise<ApprovalRecord | null>;
-  /** Approvals, newest first; `pending` only when asked. */
-  listApprovals(options?: { state?: ApprovalState }): Promise<ApprovalRecord[]>;
+  /**
+   * Approvals, newest first (the latest 500); `pending` only, or one transcript's only, when
+   * asked. One transcript's are all listed: a new message supersedes every one still pending.
+   */
+  listApprovals(options?: ApprovalFilter): Promise<ApprovalRecord[]>;
   /**
    * Answers a pending approval once: the approval and its journal row move together, and
    * `approve_session` also grants its rule for the transcript. A second answer changes nothing
@@ -775,6 +778,13 @@ export class ScheduleNameTakenError extends Error {
 }
 
 export type ApprovalState = "pending" | "approved" | "denied" | "expired";
+
+/** Which approvals `listApprovals` returns. */
+export interface ApprovalFilter {
+  state?: ApprovalState;
+  /** Only this transcript's (`sessionId`). */
+  sessionId?: string;
+}
 /** How an approval was answered; `timeout` and `superseded` are the gateway's own. */
 export type ApprovalDecision = "approve" | "approve_session" | "deny" | "timeout" | "superseded";
 

@@ -5,6 +5,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import {
@@ -175,6 +176,29 @@ describe("approvals (real process, stand-in Telegram)", () => {
     });
     await reply(USER, "ran: Not run:");
     expect(texts(USER).find((t) => t.startsWith("ran: "))).toContain("denied this call");
+    expect(runs()).toBe(0);
+  });
+
+  it("a new message instead of an answer: the card says so and loses its buttons, nothing runs", async () => {
+    await start();
+    telegram.sendUserMessage({ chatId: USER, text: `run: ${COMMAND}` });
+    const { entry } = await card(USER);
+    telegram.sendUserMessage({ chatId: USER, text: "never mind" });
+    await waitFor(
+      () =>
+        botLog(USER)
+          .find((e) => e.messageId === entry.messageId)
+          ?.text.includes("a new message came first"),
+      { timeoutMs: 20_000, message: `card superseded; chat: ${JSON.stringify(texts(USER))}` },
+    );
+    expect(botLog(USER).find((e) => e.messageId === entry.messageId)?.buttons ?? []).toEqual([]);
+    // The model saw the call as not run (its next answer quotes the tool result it got).
+    const requests = () => JSON.stringify(model.requests.map((r) => r.messages));
+    await waitFor(() => requests().includes("the user sent a new message instead of approving"), {
+      timeoutMs: 20_000,
+      message: "the model told the call was not run",
+    });
+    await sleep(500);
     expect(runs()).toBe(0);
   });
 

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { Readable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createNodeFetch } from "./node-fetch.js";
 
@@ -60,6 +61,40 @@ describe("createNodeFetch", () => {
     expect(response.ok).toBe(true);
     expect(response.headers.get("x-request-id")).toBe("r1");
     expect(await response.text()).toBe("data: one\n\ndata: two\n\n");
+  });
+
+  it("sends a Node stream body (grammY's file uploads) by piping it, not through the web fetch", async () => {
+    let received = "";
+    const base = await serve((_req, body, res) => {
+      received = body;
+      res.writeHead(200, { "content-type": "application/json", "content-length": "11" });
+      res.end('{"ok":true}');
+    });
+    // The web fetch refuses such a body on Node 24 unless told `duplex: "half"`.
+    vi.stubGlobal("fetch", () => Promise.reject(new Error("global fetch used")));
+    async function* parts() {
+      yield Buffer.from("--b\r\n");
+      yield Buffer.from("photo bytes");
+      yield Buffer.from("\r\n--b--");
+    }
+    const response = await createNodeFetch()(`${base}/bot/sendPhoto`, {
+      method: "POST",
+      headers: { "content-type": "multipart/form-data; boundary=b" },
+      body: Readable.from(parts()) as unknown as RequestInit["body"],
+    });
+    expect(await response.json()).toEqual({ ok: true });
+    expect(received).toBe("--b\r\nphoto bytes\r\n--b--");
+
+    // A stream that fails fails the call.
+    async function* broken() {
+      yield Buffer.from("start");
+      throw new Error("file vanished");
+    }
+    const failed = createNodeFetch()(`${base}/bot/sendPhoto`, {
+      method: "POST",
+      body: Readable.from(broken()) as unknown as RequestInit["body"],
+    });
+    await expect(failed).rejects.toThrow(/file vanished/);
   });
 
   it("answers a status without a body with a null body, and an error status with its text", async () => {

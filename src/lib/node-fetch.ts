@@ -3,12 +3,13 @@
  * model client and grammY (docs/architecture.md, "The model client's HTTP"): the request body goes
  * out as the string it is; a streamed answer (a completion) comes back through one web stream
  * instead of several, an answer of known length (JSON) as one buffer once it has all arrived.
- * Connections are kept alive by Node's global agents. Only string bodies (all the chat client
- * sends, and grammY's JSON calls) take this path; any other body (grammY's file uploads) goes to
- * the web `fetch`.
+ * Connections are kept alive by Node's global agents. String bodies (all the chat client sends,
+ * and grammY's JSON calls) and Node streams (grammY's file uploads) take this path; any other body
+ * goes to the web `fetch`.
  */
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { Readable } from "node:stream";
 import { buffer } from "node:stream/consumers";
 
 /** Statuses whose Response may carry no body. */
@@ -16,8 +17,11 @@ const NULL_BODY = new Set([204, 205, 304]);
 
 export function createNodeFetch(): typeof fetch {
   return (input, init) => {
-    const body = init?.body;
-    if (body !== undefined && body !== null && typeof body !== "string") return fetch(input, init);
+    const body: unknown = init?.body;
+    const streamed = body instanceof Readable;
+    if (body !== undefined && body !== null && typeof body !== "string" && !streamed) {
+      return fetch(input, init);
+    }
     const url = new URL(input instanceof Request ? input.url : input);
     const https = url.protocol === "https:";
     return new Promise<Response>((resolve, reject) => {
@@ -43,7 +47,18 @@ export function createNodeFetch(): typeof fetch {
           (error: unknown) => reject(bodyFailure(error, signal)),
         );
       });
-      req.end(body ?? undefined);
+      // A Node stream (grammY's multipart upload) is piped: the web fetch refuses one on Node 24
+      // (it asks for `duplex`). A stream that fails fails the call with its error, then the
+      // request is torn down.
+      if (streamed) {
+        body.once("error", (error) => {
+          reject(error);
+          req.destroy(error);
+        });
+        body.pipe(req);
+      } else {
+        req.end(body ?? undefined);
+      }
     });
   };
 }

@@ -7,7 +7,7 @@ import { createTempDir } from "../../test/helpers/temp-home.js";
 import type { InboundMessage } from "../platforms/platform.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
 import { MIGRATIONS } from "./sqlite-migrations.js";
-import { SqliteStore } from "./sqlite-store.js";
+import { SqliteStore, WAL_CHECKPOINT_PAGES } from "./sqlite-store.js";
 import type { FsyncFn } from "./wal-sync.js";
 
 function inbound(overrides: Partial<InboundMessage> = {}): InboundMessage {
@@ -104,6 +104,22 @@ describe("SqliteStore", () => {
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
     db.close();
     store = new SqliteStore(path);
+  });
+
+  it(`lets the WAL grow to ${WAL_CHECKPOINT_PAGES} pages before SQLite checkpoints it`, async () => {
+    const turn = await store.startTurn({
+      sessionKey: "agent:main:telegram:dm:42",
+      inboxId: null,
+      userMessage: { role: "user", content: "one" },
+    });
+    const pageSize = 4096;
+    // ~10 pages a commit, ~2,000 in all: past SQLite's default mark of 1,000, where the WAL
+    // would have been copied back and started over from its beginning.
+    const body = "x".repeat(10 * pageSize);
+    for (let i = 0; i < 200; i += 1) {
+      await store.appendMessages(turn.sessionId, turn.id, [{ role: "assistant", content: body }]);
+    }
+    expect(statSync(`${path}-wal`).size).toBeGreaterThan(1_500 * pageSize);
   });
 
   it("makes an online backup that opens and holds the sessions", async () => {

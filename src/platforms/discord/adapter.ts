@@ -41,6 +41,7 @@ import type {
   ProgressUpdate,
 } from "../platform.js";
 import type { ProgressView, StreamStore } from "../progress-view.js";
+import { typingSchedule } from "../typing.js";
 import { DISCORD_COMMANDS, type SlashCommand, slashCommandOf } from "./commands.js";
 import { DiscordGatewaySession, IdentifyBudget } from "./gateway-session.js";
 import {
@@ -392,15 +393,7 @@ export class DiscordAdapter implements PlatformAdapter {
     };
     // Discord allows a bot 50 REST requests a second in all: a turn that answers quickly
     // shows no typing and leaves the budget to the replies.
-    let interval: NodeJS.Timeout | undefined;
-    const first = setTimeout(() => {
-      send();
-      interval = setInterval(send, this.timing.typingIntervalMs);
-    }, this.timing.typingDelayMs);
-    return () => {
-      clearTimeout(first);
-      clearInterval(interval);
-    };
+    return typingSchedule(send, this.timing.typingDelayMs, this.timing.typingIntervalMs);
   }
 
   private setError(error: string): void {

@@ -23,6 +23,7 @@ import type {
   ProgressUpdate,
 } from "../platform.js";
 import type { ProgressView } from "../progress-view.js";
+import { typingSchedule } from "../typing.js";
 import { type PairingAccess, TelegramAccess } from "./access.js";
 import { TelegramFiles } from "./files.js";
 import { toInboundMessage } from "./inbound.js";
@@ -268,12 +269,7 @@ export class TelegramAdapter implements PlatformAdapter {
     });
   }
 
-  /**
-   * Sends "typing" once the turn has run for `typingDelayMs`, then every few seconds until the
-   * returned function is called. Telegram advises the action only for an answer that takes a
-   * noticeable time, and every call counts against the bot's request limits: a turn answered
-   * within the delay shows its answer and no typing.
-   */
+  /** Shows "typing" while a turn runs, once it has run for `typingDelayMs` (../typing.ts). */
   showTyping(address: ChatAddress): () => void {
     if (this.stopped) return () => {};
     const other =
@@ -283,15 +279,7 @@ export class TelegramAdapter implements PlatformAdapter {
         this.logger.debug({ error: describeTelegramError(err) }, "typing indicator failed");
       });
     };
-    let interval: NodeJS.Timeout | undefined;
-    const first = setTimeout(() => {
-      send();
-      interval = setInterval(send, this.timing.typingIntervalMs);
-    }, this.timing.typingDelayMs);
-    return () => {
-      clearTimeout(first);
-      clearInterval(interval);
-    };
+    return typingSchedule(send, this.timing.typingDelayMs, this.timing.typingIntervalMs);
   }
 
   private setError(error: string): void {

@@ -39,6 +39,10 @@ describe("ContextKeeper", () => {
   });
 
   function keeper(summary: string | null = null) {
+    return new ContextKeeper({ ...keeperOptions(), summary });
+  }
+
+  function keeperOptions() {
     const chain = createModelChain({
       models: [
         {
@@ -48,16 +52,35 @@ describe("ContextKeeper", () => {
       ],
       maxRetries: 0,
     });
-    return new ContextKeeper({
-      complete: (request) => chain.complete(request),
+    return {
+      complete: (request: Parameters<typeof chain.complete>[0]) => chain.complete(request),
       model: "m",
       windowTokens: WINDOW,
       threshold: 0.75,
       gauge: new TokenGauge(),
-      summary,
+      summary: null as string | null,
       sink: createCompactionSink({ store, sessionId, turnId: null }),
-    });
+    };
   }
+
+  it("learns from the model's count against the prompt it measured for that call", async () => {
+    const gauge = new TokenGauge();
+    const k = new ContextKeeper({ ...keeperOptions(), gauge });
+    const tools: never[] = [];
+    const history: ChatMessage[] = [{ role: "user", content: "x".repeat(4_000) }];
+    const prepared = await k.prepare("system", history, tools, new AbortController().signal);
+    if (!prepared.ok) throw new Error(prepared.error);
+    const measured = prepared.estimate;
+    // Measured once, in prepare: the observation does not go over the messages again (the array
+    // is the agent loop's own and is never changed after it was measured).
+    const prompt = prepared.prompt as ChatMessage[];
+    prompt[prompt.length - 1] = { role: "user", content: "short" };
+    k.observe(prompt, tools, { promptTokens: measured * 2, completionTokens: 1, estimated: false });
+    expect(gauge.correction).toBe(2);
+    // Only for that call: the next observation of that prompt counts it anew.
+    k.observe(prompt, tools, { promptTokens: measured * 2, completionTokens: 1, estimated: false });
+    expect(gauge.correction).toBe(3);
+  });
 
   /** Stores `exchanges` user/tool/answer exchanges of `outputChars` each; returns the history a turn sees. */
   async function longSession(exchanges: number, outputChars: number): Promise<ChatMessage[]> {

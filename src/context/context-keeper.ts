@@ -78,6 +78,16 @@ export class ContextKeeper implements PromptKeeper {
   private summary: string | null;
   private compactions = 0;
   private lastError: string | null = null;
+  /**
+   * The prompt `prepare` returned last and its uncorrected count: the observation after the call
+   * is about that prompt, and a long conversation costs a lookup per message each time it is
+   * measured. Kept by this keeper (one turn), never by the session's gauge.
+   */
+  private measured: {
+    prompt: readonly ChatMessage[];
+    tools: readonly ToolSpec[];
+    raw: number;
+  } | null = null;
 
   constructor(private readonly options: ContextKeeperOptions) {
     this.summary = options.summary;
@@ -98,7 +108,9 @@ export class ContextKeeper implements PromptKeeper {
     const limit = this.limit;
     const build = (view: readonly ChatMessage[]) => {
       const prompt = buildPrompt(withSummary(systemPrompt, this.summary), [...view]);
-      return { prompt, estimate: gauge.estimate(prompt, tools) };
+      const raw = rawTokens(prompt, tools);
+      this.measured = { prompt, tools, raw };
+      return { prompt, estimate: gauge.corrected(raw) };
     };
     const whole = build(messages);
     if (!force && whole.estimate <= limit) return { ok: true, ...whole, dropped: 0 };
@@ -211,8 +223,13 @@ export class ContextKeeper implements PromptKeeper {
   }
 
   observe(prompt: readonly ChatMessage[], tools: readonly ToolSpec[], usage?: TokenUsage): void {
+    // Measured for this call only: the prompt is not held past it.
+    const measured = this.measured;
+    this.measured = null;
     if (usage && !usage.estimated) {
-      this.options.gauge.observe(this.options.gauge.raw(prompt, tools), usage.promptTokens);
+      const same = measured?.prompt === prompt && measured.tools === tools;
+      const raw = same ? measured.raw : rawTokens(prompt, tools);
+      this.options.gauge.observe(raw, usage.promptTokens);
     }
   }
 

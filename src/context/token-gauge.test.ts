@@ -24,23 +24,15 @@ describe("rawTokens", () => {
 });
 
 describe("TokenGauge", () => {
-  it("measures a prompt once for its estimate and the observation that follows", () => {
+  it("corrects the character count by what the model reported, within bounds", () => {
     const gauge = new TokenGauge();
-    const tools = [tool("shell")];
     const prompt: ChatMessage[] = [{ role: "user", content: "x".repeat(400) }];
-    const raw = rawTokens(prompt, tools);
-    expect(gauge.estimate(prompt, tools)).toBe(raw);
-    // The same array of the same length is taken as the same prompt (the agent loop builds a new
-    // array for every call and never changes one it has measured): not looked at again.
-    prompt[0] = { role: "user", content: "short" };
-    expect(rawTokens(prompt, tools)).toBeLessThan(raw);
-    expect(gauge.raw(prompt, tools)).toBe(raw);
-    gauge.observe(gauge.raw(prompt, tools), raw * 2);
-    expect(gauge.correction).toBe(2);
-    // Another prompt (or the same array grown) is measured anew.
-    const next: ChatMessage[] = [...prompt, { role: "assistant", content: "ok" }];
-    expect(gauge.raw(next, tools)).toBe(rawTokens(next, tools));
-    prompt.push({ role: "assistant", content: "ok" });
-    expect(gauge.raw(prompt, tools)).toBe(rawTokens(prompt, tools));
+    const raw = rawTokens(prompt, []);
+    expect(gauge.estimate(prompt, [])).toBe(raw);
+    gauge.observe(raw, raw * 2);
+    expect(gauge.estimate(prompt, [])).toBe(gauge.corrected(raw));
+    expect(gauge.corrected(raw)).toBe(raw * 2);
+    gauge.observe(raw, raw * 10);
+    expect(gauge.correction).toBe(3);
   });
 });

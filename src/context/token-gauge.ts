@@ -41,31 +41,15 @@ export function textTokens(text: string): number {
 /** Keeps the ratio between the model's own counts and {@link rawTokens}. */
 export class TokenGauge {
   private ratio = 1;
-  /**
-   * The last prompt measured and its count: the call that follows an estimate observes the same
-   * prompt, and a long conversation costs a lookup per message each time it is measured.
-   */
-  private last: {
-    messages: readonly ChatMessage[];
-    length: number;
-    tools: readonly ToolSpec[];
-    raw: number;
-  } | null = null;
 
   /** The estimate for a prompt, corrected by the last observed ratio. */
   estimate(messages: readonly ChatMessage[], tools: readonly ToolSpec[]): number {
-    return Math.ceil(this.raw(messages, tools) * this.ratio);
+    return this.corrected(rawTokens(messages, tools));
   }
 
-  /** {@link rawTokens}, measured once for the prompt measured last. */
-  raw(messages: readonly ChatMessage[], tools: readonly ToolSpec[]): number {
-    const last = this.last;
-    if (last?.messages === messages && last.length === messages.length && last.tools === tools) {
-      return last.raw;
-    }
-    const raw = rawTokens(messages, tools);
-    this.last = { messages, length: messages.length, tools, raw };
-    return raw;
+  /** An uncorrected count ({@link rawTokens}) corrected by the last observed ratio. */
+  corrected(raw: number): number {
+    return Math.ceil(raw * this.ratio);
   }
 
   /** Learns from a call the model counted. The ratio is bounded so one odd answer cannot swing it far. */

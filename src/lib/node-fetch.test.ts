@@ -97,6 +97,38 @@ describe("createNodeFetch", () => {
     await expect(failed).rejects.toThrow(/file vanished/);
   });
 
+  it("closes an upload's stream when the request fails under it", async () => {
+    const base = await serve(() => {});
+    server!.on("request", (req: IncomingMessage) => req.socket.destroy());
+    async function* slowParts() {
+      yield Buffer.from("first part");
+      await new Promise((resolve) => setTimeout(resolve, 5_000));
+      yield Buffer.from("never sent");
+    }
+    const upload = Readable.from(slowParts());
+    const failed = await createNodeFetch()(`${base}/bot/sendDocument`, {
+      method: "POST",
+      body: upload as unknown as RequestInit["body"],
+    }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(Error);
+    // Left paused, the stream would hold its file open for good.
+    await vi.waitFor(() => expect(upload.destroyed).toBe(true));
+  });
+
+  it("fails with an AbortError when aborted by a signal that carries no reason", async () => {
+    const base = await serve((_req, _body, res) => {
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.write("partial");
+    });
+    // As grammY's polyfilled AbortController makes them: no `reason`.
+    const controller = new AbortController();
+    Object.defineProperty(controller.signal, "reason", { value: undefined });
+    const response = await createNodeFetch()(`${base}/`, { signal: controller.signal });
+    const reading = response.text();
+    controller.abort();
+    await expect(reading).rejects.toMatchObject({ name: "AbortError" });
+  });
+
   it("answers a status without a body with a null body, and an error status with its text", async () => {
     const base = await serve((req, _body, res) => {
       if (req.url === "/empty") res.writeHead(204).end();

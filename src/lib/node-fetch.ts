@@ -9,7 +9,7 @@
  */
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { Readable } from "node:stream";
+import { pipeline, Readable } from "node:stream";
 import { buffer } from "node:stream/consumers";
 
 /** Statuses whose Response may carry no body. */
@@ -30,11 +30,11 @@ export function createNodeFetch(): typeof fetch {
         headers: Object.fromEntries(new Headers(init?.headers)),
         ...(init?.signal && { signal: init.signal }),
       });
+      const signal = init?.signal ?? undefined;
       // Kept, not once: the socket can fail after the answer began, and a settled promise
       // ignores the call where an unheard "error" would end the process.
-      req.on("error", reject);
+      req.on("error", (error) => reject(signal?.aborted ? abortReason(signal) : error));
       req.once("response", (res) => {
-        const signal = init?.signal ?? undefined;
         if (!isWholeAnswer(res)) {
           settle(resolve, reject, () => toResponse(res, chunksOf(res, signal)), res);
           return;
@@ -48,14 +48,13 @@ export function createNodeFetch(): typeof fetch {
         );
       });
       // A Node stream (grammY's multipart upload) is piped: the web fetch refuses one on Node 24
-      // (it asks for `duplex`). A stream that fails fails the call with its error, then the
-      // request is torn down.
+      // (it asks for `duplex`).
       if (streamed) {
-        body.once("error", (error) => {
-          reject(error);
-          req.destroy(error);
-        });
-        body.pipe(req);
+        // Heard before the request's own failure, so the call fails with the stream's error.
+        body.once("error", reject);
+        // Either side failing destroys the other: a request cut off closes the file it was
+        // uploading.
+        pipeline(body, req, () => {});
       } else {
         req.end(body ?? undefined);
       }
@@ -108,7 +107,12 @@ function toResponse(res: IncomingMessage, body: Buffer | AsyncGenerator<Uint8Arr
 
 /** How a body that failed fails for the web fetch: the abort's reason, or a network TypeError. */
 function bodyFailure(error: unknown, signal: AbortSignal | undefined): unknown {
-  return signal?.aborted ? signal.reason : new TypeError("terminated", { cause: error });
+  return signal?.aborted ? abortReason(signal) : new TypeError("terminated", { cause: error });
+}
+
+/** The abort's reason; an AbortError for a signal without one (grammY's polyfilled signals). */
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException("This operation was aborted", "AbortError");
 }
 
 type BodyInit = ConstructorParameters<typeof Response>[0];

@@ -1,5 +1,5 @@
 /**
- * bin/keel.js turns on Node's compile cache where Node has one (22.1+, reached through
+ * bin/keel.js turns on Node's compile cache where Node has one (22.8+, reached through
  * process.getBuiltinModule): a start then skips compiling the bundle the previous start compiled.
  * CI runs this file on Node 24 (`npm run test:node`); on Node 20 there is nothing to check.
  */

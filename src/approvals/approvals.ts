@@ -213,9 +213,10 @@ export class Approvals implements TurnApprovals {
     const forSession = verb === "approve" && words.includes("session");
     let id = words.find((w) => w !== "session");
     if (!id) {
-      const here = (await this.options.store.listApprovals({ state: "pending" })).filter(
-        (a) => a.sessionKey === item.sessionKey,
-      );
+      const here = await this.options.store.listApprovals({
+        state: "pending",
+        sessionKey: item.sessionKey,
+      });
       if (here.length === 0) return NOTHING_WAITING;
       if (here.length > 1) {
         return `Several approvals wait here: ${here.map((a) => a.id).join(", ")}. Name one: /${verb} ID`;
@@ -274,8 +275,8 @@ export class Approvals implements TurnApprovals {
     this.checking = true;
     try {
       const now = this.now();
-      const pending = await this.options.store.listApprovals({ state: "pending" });
-      for (const record of pending.filter((a) => a.deadlineAt <= now)) {
+      const due = await this.options.store.listApprovals({ dueBy: now });
+      for (const record of due) {
         const decided = await this.options.store.decideApproval({
           id: record.id,
           decision: "timeout",

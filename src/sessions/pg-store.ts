@@ -1597,22 +1597,34 @@ export class PgStore implements Store {
 
   listApprovals(filter: ApprovalFilter = {}): Promise<ApprovalRecord[]> {
     const state = filter.state ?? null;
-    return this.read(async (db) =>
-      (filter.sessionId
-        ? await all<ApprovalRow>(
-            db,
-            `SELECT * FROM approvals WHERE session_id = $1 AND ($2::text IS NULL OR state = $2)
-               ORDER BY created_at DESC, seq DESC`,
-            [filter.sessionId, state],
-          )
-        : await all<ApprovalRow>(
-            db,
-            `SELECT * FROM approvals WHERE ($1::text IS NULL OR state = $1)
-               ORDER BY created_at DESC, seq DESC LIMIT 500`,
-            [state],
-          )
-      ).map(toApproval),
-    );
+    // As the SQLite store: the narrowed lists go through an index and are not capped.
+    return this.read(async (db) => {
+      let rows: ApprovalRow[];
+      if (filter.dueBy !== undefined) {
+        rows = await all<ApprovalRow>(
+          db,
+          `SELECT * FROM approvals WHERE state = 'pending' AND deadline_at <= $1
+             ORDER BY deadline_at, seq`,
+          [filter.dueBy],
+        );
+      } else if (filter.sessionId !== undefined || filter.sessionKey !== undefined) {
+        const column = filter.sessionId !== undefined ? "session_id" : "session_key";
+        rows = await all<ApprovalRow>(
+          db,
+          `SELECT * FROM approvals WHERE ${column} = $1 AND ($2::text IS NULL OR state = $2)
+             ORDER BY created_at DESC, seq DESC`,
+          [filter.sessionId ?? filter.sessionKey, state],
+        );
+      } else {
+        rows = await all<ApprovalRow>(
+          db,
+          `SELECT * FROM approvals WHERE ($1::text IS NULL OR state = $1)
+             ORDER BY created_at DESC, seq DESC LIMIT 500`,
+          [state],
+        );
+      }
+      return rows.map(toApproval);
+    });
   }
 
   decideApproval(

@@ -65,15 +65,28 @@ export function findApprovalForCallSync(
 
 export function listApprovalsSync(stmt: Stmt, filter: ApprovalFilter): ApprovalRecord[] {
   const state = filter.state ?? null;
-  // One transcript's through its index (session_id first), with no cap; every turn asks this.
-  const rows = filter.sessionId
-    ? stmt(
-        `SELECT * FROM approvals WHERE session_id = ? AND (? IS NULL OR state = ?)
-           ORDER BY created_at DESC, rowid DESC`,
-      ).all(filter.sessionId, state, state)
-    : stmt(
-        "SELECT * FROM approvals WHERE (? IS NULL OR state = ?) ORDER BY created_at DESC, rowid DESC LIMIT 500",
-      ).all(state, state);
+  // The narrowed lists go through an index and are not capped: every turn and every deadline
+  // check asks one of them, and missing a row past a cap would leave it waiting for good.
+  let rows: unknown[];
+  if (filter.dueBy !== undefined) {
+    rows = stmt(
+      `SELECT * FROM approvals WHERE state = 'pending' AND deadline_at <= ?
+         ORDER BY deadline_at, rowid`,
+    ).all(filter.dueBy);
+  } else if (filter.sessionId !== undefined || filter.sessionKey !== undefined) {
+    const [column, value] =
+      filter.sessionId !== undefined
+        ? ["session_id", filter.sessionId]
+        : ["session_key", filter.sessionKey];
+    rows = stmt(
+      `SELECT * FROM approvals WHERE ${column} = ? AND (? IS NULL OR state = ?)
+         ORDER BY created_at DESC, rowid DESC`,
+    ).all(value, state, state);
+  } else {
+    rows = stmt(
+      "SELECT * FROM approvals WHERE (? IS NULL OR state = ?) ORDER BY created_at DESC, rowid DESC LIMIT 500",
+    ).all(state, state);
+  }
   return (rows as ApprovalRow[]).map(toApproval);
 }
 

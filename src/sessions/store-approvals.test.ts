@@ -143,6 +143,30 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
     expect(await store.listApprovals({ state: "pending" })).toHaveLength(500);
   });
 
+  it("lists every due approval, the oldest first, however many wait elsewhere", async () => {
+    // Asked first, so the oldest: past an unfiltered list's 500 newest.
+    await store.requestApproval(request);
+    const otherKey = "agent:main:telegram:dm:43";
+    const other = await store.ensureSession(otherKey, { platform: "telegram", chatId: "43" });
+    for (let i = 0; i < 501; i += 1) {
+      await store.requestApproval({
+        ...request,
+        id: `later${String(i).padStart(5, "0")}`,
+        sessionKey: otherKey,
+        sessionId: other.sessionId,
+        toolCallId: `later-call-${i}`,
+        deadlineAt: 900_000,
+      });
+    }
+    expect((await store.listApprovals({ state: "pending" })).map((a) => a.id)).not.toContain(
+      request.id,
+    );
+    expect((await store.listApprovals({ dueBy: 700_000 })).map((a) => a.id)).toEqual([request.id]);
+    expect(await store.listApprovals({ dueBy: 900_000 })).toHaveLength(502);
+    const here = await store.listApprovals({ state: "pending", sessionKey: KEY });
+    expect(here.map((a) => a.id)).toEqual([request.id]);
+  });
+
   it("keeps the approval id on outbox rows (cards with buttons)", async () => {
     const row = await store.enqueueOutbox({
       sessionKey: KEY,

@@ -420,8 +420,9 @@ export interface Store {
   /** The latest approval asked for this tool call in this transcript, if any. */
   findApprovalForCall(sessionId: string, toolCallId: string): Promise<ApprovalRecord | null>;
   /**
-   * Approvals, newest first (the latest 500); `pending` only, or one transcript's only, when
-   * asked. One transcript's are all listed: a new message supersedes every one still pending.
+   * Approvals, newest first (the latest 500 unless a filter narrows them; see ApprovalFilter):
+   * a new message supersedes every one of its transcript still pending, the deadline check
+   * times out every one due.
    */
   listApprovals(options?: ApprovalFilter): Promise<ApprovalRecord[]>;
   /**
@@ -782,8 +783,15 @@ export type ApprovalState = "pending" | "approved" | "denied" | "expired";
 /** Which approvals `listApprovals` returns. */
 export interface ApprovalFilter {
   state?: ApprovalState;
-  /** Only this transcript's (`sessionId`). */
+  /** Only this transcript's (`sessionId`), all of them. */
   sessionId?: string;
+  /** Only this session's (`sessionKey`, any of its transcripts), all of them. */
+  sessionKey?: string;
+  /**
+   * Only the pending ones whose deadline is at or before this time (ms), soonest first, all of
+   * them (`state` is implied).
+   */
+  dueBy?: number;
 }
 /** How an approval was answered; `timeout` and `superseded` are the gateway's own. */
 export type ApprovalDecision = "approve" | "approve_session" | "deny" | "timeout" | "superseded";

@@ -1597,7 +1597,7 @@ export class PgStore implements Store {
 
   listApprovals(filter: ApprovalFilter = {}): Promise<ApprovalRecord[]> {
     const state = filter.state ?? null;
-    // As the SQLite store: the narrowed lists go through an index and are not capped.
+    // As the SQLite store: the narrowed lists are not capped (sqlite-approvals.ts).
     return this.read(async (db) => {
       let rows: ApprovalRow[];
       if (filter.dueBy !== undefined) {

@@ -65,8 +65,9 @@ export function findApprovalForCallSync(
 
 export function listApprovalsSync(stmt: Stmt, filter: ApprovalFilter): ApprovalRecord[] {
   const state = filter.state ?? null;
-  // The narrowed lists go through an index and are not capped: every turn and every deadline
-  // check asks one of them, and missing a row past a cap would leave it waiting for good.
+  // The narrowed lists are not capped: every turn and every deadline check asks one of them, and
+  // missing a row past a cap would leave it waiting for good. Due and per-transcript ones go
+  // through an index; per-session (`/approve` without an id) scans the table.
   let rows: unknown[];
   if (filter.dueBy !== undefined) {
     rows = stmt(

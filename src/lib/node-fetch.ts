@@ -24,13 +24,13 @@ export function createNodeFetch(): typeof fetch {
     }
     const url = new URL(input instanceof Request ? input.url : input);
     const https = url.protocol === "https:";
+    const signal = init?.signal ?? undefined;
     return new Promise<Response>((resolve, reject) => {
       const req = (https ? httpsRequest : httpRequest)(url, {
         method: init?.method ?? "GET",
         headers: Object.fromEntries(new Headers(init?.headers)),
-        ...(init?.signal && { signal: init.signal }),
+        ...(signal && { signal }),
       });
-      const signal = init?.signal ?? undefined;
       // Kept, not once: the socket can fail after the answer began, and a settled promise
       // ignores the call where an unheard "error" would end the process.
       req.on("error", (error) => reject(signal?.aborted ? abortReason(signal) : error));

@@ -116,8 +116,8 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
     expect(await store.listUnappliedDecisions()).toEqual([]);
   });
 
-  it("lists one transcript's approvals, all of them, when asked", async () => {
-    // Another chat's transcript with more pending approvals than an unfiltered list shows.
+  /** 501 pending approvals in another chat: more than an unfiltered list shows. */
+  async function askElsewhere(deadlineAt: number): Promise<void> {
     const otherKey = "agent:main:telegram:dm:43";
     const other = await store.ensureSession(otherKey, { platform: "telegram", chatId: "43" });
     for (let i = 0; i < 501; i += 1) {
@@ -127,8 +127,13 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
         sessionKey: otherKey,
         sessionId: other.sessionId,
         toolCallId: `other-call-${i}`,
+        deadlineAt,
       });
     }
+  }
+
+  it("lists one transcript's approvals, all of them, when asked", async () => {
+    await askElsewhere(request.deadlineAt);
     await store.requestApproval(request);
     await store.requestApproval({ ...request, id: "decided001", toolCallId: "call-2" });
     await store.decideApproval({ id: "decided001", decision: "deny", decidedBy: "telegram:42" });
@@ -146,18 +151,7 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
   it("lists every due approval, the oldest first, however many wait elsewhere", async () => {
     // Asked first, so the oldest: past an unfiltered list's 500 newest.
     await store.requestApproval(request);
-    const otherKey = "agent:main:telegram:dm:43";
-    const other = await store.ensureSession(otherKey, { platform: "telegram", chatId: "43" });
-    for (let i = 0; i < 501; i += 1) {
-      await store.requestApproval({
-        ...request,
-        id: `later${String(i).padStart(5, "0")}`,
-        sessionKey: otherKey,
-        sessionId: other.sessionId,
-        toolCallId: `later-call-${i}`,
-        deadlineAt: 900_000,
-      });
-    }
+    await askElsewhere(900_000);
     expect((await store.listApprovals({ state: "pending" })).map((a) => a.id)).not.toContain(
       request.id,
     );

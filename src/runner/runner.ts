@@ -453,7 +453,12 @@ export class Runner implements InboundSink {
         renewal = setInterval(() => void this.renewLease(active, leases.ttlMs), leases.ttlMs / 3);
         renewal.unref();
       }
-      const session = await this.options.store.getSession(active.sessionKey);
+      // A message or a retry answers its own chat; other work reads where the session is.
+      const kind = active.work.kind;
+      const session =
+        kind === "message" || kind === "retry"
+          ? null
+          : await this.options.store.getSession(active.sessionKey);
       active.address = replyAddress(active, session?.origin ?? null);
       // A resume is moot once a newer turn has continued the session (its mark is gone).
       if (active.work.kind === "resume" && (!active.address || !session?.resumePending)) return;

@@ -107,7 +107,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
 
   // A resumed turn, or a new message in a session an interruption left resume-pending, is told
   // what happened so the model continues instead of starting over.
-  const session = await ctx.store.getSession(active.sessionKey);
+  const session = turn.session;
   const gateTurn: GateTurn = {
     sessionKey: active.sessionKey,
     sessionId: turn.sessionId,
@@ -117,8 +117,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
   };
   // A new message instead of an answer: calls still waiting for approval are not run.
   if (work.kind === "message" || work.kind === "retry") await ctx.approvals?.supersede(gateTurn);
-  const resumeFrom =
-    work.kind === "resume" ? work.session : session?.resumePending ? session : null;
+  const resumeFrom = work.kind === "resume" ? work.session : session.resumePending ? session : null;
   const { history, summary } = await buildHistory(
     ctx,
     active,
@@ -153,8 +152,8 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
       turnId: turn.id,
       crashPoint: ctx.crashPoint,
     }),
-    preferredModel: session?.model ?? null,
-    memoryUser: session?.memoryUser ?? null,
+    preferredModel: session.model,
+    memoryUser: session.memoryUser,
     onEvent: (event) => {
       if (event.type === "tool_start") active.currentTool = event.name;
       if (event.type === "tool_end") active.currentTool = null;
@@ -285,9 +284,9 @@ async function buildHistory(
   sessionId: string,
   resume: { reason: ResumeReason | null; newInput: boolean } | null,
 ): Promise<{ history: ChatMessage[]; summary: string | null }> {
-  const unfinished = await ctx.store.listUnfinishedToolCalls(sessionId);
-  for (const call of unfinished) {
-    if (ctx.isReadOnlyTool(call.name)) continue;
+  let loaded = await ctx.store.loadTurnHistory(sessionId);
+  const cutOff = loaded.unfinished.filter((call) => !ctx.isReadOnlyTool(call.name));
+  for (const call of cutOff) {
     await ctx.store.recordToolFinish({
       toolCallId: call.toolCallId,
       sessionId,
@@ -296,12 +295,10 @@ async function buildHistory(
       lease: active.lease ?? undefined,
     });
   }
-  const compaction = await ctx.store.latestCompaction(sessionId);
-  const stored = visibleMessages(
-    await ctx.store.loadTranscript(sessionId, compaction?.throughSeq),
-    compaction,
-  );
-  const history = normalizeHistory(stored);
+  // Read again with the results just recorded (only after a crash).
+  if (cutOff.length > 0) loaded = await ctx.store.loadTurnHistory(sessionId);
+  const { compaction } = loaded;
+  const history = normalizeHistory(visibleMessages(loaded.messages, compaction));
   const summary = compaction?.summary ?? null;
   if (resume) {
     const note: ChatMessage = { role: "system", content: resumeNote(resume.reason) };

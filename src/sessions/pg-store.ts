@@ -52,6 +52,7 @@ import type {
   SessionLease,
   SessionRecord,
   SessionSummary,
+  StartedTurn,
   StartTurnInput,
   Store,
   StoredMessage,
@@ -60,6 +61,7 @@ import type {
   ToolCallRecord,
   ToolFinishInput,
   ToolStartInput,
+  TurnHistory,
   TurnRecord,
   TurnState,
   UsageInput,
@@ -670,6 +672,28 @@ export class PgStore implements Store {
     );
   }
 
+  loadTurnHistory(sessionId: string): Promise<TurnHistory> {
+    return this.read(async (db) => {
+      const row = await this.latestCompactionRow(db, sessionId);
+      const compaction = row ? toCompaction(row) : null;
+      const messages = await all<MessageRow>(
+        db,
+        "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+        [sessionId, compaction?.throughSeq ?? 0],
+      );
+      const unfinished = await all<ToolCallRow>(
+        db,
+        "SELECT * FROM tool_calls WHERE session_id = $1 AND state = 'started' ORDER BY id",
+        [sessionId],
+      );
+      return {
+        compaction,
+        messages: messages.map(toStoredMessage),
+        unfinished: unfinished.map(toToolCall),
+      };
+    });
+  }
+
   private async hasMessages(db: Db, sessionId: string): Promise<boolean> {
     return (
       (await first(db, "SELECT 1 FROM messages WHERE session_id = $1 LIMIT 1", [sessionId])) !==
@@ -720,7 +744,7 @@ export class PgStore implements Store {
     });
   }
 
-  startTurn(input: StartTurnInput): Promise<TurnRecord> {
+  startTurn(input: StartTurnInput): Promise<StartedTurn> {
     return this.tx(async (db) => {
       await this.checkLease(db, input.lease);
       const session = await this.ensureSessionIn(db, input.sessionKey, null);
@@ -741,17 +765,19 @@ export class PgStore implements Store {
       ))!;
       if (input.userMessage)
         await this.appendIn(db, session.session_id, turn.id, [input.userMessage]);
-      if (input.memoryUser) {
-        await db.query("UPDATE sessions SET memory_user = $1 WHERE key = $2", [
-          input.memoryUser,
+      const touched = (await first<SessionRow>(
+        db,
+        `UPDATE sessions SET origin = COALESCE($1, origin), memory_user = COALESCE($2, memory_user),
+             updated_at = $3
+           WHERE key = $4 RETURNING *`,
+        [
+          input.origin ? JSON.stringify(input.origin) : null,
+          input.memoryUser || null,
+          now,
           input.sessionKey,
-        ]);
-      }
-      await db.query(
-        "UPDATE sessions SET origin = COALESCE($1, origin), updated_at = $2 WHERE key = $3",
-        [input.origin ? JSON.stringify(input.origin) : null, now, input.sessionKey],
-      );
-      return toTurn(turn);
+        ],
+      ))!;
+      return { ...toTurn(turn), session: toSession(touched) };
     });
   }
 

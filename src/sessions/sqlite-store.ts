@@ -63,12 +63,14 @@ import type {
   SessionLease,
   SessionRecord,
   SessionSummary,
+  StartedTurn,
   StartTurnInput,
   Store,
   StreamMessage,
   StreamTurn,
   ToolFinishInput,
   ToolStartInput,
+  TurnHistory,
   TurnRecord,
   TurnState,
   UsageInput,
@@ -693,14 +695,28 @@ export class SqliteStore implements Store {
   }
 
   loadTranscript(sessionId: string, afterSeq = 0) {
-    return this.read(() =>
-      this.transcripts.read(sessionId, afterSeq, (seq) =>
-        (
-          this.stmt(
-            "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
-          ).all(sessionId, seq) as MessageRow[]
-        ).map((row) => ({ message: toStoredMessage(row), chars: row.body.length })),
-      ),
+    return this.read(() => this.transcriptSync(sessionId, afterSeq));
+  }
+
+  loadTurnHistory(sessionId: string): Promise<TurnHistory> {
+    return this.read(() => {
+      const row = this.latestCompactionSync(sessionId);
+      const compaction = row ? toCompaction(row) : null;
+      return {
+        compaction,
+        messages: this.transcriptSync(sessionId, compaction?.throughSeq ?? 0),
+        unfinished: this.unfinishedToolCallsSync(sessionId),
+      };
+    });
+  }
+
+  private transcriptSync(sessionId: string, afterSeq: number) {
+    return this.transcripts.read(sessionId, afterSeq, (seq) =>
+      (
+        this.stmt(
+          "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+        ).all(sessionId, seq) as MessageRow[]
+      ).map((row) => ({ message: toStoredMessage(row), chars: row.body.length })),
     );
   }
 
@@ -827,7 +843,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  startTurn(input: StartTurnInput): Promise<TurnRecord> {
+  startTurn(input: StartTurnInput): Promise<StartedTurn> {
     return this.tx(() => {
       this.checkLease(input.lease);
       if (
@@ -838,46 +854,47 @@ export class SqliteStore implements Store {
       ) {
         throw new InboxItemTakenError(input.inboxId);
       }
-      const session = this.ensureSessionSync(input.sessionKey, null);
       const now = this.now();
-      const { lastInsertRowid } = this.stmt(
+      const session = this.touchSessionSync(input, now);
+      const turn = this.stmt(
         `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
-           VALUES (?, ?, ?, 'running', ?)`,
-      ).run(input.sessionKey, session.session_id, input.inboxId, now);
-      const turnId = Number(lastInsertRowid);
-      if (input.userMessage) this.appendSync(session.session_id, turnId, [input.userMessage]);
-      if (input.memoryUser) {
-        this.stmt("UPDATE sessions SET memory_user = ? WHERE key = ?").run(
-          input.memoryUser,
-          input.sessionKey,
-        );
-      }
-      if (input.origin) {
-        this.stmt("UPDATE sessions SET origin = ?, updated_at = ? WHERE key = ?").run(
-          JSON.stringify(input.origin),
-          now,
-          input.sessionKey,
-        );
-      } else {
-        this.stmt("UPDATE sessions SET updated_at = ? WHERE key = ?").run(now, input.sessionKey);
-      }
-      return toTurn(this.stmt("SELECT * FROM turns WHERE id = ?").get(turnId) as TurnRow);
+           VALUES (?, ?, ?, 'running', ?) RETURNING *`,
+      ).get(input.sessionKey, session.session_id, input.inboxId, now) as TurnRow;
+      if (input.userMessage) this.appendSync(session.session_id, turn.id, [input.userMessage]);
+      return { ...toTurn(turn), session: toSession(session) };
     });
+  }
+
+  /**
+   * A starting turn's session, created if new, with the turn's origin and memory user (each when
+   * given) and the time: one statement where the session exists (every turn but its first).
+   */
+  private touchSessionSync(input: StartTurnInput, now: number): SessionRow {
+    const touch = () =>
+      this.stmt(
+        `UPDATE sessions SET origin = COALESCE(?, origin), memory_user = COALESCE(?, memory_user),
+             updated_at = ?
+           WHERE key = ? RETURNING *`,
+      ).get(
+        input.origin ? JSON.stringify(input.origin) : null,
+        input.memoryUser || null,
+        now,
+        input.sessionKey,
+      ) as SessionRow | undefined;
+    const touched = touch();
+    if (touched) return touched;
+    this.ensureSessionSync(input.sessionKey, null);
+    return touch()!;
   }
 
   finishTurn(input: FinishTurnInput): Promise<OutboxItem | null> {
     return this.tx(() => {
       this.checkLease(input.lease);
-      const turn = this.stmt("SELECT * FROM turns WHERE id = ?").get(input.turnId) as
-        | TurnRow
-        | undefined;
-      if (!turn) throw new Error(`unknown turn ${input.turnId}`);
       const now = this.now();
-      this.stmt("UPDATE turns SET state = ?, finished_at = ? WHERE id = ?").run(
-        input.state,
-        now,
-        input.turnId,
-      );
+      const turn = this.stmt(
+        "UPDATE turns SET state = ?, finished_at = ? WHERE id = ? RETURNING *",
+      ).get(input.state, now, input.turnId) as TurnRow | undefined;
+      if (!turn) throw new Error(`unknown turn ${input.turnId}`);
       if (turn.inbox_id !== null) {
         this.stmt("UPDATE inbox SET state = 'done' WHERE id = ?").run(turn.inbox_id);
       }
@@ -1063,13 +1080,15 @@ export class SqliteStore implements Store {
   }
 
   listUnfinishedToolCalls(sessionId: string) {
-    return this.read(() =>
-      (
-        this.stmt(
-          "SELECT * FROM tool_calls WHERE session_id = ? AND state = 'started' ORDER BY id",
-        ).all(sessionId) as ToolCallRow[]
-      ).map(toToolCall),
-    );
+    return this.read(() => this.unfinishedToolCallsSync(sessionId));
+  }
+
+  private unfinishedToolCallsSync(sessionId: string) {
+    return (
+      this.stmt(
+        "SELECT * FROM tool_calls WHERE session_id = ? AND state = 'started' ORDER BY id",
+      ).all(sessionId) as ToolCallRow[]
+    ).map(toToolCall);
   }
 
   requestApproval(input: ApprovalRequestInput): Promise<ApprovalRecord> {

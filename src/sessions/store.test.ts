@@ -70,19 +70,77 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
     const { item } = await store.acceptInbound(
       inbound({ platformMessageId: "2", text: "do it", address: address("2") }),
     );
-    await store.startTurn({
+    const started = await store.startTurn({
       sessionKey: key,
       inboxId: item.id,
       userMessage: { role: "user", content: "do it" },
       origin: item.address,
+      memoryUser: "telegram-7",
     });
+    // The turn carries its session as the start left it: no second read needed.
+    expect(started.session).toEqual(await store.getSession(key));
+    expect(started.session).toMatchObject({ origin: address("2"), memoryUser: "telegram-7" });
     await store.acceptInbound(
       inbound({ platformMessageId: "3", text: "/restart", address: address("3") }),
     );
     expect((await store.getSession(key))?.origin).toEqual(address("2"));
     // A resume continues the same request: no origin given, none moved.
-    await store.startTurn({ sessionKey: key, inboxId: null, userMessage: null, origin: null });
+    const resumed = await store.startTurn({
+      sessionKey: key,
+      inboxId: null,
+      userMessage: null,
+      origin: null,
+    });
     expect((await store.getSession(key))?.origin).toEqual(address("2"));
+    expect(resumed.session).toMatchObject({ origin: address("2"), memoryUser: "telegram-7" });
+  });
+
+  it("starts the first turn of a key it has never seen, creating its session", async () => {
+    const turn = await store.startTurn({
+      sessionKey: "agent:main:api:new",
+      inboxId: null,
+      userMessage: { role: "user", content: "hi" },
+    });
+    expect(turn.session).toMatchObject({ key: "agent:main:api:new", sessionId: turn.sessionId });
+    expect(turn.session.origin).toBeNull();
+  });
+
+  it("reads a turn's history at once: latest compaction, the messages after it, calls cut off", async () => {
+    const { item } = await store.acceptInbound(inbound());
+    const turn = await store.startTurn({
+      sessionKey: item.sessionKey,
+      inboxId: item.id,
+      userMessage: { role: "user", content: "one" },
+    });
+    await store.appendMessages(turn.sessionId, turn.id, [
+      { role: "assistant", content: "two" },
+      { role: "user", content: "three" },
+    ]);
+    const empty = await store.loadTurnHistory(turn.sessionId);
+    expect(empty.compaction).toBeNull();
+    expect(empty.messages.map((m) => m.message.content)).toEqual(["one", "two", "three"]);
+    expect(empty.unfinished).toEqual([]);
+    const [first] = empty.messages;
+    await store.recordCompaction({
+      sessionId: turn.sessionId,
+      turnId: turn.id,
+      throughSeq: first!.seq,
+      summary: "said one",
+      tokensBefore: 10,
+      tokensAfter: 5,
+      usage: null,
+    });
+    await store.recordToolStart({
+      toolCallId: "c1",
+      turnId: turn.id,
+      sessionId: turn.sessionId,
+      name: "terminal",
+      arguments: "{}",
+    });
+    const loaded = await store.loadTurnHistory(turn.sessionId);
+    expect(loaded.compaction).toMatchObject({ summary: "said one", throughSeq: first!.seq });
+    expect(loaded.messages.map((m) => m.message.content)).toEqual(["two", "three"]);
+    expect(loaded.unfinished.map((c) => [c.toolCallId, c.name])).toEqual([["c1", "terminal"]]);
   });
 
   it("gives a request notice once until a turn answers, across a reopen", async () => {

@@ -203,6 +203,11 @@ export interface Store {
    * shared between calls (the SQLite store keeps them parsed): callers must not change them.
    */
   loadTranscript(sessionId: string, afterSeq?: number): Promise<StoredMessage[]>;
+  /**
+   * What a turn works from, in one read: the transcript's latest compaction, the messages after
+   * it, and the tool calls a crash left started without a result.
+   */
+  loadTurnHistory(sessionId: string): Promise<TurnHistory>;
   /*
    * The writes of a turn (appendMessages, startTurn, finishTurn, recordToolStart/Finish) take the
    * session's lease when the gateway shares its store: each checks the token in its own
@@ -240,7 +245,7 @@ export interface Store {
    * starts one turn, ever: when it is no longer pending (another gateway started it) this throws
    * InboxItemTakenError and stores nothing.
    */
-  startTurn(input: StartTurnInput): Promise<TurnRecord>;
+  startTurn(input: StartTurnInput): Promise<StartedTurn>;
   /**
    * Ends a turn: turn state, inbox item done, the final assistant message appended and, when
    * there is text for the user, an outbox row queued, all in one transaction.
@@ -573,6 +578,20 @@ export type InboxAnswer =
   | { state: "unrecorded" };
 
 /** Inputs of the store methods that take more than a couple of values. */
+/** A turn just started, with its session as the start left it (origin, memory user). */
+export interface StartedTurn extends TurnRecord {
+  session: SessionRecord;
+}
+
+/** See Store.loadTurnHistory. */
+export interface TurnHistory {
+  compaction: CompactionRecord | null;
+  /** The messages after the compaction (all of them without one), in order. */
+  messages: StoredMessage[];
+  /** Started and never finished (cut off by a crash), in the order they started. */
+  unfinished: ToolCallRecord[];
+}
+
 export interface StartTurnInput {
   sessionKey: string;
   inboxId: number | null;

@@ -33,7 +33,7 @@ export async function runDiscordThroughput(options: ThroughputOptions): Promise<
       },
       close: () => discord.close(),
     },
-    (gatewayRssMb) => measure(options, users, discord, gatewayRssMb),
+    (messages, gatewayRssMb) => measure({ ...options, messages }, users, discord, gatewayRssMb),
   );
 }
 

@@ -3,8 +3,8 @@
  * with the spread printed, since the machine is shared and noisy.
  *
  * Sections (`--only NAME[,NAME]`, default all, in this order):
- * - `telegram`: messages/s through Telegram long polling (`--messages`, `--chats`,
- *   `--concurrency`, `--timeout`; `--gateway-node-args` as for `api`).
+ * - `telegram`: messages/s through Telegram long polling after `--warmup` untimed messages
+ *   (`--messages`, `--chats`, `--concurrency`, `--timeout`; `--gateway-node-args` as for `api`).
  * - `slack`: messages/s through Slack Socket Mode, same options and shape as `telegram`.
  * - `discord`: messages/s through the Discord adapter (gateway WebSocket + REST against the
  *   stand-in Discord; same options as `telegram`).
@@ -58,6 +58,7 @@ function parseOptions() {
       runs: { type: "string", default: "3" },
       json: { type: "boolean", default: false },
       messages: { type: "string", default: "2000" },
+      warmup: { type: "string", default: "1000" },
       chats: { type: "string", default: "50" },
       timeout: { type: "string", default: "120" },
       concurrency: { type: "string" },
@@ -113,6 +114,7 @@ async function telegram(
     results.push(
       await run({
         messages: Number(values.messages),
+        warmup: Number(values.warmup),
         chats: Number(values.chats),
         timeoutMs: Number(values.timeout) * 1000,
         ...(values.concurrency !== undefined && { maxConcurrentTurns: Number(values.concurrency) }),
@@ -135,6 +137,12 @@ function telegramReport(
   return [
     title,
     `  messages:   ${first.messages} across ${first.chats} chats (max_concurrent_turns ${first.maxConcurrentTurns})`,
+    first.warmupMessagesPerSecond === null
+      ? "  warm-up:    none (timed from the gateway's first message)"
+      : `  warm-up:    untimed messages first, ${spread(
+          pick(results, (r) => r.warmupMessagesPerSecond ?? Number.NaN),
+          0,
+        )} messages/s (a fresh gateway's first messages; --warmup 0 times from the first)`,
     ceiling
       ? `  throughput: ${spread(mps, 0)} messages/s (${ceiling})`
       : `  throughput: ${spread(mps, 0)} messages/s (slowest run ${Math.round(slowest)}: target ${verdict(slowest, TARGET_MESSAGES_PER_SECOND, false)})`,

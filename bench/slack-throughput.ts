@@ -31,7 +31,7 @@ export async function runSlackThroughput(options: ThroughputOptions): Promise<Th
       },
       close: () => slack.close(),
     },
-    (gatewayRssMb) => measure(options, users, slack, gatewayRssMb),
+    (messages, gatewayRssMb) => measure({ ...options, messages }, users, slack, gatewayRssMb),
   );
 }
 

@@ -34,7 +34,7 @@ export async function runTelegramThroughput(options: ThroughputOptions): Promise
       },
       close: () => telegram.close(),
     },
-    (gatewayRssMb) => measure(options, chatIds, telegram, gatewayRssMb),
+    (messages, gatewayRssMb) => measure({ ...options, messages }, chatIds, telegram, gatewayRssMb),
   );
 }
 

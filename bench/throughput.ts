@@ -15,6 +15,11 @@ import { percentile } from "./stats.js";
 export interface ThroughputOptions {
   /** Messages in total, spread evenly over the chats. */
   messages: number;
+  /**
+   * Messages sent first the same way, untimed: a fresh gateway runs its first ~1,500 at about
+   * half its steady rate (JIT tiers, heap growth), which a 2,000-message run mostly measured.
+   */
+  warmup: number;
   chats: number;
   /** Give up after this long. */
   timeoutMs: number;
@@ -38,10 +43,15 @@ export interface ThroughputResult {
    * message: steadier than messages/s on a shared machine, where the gateway's core is the limit.
    */
   cpuMsPerMessage: number;
+  /** The rate of the untimed warm-up messages (null without a warm-up). */
+  warmupMessagesPerSecond: number | null;
 }
 
 /** What a platform's `measure` finds; the runner adds the gateway's setting and CPU time. */
-export type MeasuredThroughput = Omit<ThroughputResult, "maxConcurrentTurns" | "cpuMsPerMessage">;
+export type MeasuredThroughput = Omit<
+  ThroughputResult,
+  "maxConcurrentTurns" | "cpuMsPerMessage" | "warmupMessagesPerSecond"
+>;
 
 /** Resolves with `done`, or rejects after `timeoutMs` saying how many replies came. */
 export async function allRepliesWithin(
@@ -99,7 +109,7 @@ export function throughputFigures(run: {
 export async function withBenchGateway(
   options: ThroughputOptions,
   platform: { env: Record<string, string>; close(): Promise<void> },
-  measure: (gatewayRssMb: () => number) => Promise<MeasuredThroughput>,
+  measure: (messages: number, gatewayRssMb: () => number) => Promise<MeasuredThroughput>,
 ): Promise<ThroughputResult> {
   const home = mkdtempSync(join(tmpdir(), "keel-bench-"));
   if (options.maxConcurrentTurns !== undefined) {
@@ -122,12 +132,15 @@ export async function withBenchGateway(
   });
   try {
     await gateway.waitReady();
+    const rss = () => gateway.rssMb();
+    const warm = options.warmup > 0 ? await measure(options.warmup, rss) : null;
     const cpuBefore = gateway.cpuMs();
-    const result = await measure(() => gateway.rssMb());
+    const result = await measure(options.messages, rss);
     return {
       ...result,
       cpuMsPerMessage: (gateway.cpuMs() - cpuBefore) / result.messages,
       maxConcurrentTurns: config.agent.max_concurrent_turns,
+      warmupMessagesPerSecond: warm?.messagesPerSecond ?? null,
     };
   } finally {
     await gateway.stop();

@@ -179,6 +179,7 @@ export function createCore(input: CoreInput): GatewayCore {
     onReplyQueued: () => dispatcher.kick(),
     onActiveTurnsChange: (count) => lifecycle.onActiveTurnsChange(count),
     showTyping: (address) => adapterFor(address.platform)?.showTyping?.(address) ?? (() => {}),
+    repliesInBand: (address) => adapterFor(address.platform)?.repliesInBand === true,
     progress: (update) => adapterFor(update.address.platform)?.progress?.(update),
     crashPoint,
     extraCommands: {

@@ -195,6 +195,12 @@ export interface PlatformAdapter {
   /** Sends one reply. Throws when the platform did not accept it (the outbox keeps it pending). */
   deliver(reply: OutboundReply): Promise<void>;
   /**
+   * True when a turn's reply reaches the chat through the turn itself (the API answers the
+   * waiting request from the turn's events): the reply is then stored as delivered when the turn
+   * finishes, and `deliver` gets only notices. Optional; default false.
+   */
+  readonly repliesInBand?: boolean;
+  /**
    * An approval was answered (by any path): a platform that showed it as a card with buttons
    * updates the card to `text`. Optional; never throws for platform trouble.
    */

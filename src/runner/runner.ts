@@ -71,6 +71,8 @@ export interface RunnerOptions {
   /** Wakes the outbox dispatcher. */
   onReplyQueued(): void;
   showTyping?(address: ChatAddress): () => void;
+  /** Whether a reply to `address` reaches it through the turn itself (PlatformAdapter.repliesInBand). */
+  repliesInBand?(address: ChatAddress): boolean;
   /** Shows a running turn's progress in its chat (the platform adapter's `progress`). */
   progress?(update: ProgressUpdate): void;
   /** Told the number of running turns whenever it changes. */
@@ -589,8 +591,10 @@ export class Runner implements InboundSink {
   private turnContext(agent: AgentRun) {
     const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress, approvals } =
       this.options;
+    const repliesInBand = this.options.repliesInBand;
     return {
       ...(approvals && { approvals }),
+      ...(repliesInBand && { repliesInBand }),
       store,
       agent,
       isReadOnlyTool,

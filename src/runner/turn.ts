@@ -59,6 +59,8 @@ export interface TurnContext {
   approvals?: TurnApprovals;
   /** Shows the turn's progress on its chat's platform (streamed reply, tool lines). */
   progress?(update: ProgressUpdate): void;
+  /** Whether the reply reaches `address` through the turn's own events (the API). */
+  repliesInBand?(address: ChatAddress): boolean;
 }
 
 /** Runs `active.work` to its end. Throws only when the store fails (the turn stays `running`). */
@@ -200,13 +202,14 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
             address,
             text: labelled(work, replyText),
             ...(result.awaitingApproval && { approvalId: result.awaitingApproval }),
+            ...(ctx.repliesInBand?.(address) && { inBand: true }),
           }
         : null,
     lease: active.lease ?? undefined,
   });
   if (outbox) {
     ctx.crashPoint("after_reply_queued");
-    ctx.onReplyQueued();
+    if (outbox.state === "pending") ctx.onReplyQueued();
   }
   show({ type: "turn_end", stopReason: result.stopReason });
   events.emit({

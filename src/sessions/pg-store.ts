@@ -746,6 +746,9 @@ export class PgStore implements Store {
 
   startTurn(input: StartTurnInput): Promise<StartedTurn> {
     return this.tx(async (db) => {
+      // The commit does not wait for the server's WAL flush (Store.startTurn): the next write
+      // that does wait flushes it too.
+      await db.query("SET LOCAL synchronous_commit TO OFF");
       await this.checkLease(db, input.lease);
       const session = await this.ensureSessionIn(db, input.sessionKey, null);
       if (input.inboxId !== null) {
@@ -817,6 +820,7 @@ export class PgStore implements Store {
         address: input.reply.address,
         text: input.reply.text,
         kind: "reply",
+        state: input.reply.inBand ? "delivered" : "pending",
         approvalId: input.reply.approvalId,
       });
     });
@@ -831,18 +835,21 @@ export class PgStore implements Store {
       address: ChatAddress;
       text: string;
       kind: "reply" | "notice";
-      state?: "pending" | "sending";
+      /** `delivered`: a record of a reply answered in band (FinishTurnInput.reply.inBand). */
+      state?: "pending" | "sending" | "delivered";
       /** The inbox item this notice answers (it closed the item without a turn). */
       inboxId?: number;
       /** The approval this row asks for (chat platforms add buttons). */
       approvalId?: string | undefined;
     },
   ): Promise<OutboxItem> {
+    const now = this.now();
+    const state = row.state ?? "pending";
     const inserted = await first<OutboxRow>(
       db,
       `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state,
-           created_at, inbox_id, approval_id, queued_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING *`,
+           created_at, delivered_at, inbox_id, approval_id, queued_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING *`,
       [
         row.sessionKey,
         row.sessionId,
@@ -851,8 +858,9 @@ export class PgStore implements Store {
         JSON.stringify(row.address),
         row.text,
         row.kind,
-        row.state ?? "pending",
-        this.now(),
+        state,
+        now,
+        state === "delivered" ? now : null,
         row.inboxId ?? null,
         row.approvalId ?? null,
         this.instanceId,

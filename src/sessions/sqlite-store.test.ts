@@ -206,6 +206,41 @@ describe("SqliteStore durability", () => {
     expect((await open).map((item) => item.text)).toEqual(["hello"]);
   });
 
+  it("settles a turn's start once committed, reads past it at once, and flushes it with the finish", async () => {
+    const accepted = store.acceptInbound(inbound());
+    await nextTurn();
+    flushes[0]!.finish();
+    const { item } = await accepted;
+    const turn = await store.startTurn({
+      sessionKey: item.sessionKey,
+      inboxId: item.id,
+      userMessage: { role: "user", content: "hello" },
+    });
+    // Settled with no flush started: the start alone is acted on by nothing outside.
+    expect(flushes).toHaveLength(1);
+    const history = store.loadTurnHistory(turn.sessionId);
+    expect(await settled(history)).toBe(true);
+    expect((await history).messages.map((m) => m.message.content)).toEqual(["hello"]);
+    // The finish waits for a flush, which covers the start committed before it.
+    const finished = store.finishTurn({
+      turnId: turn.id,
+      state: "done",
+      finalMessage: { role: "assistant", content: "hi" },
+      reply: { address: item.address, text: "hi" },
+    });
+    expect(await settled(finished)).toBe(false);
+    expect(flushes).toHaveLength(2);
+    flushes[1]!.finish();
+    expect((await finished)?.text).toBe("hi");
+    // A read waits for a write that must not be seen early, as before.
+    void store.acceptInbound(inbound({ platformMessageId: "2" }));
+    await nextTurn();
+    const open = store.listOpenInbox();
+    expect(await settled(open)).toBe(false);
+    flushes[2]!.finish();
+    expect((await open).map((i) => i.platformMessageId)).toEqual(["2"]);
+  });
+
   it("continues the calls one flush covers a few per turn of the event loop, in call order", async () => {
     const first = store.listOpenInbox();
     flushes[0]!.finish();

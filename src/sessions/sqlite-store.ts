@@ -129,6 +129,8 @@ export interface SqliteStoreOptions {
 
 interface PendingTx {
   fn: () => unknown;
+  /** False: settles once committed, without waiting for the disk (see startTurn). */
+  durable: boolean;
   resolve(value: unknown): void;
   reject(err: unknown): void;
 }
@@ -268,7 +270,7 @@ export class SqliteStore implements Store {
         this.dataVersion = version;
         this.wal.committedOne();
       }
-      const durable = this.wal.untilDurable();
+      const durable = this.wal.untilReadable();
       return durable ? durable.then(() => value) : Promise.resolve(value);
     } catch (err) {
       return Promise.reject(err);
@@ -280,10 +282,13 @@ export class SqliteStore implements Store {
     return this.stmt("PRAGMA data_version").pluck().get() as number;
   }
 
-  /** Runs `fn` in the next group commit; settles once that transaction is committed and on disk. */
-  private tx<T>(fn: () => T): Promise<T> {
+  /**
+   * Runs `fn` in the next group commit; settles once that transaction is committed and on disk,
+   * or only committed when `durable` is false.
+   */
+  private tx<T>(fn: () => T, durable = true): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ fn, resolve: resolve as (value: unknown) => void, reject });
+      this.pending.push({ fn, durable, resolve: resolve as (value: unknown) => void, reject });
       if (this.flushScheduled) return;
       this.flushScheduled = true;
       setImmediate(() => this.flush());
@@ -307,7 +312,7 @@ export class SqliteStore implements Store {
       for (const item of batch) item.reject(err);
       return;
     }
-    this.wal?.committedOne();
+    this.wal?.committedOne(batch.some((item) => item.durable));
     // Each call waits on its own, so that one fsync's callers are continued a few at a time.
     batch.forEach((item, i) => {
       const outcome = outcomes[i]!;
@@ -315,7 +320,7 @@ export class SqliteStore implements Store {
         if (outcome.ok) item.resolve(outcome.value);
         else item.reject(outcome.error);
       };
-      const durable = this.wal?.untilDurable();
+      const durable = item.durable ? this.wal?.untilDurable() : undefined;
       if (!durable) settle();
       else durable.then(settle, item.reject);
     });
@@ -862,7 +867,7 @@ export class SqliteStore implements Store {
       ).get(input.sessionKey, session.session_id, input.inboxId, now) as TurnRow;
       if (input.userMessage) this.appendSync(session.session_id, turn.id, [input.userMessage]);
       return { ...toTurn(turn), session: toSession(session) };
-    });
+    }, false);
   }
 
   /**
@@ -916,7 +921,7 @@ export class SqliteStore implements Store {
         input.reply.address,
         input.reply.text,
         "reply",
-        "pending",
+        input.reply.inBand ? "delivered" : "pending",
         null,
         input.reply.approvalId ?? null,
       );
@@ -930,15 +935,17 @@ export class SqliteStore implements Store {
     address: ChatAddress,
     text: string,
     kind: "reply" | "notice",
-    state: "pending" | "sending" = "pending",
+    /** `delivered`: a record of a reply answered in band (FinishTurnInput.reply.inBand). */
+    state: "pending" | "sending" | "delivered" = "pending",
     /** The inbox item this notice answers (it closed the item without a turn). */
     inboxId: number | null = null,
     approvalId: string | null = null,
   ): OutboxItem {
+    const now = this.now();
     const { lastInsertRowid } = this.stmt(
       `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state,
-           created_at, inbox_id, approval_id, queued_by)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           created_at, delivered_at, inbox_id, approval_id, queued_by)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       sessionKey,
       sessionId,
@@ -948,7 +955,8 @@ export class SqliteStore implements Store {
       text,
       kind,
       state,
-      this.now(),
+      now,
+      state === "delivered" ? now : null,
       inboxId,
       approvalId,
       this.instanceId,

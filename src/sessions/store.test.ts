@@ -236,6 +236,31 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
     expect(await store.listPendingOutbox()).toHaveLength(0);
   });
 
+  it("stores a reply answered in band as delivered, never to be sent, and still answers with it", async () => {
+    const address = { platform: "api", chatId: "agent:main:api:s1" };
+    const { item } = await store.acceptInbound(
+      inbound({ platform: "api", chatId: address.chatId, sessionKey: address.chatId, address }),
+    );
+    const turn = await store.startTurn({
+      sessionKey: item.sessionKey,
+      inboxId: item.id,
+      userMessage: { role: "user", content: "hello" },
+    });
+    const outbox = await store.finishTurn({
+      turnId: turn.id,
+      state: "done",
+      finalMessage: { role: "assistant", content: "hi" },
+      reply: { address, text: "hi", inBand: true },
+    });
+    expect(outbox).toMatchObject({ state: "delivered", text: "hi" });
+    expect(await store.listPendingOutbox()).toEqual([]);
+    expect(await store.findInboxAnswer(item.id)).toEqual({
+      state: "answered",
+      outcome: "reply",
+      text: "hi",
+    });
+  });
+
   it("never lists a row sent directly by its writer (a stop notice must not arrive late)", async () => {
     const s = await store.ensureSession("k", { platform: "telegram", chatId: "1" });
     const row = await store.enqueueOutbox({

@@ -244,6 +244,12 @@ export interface Store {
    * the session's origin (where a resume of this turn replies), all at once. An inbox item
    * starts one turn, ever: when it is no longer pending (another gateway started it) this throws
    * InboxItemTakenError and stores nothing.
+   *
+   * Unlike every other write, it settles once committed, without waiting for the disk, and reads
+   * do not wait for it either: nothing leaves the gateway on the strength of a start alone (the
+   * model call is not an effect; a tool runs only after its own start is durable, a reply after
+   * the finish), and the disk flush that write waits for covers the start too. A power cut
+   * before then loses the start, not the message: the item is still pending and runs again.
    */
   startTurn(input: StartTurnInput): Promise<StartedTurn>;
   /**
@@ -608,8 +614,12 @@ export interface FinishTurnInput {
   turnId: number;
   state: Exclude<TurnState, "running">;
   finalMessage: ChatMessage | null;
-  /** `approvalId`: the reply asks for that approval (chat platforms add buttons). */
-  reply: { address: ChatAddress; text: string; approvalId?: string } | null;
+  /**
+   * `approvalId`: the reply asks for that approval (chat platforms add buttons). `inBand`: the
+   * reply reaches its chat through the turn's own events (the API's HTTP answer), so its outbox
+   * row is a record, stored delivered, which the outbox never sends.
+   */
+  reply: { address: ChatAddress; text: string; approvalId?: string; inBand?: boolean } | null;
   lease?: LeaseToken;
   /** Tokens of the model call that wrote `finalMessage`. */
   usage?: UsageInput;

@@ -8,6 +8,10 @@
  * can be lost to a power cut, as with `synchronous=FULL`, but while the disk works the gateway
  * goes on with other sessions. Commits made while an fsync runs share the next one.
  *
+ * A commit may be counted as not needed by readers (a turn's start, see SqliteStore.startTurn):
+ * nobody waits for it, and reads do not wait for it either; the next fsync any caller waits for
+ * covers it, since an fsync of the WAL covers every commit written before it.
+ *
  * An fsync that fails leaves the state of the file unknown (a later fsync may succeed without the
  * lost pages), so the gate stays failed: every call from then on rejects, and a restart reopens
  * the database from what the disk holds.
@@ -33,6 +37,8 @@ const RELEASED_PER_TURN = 8;
 
 export class WalSync {
   private committed = 0;
+  /** The latest commit a read must not answer from before it is durable. */
+  private required = 0;
   private durable = 0;
   private syncing = false;
   private releaseScheduled = false;
@@ -66,9 +72,13 @@ export class WalSync {
     return this.failure;
   }
 
-  /** Counts one commit (call right after it returned); `untilDurable` then waits for it. */
-  committedOne(): void {
+  /**
+   * Counts one commit (call right after it returned); `untilDurable` then waits for it, and so
+   * does `untilReadable` unless `readersWait` is false.
+   */
+  committedOne(readersWait = true): void {
     this.committed += 1;
+    if (readersWait) this.required = this.committed;
   }
 
   /**
@@ -76,9 +86,17 @@ export class WalSync {
    * caller can answer at once, without a turn of the event loop).
    */
   untilDurable(): Promise<void> | undefined {
+    return this.until(this.committed);
+  }
+
+  /** Settles once every commit a read may not answer from early is on disk (see committedOne). */
+  untilReadable(): Promise<void> | undefined {
+    return this.until(this.required);
+  }
+
+  private until(upTo: number): Promise<void> | undefined {
     if (this.failure) return Promise.reject(this.failure);
-    if (this.durable === this.committed) return undefined;
-    const upTo = this.committed;
+    if (this.durable >= upTo) return undefined;
     const waiting = new Promise<void>((resolve, reject) => {
       this.waiters.push({ upTo, resolve, reject });
     });

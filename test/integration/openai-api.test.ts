@@ -12,6 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
+import { openSqliteDatabase } from "../../src/sessions/sqlite-database.js";
 import {
   defaultScript,
   type FakeOpenAI,
@@ -130,6 +131,31 @@ describe("chat completions through the official client", () => {
     expect(data.choices[0]!.message).toMatchObject({ role: "assistant", content: "hello there" });
     expect(data.choices[0]!.finish_reason).toBe("stop");
     expect(response.headers.get("x-session-id")).toBeTruthy();
+  });
+
+  it("answers in the response and records the reply delivered with the turn's end, not through the outbox", async () => {
+    const h = await start();
+    const res = await chat(h, { messages: [{ role: "user", content: "echo: in band" }] });
+    expect(res.status).toBe(200);
+    const db = openSqliteDatabase(join(h.config.home, "state.db"), { readonly: true });
+    try {
+      const rows = db
+        .prepare("SELECT kind, text, state, attempts, created_at, delivered_at FROM outbox")
+        .all();
+      // Stored delivered in the finish's transaction: the outbox never tried to send it.
+      expect(rows).toEqual([
+        expect.objectContaining({
+          kind: "reply",
+          text: "in band",
+          state: "delivered",
+          attempts: 0,
+        }),
+      ]);
+      const [row] = rows as Array<{ created_at: number; delivered_at: number }>;
+      expect(row!.delivered_at).toBe(row!.created_at);
+    } finally {
+      db.close();
+    }
   });
 
   it("streams a completion in OpenAI's chunk format", async () => {

@@ -58,6 +58,7 @@ interface ResponseMeta {
 
 export class OpenAiApiAdapter implements PlatformAdapter {
   readonly name = "api";
+  readonly repliesInBand = true;
   private sink: InboundSink | null = null;
   private stopped = false;
   private readonly waiters = new TurnWaiters(async (inboxId) =>

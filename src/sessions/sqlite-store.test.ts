@@ -1,5 +1,5 @@
 /** What only the SQLite store does: group commit, WAL durability, online backup to a file. */
-import { fstatSync, statSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -7,7 +7,8 @@ import { createTempDir } from "../../test/helpers/temp-home.js";
 import type { InboundMessage } from "../platforms/platform.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
 import { MIGRATIONS } from "./sqlite-migrations.js";
-import { SqliteStore, WAL_CHECKPOINT_PAGES } from "./sqlite-store.js";
+import { SqliteStore } from "./sqlite-store.js";
+import { CHECKPOINT_FRAMES } from "./wal-checkpoint.js";
 import type { FsyncFn } from "./wal-sync.js";
 
 function inbound(overrides: Partial<InboundMessage> = {}): InboundMessage {
@@ -106,20 +107,23 @@ describe("SqliteStore", () => {
     store = new SqliteStore(path);
   });
 
-  it(`lets the WAL grow to ${WAL_CHECKPOINT_PAGES} pages before SQLite checkpoints it`, async () => {
+  it(`checkpoints the WAL itself every ~${CHECKPOINT_FRAMES} pages, SQLite's own checkpoint off`, async () => {
     const turn = await store.startTurn({
       sessionKey: "agent:main:telegram:dm:42",
       inboxId: null,
       userMessage: { role: "user", content: "one" },
     });
     const pageSize = 4096;
-    // ~10 pages a commit, ~2,000 in all: past SQLite's default mark of 1,000, where the WAL
-    // would have been copied back and started over from its beginning.
-    const body = "x".repeat(10 * pageSize);
-    for (let i = 0; i < 200; i += 1) {
+    // ~40 pages a commit, ~10,000 in all, with SQLite's automatic checkpoint turned off: without
+    // the store's own, the WAL would hold all of them and the database file none.
+    const body = "x".repeat(40 * pageSize);
+    for (let i = 0; i < 250; i += 1) {
       await store.appendMessages(turn.sessionId, turn.id, [{ role: "assistant", content: body }]);
     }
-    expect(statSync(`${path}-wal`).size).toBeGreaterThan(1_500 * pageSize);
+    expect(statSync(`${path}-wal`).size).toBeLessThan(1.5 * CHECKPOINT_FRAMES * pageSize);
+    expect(statSync(path).size).toBeGreaterThan(CHECKPOINT_FRAMES * pageSize);
+    const contents = (await store.loadTranscript(turn.sessionId)).map((m) => m.message.content);
+    expect(contents).toHaveLength(251);
   });
 
   it("makes an online backup that opens and holds the sessions", async () => {
@@ -297,6 +301,74 @@ describe("SqliteStore durability", () => {
     flushes[1]!.finish();
     await Promise.all([second, third]);
     expect(flushes).toHaveLength(2);
+  });
+
+  const isDbFlush = (flush: { fd: number }) => fstatSync(flush.fd).ino === statSync(path).ino;
+
+  /** Lets every WAL flush through until `promise` settles; the database file's stay held. */
+  async function walFlushesUntil<T>(promise: Promise<T>): Promise<T> {
+    let done = false;
+    promise.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    for (let i = 0; i < 100 && !done; i++) {
+      await nextTurn();
+      for (const flush of flushes) if (!flush.done && !isDbFlush(flush)) flush.finish();
+    }
+    return promise;
+  }
+
+  /** The WAL header's salts: SQLite changes them each time it restarts the WAL from its start. */
+  function walSalts(): string {
+    const fd = openSync(`${path}-wal`, "r");
+    try {
+      const header = Buffer.alloc(8);
+      readSync(fd, header, 0, 8, 16);
+      return header.toString("hex");
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  it("checkpoints only flushed frames, holding commits and the WAL until the database file is flushed", async () => {
+    const first = store.listOpenInbox();
+    flushes[0]!.finish();
+    await first;
+    // Each commit waits for its WAL flush, let through at once, until a checkpoint asks to
+    // flush the database file.
+    for (let n = 0; n < 500 && !flushes.some(isDbFlush); n += 1) {
+      await walFlushesUntil(store.acceptInbound(inbound({ platformMessageId: String(n) })));
+    }
+    const dbFlush = flushes.find(isDbFlush)!;
+    expect(dbFlush).toBeDefined();
+    // Copied after every WAL flush before it had finished.
+    expect(flushes.slice(0, flushes.indexOf(dbFlush)).every((f) => f.done)).toBe(true);
+    // While the database file is not flushed, the next commit waits (reads do not) and the WAL
+    // is not started over.
+    const salts = walSalts();
+    const held = store.acceptInbound(inbound({ platformMessageId: "held" }));
+    expect(await settled(held)).toBe(false);
+    expect(await settled(store.listOpenInbox())).toBe(true);
+    expect(flushes.filter((f) => !f.done)).toEqual([dbFlush]);
+    expect(walSalts()).toBe(salts);
+    // Once it is, the held commit goes to the start of a new WAL.
+    dbFlush.finish();
+    expect((await walFlushesUntil(held)).accepted).toBe(true);
+    expect(walSalts()).not.toBe(salts);
+  });
+
+  it("fails the store when the database file cannot be flushed after a checkpoint", async () => {
+    const first = store.listOpenInbox();
+    flushes[0]!.finish();
+    await first;
+    for (let n = 0; n < 500 && !flushes.some(isDbFlush); n += 1) {
+      await walFlushesUntil(store.acceptInbound(inbound({ platformMessageId: String(n) })));
+    }
+    flushes.find(isDbFlush)!.finish(Object.assign(new Error("EIO: i/o error"), { code: "EIO" }));
+    await nextTurn();
+    expect(store.failure()?.message).toMatch(/could not be flushed to disk \(EIO/);
+    await expect(store.listOpenInbox()).rejects.toThrow(/restart the gateway/);
   });
 
   it("fails the waiting calls and every later one when a flush fails", async () => {

@@ -111,6 +111,7 @@ import {
   toTurn,
 } from "./store-rows.js";
 import { TranscriptCache } from "./transcript-cache.js";
+import { WalCheckpoint } from "./wal-checkpoint.js";
 import { type FsyncFn, WalSync } from "./wal-sync.js";
 
 /** How long finished stream messages are kept (a reply's delivery never takes that long). */
@@ -144,14 +145,6 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 const TRANSCRIPT_CACHE_BYTES = 6_000_000;
 /** SQLite's page cache per connection, KiB (SQLite's own default; see the constructor). */
 const PAGE_CACHE_KIB = 2000;
-/**
- * WAL pages before SQLite's automatic checkpoint, which runs inside the commit that crosses the
- * mark (so on the main thread, for the callers of that commit) and costs mostly two fsyncs, not
- * the pages it copies. SQLite's 1,000 put one on every ~100th commit of a busy gateway at ~4.6 ms
- * each (a one-at-a-time turn makes ~4 commits: 4 % of turns waited on one); 4,000 makes them a
- * quarter as frequent, and a page rewritten many times between two is copied once.
- */
-export const WAL_CHECKPOINT_PAGES = 4000;
 
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
@@ -165,6 +158,8 @@ export class SqliteStore implements Store {
   private readonly transcripts = new TranscriptCache(TRANSCRIPT_CACHE_BYTES);
   /** Null where SQLite could not use a WAL (it then syncs each commit itself, synchronous=FULL). */
   private readonly wal: WalSync | null = null;
+  /** The store's own checkpoints, off the event loop's path (wal-checkpoint.ts); with the WAL. */
+  private readonly checkpoints: WalCheckpoint | null = null;
   /** SQLite's data_version when a read last looked: it moves when another connection commits. */
   private dataVersion = 0;
   /**
@@ -192,7 +187,8 @@ export class SqliteStore implements Store {
     if (!options.readonly) {
       if (this.db.pragma("journal_mode = WAL", { simple: true }) === "wal") {
         this.db.exec("PRAGMA synchronous = NORMAL");
-        this.db.exec(`PRAGMA wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
+        // SQLite's checkpoint would run inside a commit, fsyncs and all: this store runs its own.
+        this.db.exec("PRAGMA wal_autocheckpoint = 0");
         // SQLite's own name for the file (symlinks resolved), not the one we were given.
         const file = this.stmt("PRAGMA main.database_list").get() as { file: string };
         this.wal = new WalSync(`${file.file}-wal`, options.fsync);
@@ -206,6 +202,7 @@ export class SqliteStore implements Store {
       // cache the rest, and parsed transcripts are kept above (TranscriptCache).
       this.db.exec(`PRAGMA cache_size = -${PAGE_CACHE_KIB}`);
       this.migrate();
+      if (this.wal) this.checkpoints = this.walCheckpoint(this.wal, options.fsync);
     }
     this.runInSavepoint = this.db.transaction((fn: () => unknown) => fn());
     this.commitBatch = this.db.transaction((batch: PendingTx[]) =>
@@ -217,6 +214,23 @@ export class SqliteStore implements Store {
         }
       }),
     );
+  }
+
+  private walCheckpoint(wal: WalSync, fsyncFile: FsyncFn | undefined): WalCheckpoint {
+    const { file } = this.stmt("PRAGMA main.database_list").get() as { file: string };
+    const pin = openSqliteDatabase(file, { readonly: true, fileMustExist: true });
+    return new WalCheckpoint({
+      db: this.db,
+      pin,
+      path: file,
+      wal,
+      untilFlushed: () => {
+        this.noteOtherCommits(wal);
+        return wal.untilDurable();
+      },
+      resumeCommits: () => this.scheduleFlush(),
+      ...(fsyncFile && { fsyncFile }),
+    });
   }
 
   /** Schema version after migrations (for doctor and tests). */
@@ -263,17 +277,24 @@ export class SqliteStore implements Store {
       if (!this.wal) return Promise.resolve(fn());
       if (this.wal.failed) throw this.wal.failed;
       const value = fn();
-      // Another connection (a `keel` command) may have committed what `fn` saw without its
-      // fsync done yet: SQLite's data_version moves with every commit but this connection's.
-      const version = this.dataVersionNow();
-      if (version !== this.dataVersion) {
-        this.dataVersion = version;
-        this.wal.committedOne();
-      }
+      this.noteOtherCommits(this.wal);
       const durable = this.wal.untilReadable();
       return durable ? durable.then(() => value) : Promise.resolve(value);
     } catch (err) {
       return Promise.reject(err);
+    }
+  }
+
+  /**
+   * Another connection (a `keel` command) may have committed what a read saw without its fsync
+   * done yet: SQLite's data_version moves with every commit but this connection's, and the gate
+   * then counts one commit to flush.
+   */
+  private noteOtherCommits(wal: WalSync): void {
+    const version = this.dataVersionNow();
+    if (version !== this.dataVersion) {
+      this.dataVersion = version;
+      wal.committedOne();
     }
   }
 
@@ -289,14 +310,20 @@ export class SqliteStore implements Store {
   private tx<T>(fn: () => T, durable = true): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ fn, durable, resolve: resolve as (value: unknown) => void, reject });
-      if (this.flushScheduled) return;
-      this.flushScheduled = true;
-      setImmediate(() => this.flush());
+      this.scheduleFlush();
     });
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.pending.length === 0) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flush());
   }
 
   private flush(): void {
     this.flushScheduled = false;
+    // Held while a checkpoint runs; it schedules the flush again when done.
+    if (this.checkpoints?.holdsCommits) return;
     const batch = this.pending;
     this.pending = [];
     if (batch.length === 0) return;
@@ -313,6 +340,7 @@ export class SqliteStore implements Store {
       return;
     }
     this.wal?.committedOne(batch.some((item) => item.durable));
+    this.checkpoints?.afterCommit();
     // Each call waits on its own, so that one fsync's callers are continued a few at a time.
     batch.forEach((item, i) => {
       const outcome = outcomes[i]!;
@@ -1668,6 +1696,7 @@ export class SqliteStore implements Store {
     // which would copy pages the failed fsync may have lost. The process is about to exit, and
     // the next one reads the WAL as the disk holds it.
     if (this.db.open && !this.wal?.failed) {
+      await this.checkpoints?.close();
       this.flush();
       this.db.close();
     }

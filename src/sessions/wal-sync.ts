@@ -160,7 +160,8 @@ export class WalSync {
     }
   }
 
-  private fail(err: unknown): void {
+  /** Fails the gate (an fsync failed, here or of the database file after a checkpoint). */
+  fail(err: unknown): void {
     const reason = err instanceof Error ? err.message : String(err);
     this.failure = new Error(
       `state.db could not be flushed to disk (${reason}); what was written since the last flush may be lost: restart the gateway`,

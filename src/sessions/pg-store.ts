@@ -746,9 +746,6 @@ export class PgStore implements Store {
 
   startTurn(input: StartTurnInput): Promise<StartedTurn> {
     return this.tx(async (db) => {
-      // The commit does not wait for the server's WAL flush (Store.startTurn): the next write
-      // that does wait flushes it too.
-      await db.query("SET LOCAL synchronous_commit TO OFF");
       await this.checkLease(db, input.lease);
       const session = await this.ensureSessionIn(db, input.sessionKey, null);
       if (input.inboxId !== null) {

@@ -365,10 +365,33 @@ describe("SqliteStore durability", () => {
     for (let n = 0; n < 500 && !flushes.some(isDbFlush); n += 1) {
       await walFlushesUntil(store.acceptInbound(inbound({ platformMessageId: String(n) })));
     }
+    const salts = walSalts();
     flushes.find(isDbFlush)!.finish(Object.assign(new Error("EIO: i/o error"), { code: "EIO" }));
     await nextTurn();
     expect(store.failure()?.message).toMatch(/could not be flushed to disk \(EIO/);
     await expect(store.listOpenInbox()).rejects.toThrow(/restart the gateway/);
+    // The pin stays: another connection writing does not start the WAL over the pages whose
+    // flush failed.
+    const other = openSqliteDatabase(path);
+    other.prepare("UPDATE sessions SET updated_at = 1").run();
+    other.close();
+    expect(walSalts()).toBe(salts);
+  });
+
+  it("closes without deleting the WAL when the last checkpoint's flush fails meanwhile", async () => {
+    const first = store.listOpenInbox();
+    flushes[0]!.finish();
+    await first;
+    for (let n = 0; n < 500 && !flushes.some(isDbFlush); n += 1) {
+      await walFlushesUntil(store.acceptInbound(inbound({ platformMessageId: String(n) })));
+    }
+    const closed = store.close();
+    await nextTurn();
+    flushes.find(isDbFlush)!.finish(Object.assign(new Error("EIO: i/o error"), { code: "EIO" }));
+    await closed;
+    expect(store.failure()?.message).toMatch(/could not be flushed/);
+    // Left as the disk holds it for the next start: closing would have copied and deleted it.
+    expect(statSync(`${path}-wal`).size).toBeGreaterThan(0);
   });
 
   it("fails the waiting calls and every later one when a flush fails", async () => {

@@ -1697,8 +1697,12 @@ export class SqliteStore implements Store {
     // the next one reads the WAL as the disk holds it.
     if (this.db.open && !this.wal?.failed) {
       await this.checkpoints?.close();
-      this.flush();
-      this.db.close();
+      // Checked again: the last checkpoint's flush may have failed meanwhile.
+      if (!this.wal?.failed) {
+        this.flush();
+        this.db.close();
+        this.checkpoints?.release();
+      }
     }
     await this.wal?.close();
   }

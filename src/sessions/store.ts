@@ -250,6 +250,7 @@ export interface Store {
    * model call is not an effect; a tool runs only after its own start is durable, a reply after
    * the finish), and the disk flush that write waits for covers the start too. A power cut
    * before then loses the start, not the message: the item is still pending and runs again.
+   * (Postgres commits it as any other write: its server can crash while the gateway goes on.)
    */
   startTurn(input: StartTurnInput): Promise<StartedTurn>;
   /**

@@ -19,7 +19,7 @@
  * still in a durable WAL frame, as with SQLite's own checkpoint. What stays on the main thread is
  * the copy into the OS's page cache, a few milliseconds for the pages of a few hundred commits.
  */
-import { closeSync, fsync, openSync } from "node:fs";
+import { closeSync, fsync, fsyncSync, openSync } from "node:fs";
 import type Database from "better-sqlite3";
 import type { FsyncFn, WalSync } from "./wal-sync.js";
 
@@ -64,6 +64,10 @@ export class WalCheckpoint {
 
   constructor(private readonly options: WalCheckpointOptions) {
     this.fd = openSync(options.path, "r+");
+    // A process killed between a copy and its flush of state.db left the WAL marked as copied
+    // (in -shm, which another open connection keeps): this store's first commit could start the
+    // WAL over pages only the OS holds. Flushed once here, before any commit.
+    fsyncSync(this.fd);
     // Reading the schema page starts the pin's read transaction (BEGIN alone defers it).
     this.beginPin = options.pin.prepare("SELECT count(*) FROM sqlite_schema").pluck();
     this.checkpoint = options.db.prepare("PRAGMA wal_checkpoint(PASSIVE)");
@@ -88,33 +92,53 @@ export class WalCheckpoint {
       });
   }
 
-  /** Waits for a checkpoint under way, then closes the pin and the file; starts no other. */
+  /** Waits for a checkpoint under way, then closes the pin; starts no other. */
   async close(): Promise<void> {
     this.closed = true;
     await this.running;
-    closeSync(this.fd);
     this.options.pin.close();
+  }
+
+  /**
+   * Closes the database file's handle: only after the store's connection is closed, since closing
+   * any handle on a file drops the process's POSIX locks on it, SQLite's included.
+   */
+  release(): void {
+    closeSync(this.fd);
   }
 
   private async run(): Promise<void> {
     // Commits made while waiting need their flush too; each try waits for one more.
+    let flushed = this.options.untilFlushed();
     for (let tries = 0; tries < 3; tries += 1) {
-      await this.options.untilFlushed();
-      this.options.pin.exec("BEGIN");
+      await flushed;
+      let pinned = false;
+      let keepPin = false;
       try {
+        this.options.pin.exec("BEGIN");
+        pinned = true;
         this.beginPin.get();
         // Another commit may have come between the flush and the pin: copy only flushed frames.
-        if (this.options.untilFlushed()) continue;
+        flushed = this.options.untilFlushed();
+        if (flushed) continue;
         const [result] = this.copy();
         this.adjust(result);
-        await this.flushDatabaseFile();
+        try {
+          await this.flushDatabaseFile();
+        } catch (err) {
+          // state.db's pages on disk are unknown: nothing more may be answered, and the pin
+          // stays, so that no connection starts the WAL over the only copy of those pages.
+          keepPin = true;
+          this.options.wal.fail(err);
+        }
         return;
       } catch (err) {
-        // The database file's state on disk is unknown: nothing more may be answered.
-        this.options.wal.fail(err);
+        // A busy database (another connection recovering the WAL) is tried again later; any
+        // other error from SQLite leaves the copy's state unknown.
+        if ((err as { code?: unknown }).code !== "SQLITE_BUSY") this.options.wal.fail(err);
         return;
       } finally {
-        this.options.pin.exec("COMMIT");
+        if (pinned && !keepPin) this.options.pin.exec("COMMIT");
       }
     }
   }

@@ -319,6 +319,22 @@ describe("SqliteStore durability", () => {
     return promise;
   }
 
+  /**
+   * Commits one message at a time, each WAL flush let through at once, until a checkpoint asks
+   * to flush the database file: that flush, held.
+   */
+  async function commitUntilCheckpoint() {
+    const first = store.listOpenInbox();
+    flushes[0]!.finish();
+    await first;
+    for (let n = 0; n < 500 && !flushes.some(isDbFlush); n += 1) {
+      await walFlushesUntil(store.acceptInbound(inbound({ platformMessageId: String(n) })));
+    }
+    const dbFlush = flushes.find(isDbFlush);
+    if (!dbFlush) throw new Error("no checkpoint in 500 commits");
+    return dbFlush;
+  }
+
   /** The WAL header's salts: SQLite changes them each time it restarts the WAL from its start. */
   function walSalts(): string {
     const fd = openSync(`${path}-wal`, "r");
@@ -332,16 +348,7 @@ describe("SqliteStore durability", () => {
   }
 
   it("checkpoints only flushed frames, holding commits and the WAL until the database file is flushed", async () => {
-    const first = store.listOpenInbox();
-    flushes[0]!.finish();
-    await first;
-    // Each commit waits for its WAL flush, let through at once, until a checkpoint asks to
-    // flush the database file.
-    for (let n = 0; n < 500 && !flushes.some(isDbFlush); n += 1) {
-      await walFlushesUntil(store.acceptInbound(inbound({ platformMessageId: String(n) })));
-    }
-    const dbFlush = flushes.find(isDbFlush)!;
-    expect(dbFlush).toBeDefined();
+    const dbFlush = await commitUntilCheckpoint();
     // Copied after every WAL flush before it had finished.
     expect(flushes.slice(0, flushes.indexOf(dbFlush)).every((f) => f.done)).toBe(true);
     // While the database file is not flushed, the next commit waits (reads do not) and the WAL
@@ -359,14 +366,9 @@ describe("SqliteStore durability", () => {
   });
 
   it("fails the store when the database file cannot be flushed after a checkpoint", async () => {
-    const first = store.listOpenInbox();
-    flushes[0]!.finish();
-    await first;
-    for (let n = 0; n < 500 && !flushes.some(isDbFlush); n += 1) {
-      await walFlushesUntil(store.acceptInbound(inbound({ platformMessageId: String(n) })));
-    }
+    const dbFlush = await commitUntilCheckpoint();
     const salts = walSalts();
-    flushes.find(isDbFlush)!.finish(Object.assign(new Error("EIO: i/o error"), { code: "EIO" }));
+    dbFlush.finish(Object.assign(new Error("EIO: i/o error"), { code: "EIO" }));
     await nextTurn();
     expect(store.failure()?.message).toMatch(/could not be flushed to disk \(EIO/);
     await expect(store.listOpenInbox()).rejects.toThrow(/restart the gateway/);
@@ -379,15 +381,10 @@ describe("SqliteStore durability", () => {
   });
 
   it("closes without deleting the WAL when the last checkpoint's flush fails meanwhile", async () => {
-    const first = store.listOpenInbox();
-    flushes[0]!.finish();
-    await first;
-    for (let n = 0; n < 500 && !flushes.some(isDbFlush); n += 1) {
-      await walFlushesUntil(store.acceptInbound(inbound({ platformMessageId: String(n) })));
-    }
+    const dbFlush = await commitUntilCheckpoint();
     const closed = store.close();
     await nextTurn();
-    flushes.find(isDbFlush)!.finish(Object.assign(new Error("EIO: i/o error"), { code: "EIO" }));
+    dbFlush.finish(Object.assign(new Error("EIO: i/o error"), { code: "EIO" }));
     await closed;
     expect(store.failure()?.message).toMatch(/could not be flushed/);
     // Left as the disk holds it for the next start: closing would have copied and deleted it.

@@ -1432,7 +1432,7 @@ export class PgStore implements Store {
       const row = await first<SessionLeaseRow>(
         db,
         `UPDATE session_leases SET expires_at = ${DB_NOW} + $4
-           WHERE session_key = $1 AND owner = $2 AND fence = $3 RETURNING *`,
+           WHERE session_key = $1 AND owner = $2 AND fence = $3 AND expires_at > 0 RETURNING *`,
         [lease.sessionKey, lease.owner, lease.fence, ttlMs],
       );
       return row ? toSessionLease(row) : null;

@@ -1650,7 +1650,7 @@ export class SqliteStore implements Store {
     return this.tx(() => {
       const row = this.stmt(
         `UPDATE session_leases SET expires_at = ?
-           WHERE session_key = ? AND owner = ? AND fence = ? RETURNING *`,
+           WHERE session_key = ? AND owner = ? AND fence = ? AND expires_at > 0 RETURNING *`,
       ).get(this.now() + ttlMs, lease.sessionKey, lease.owner, lease.fence) as
         | SessionLeaseRow
         | undefined;

@@ -154,6 +154,18 @@ describe.each(storeHarnesses())("the $name store: instances and leases", (harnes
     expect(theirs!.fence).toBeGreaterThan(mine!.fence);
   });
 
+  it("a lease let go is not renewed, even before another owner claims it", async () => {
+    await a.registerInstance({ id: "A", host: "h1", pid: 11, startedAt: 1 });
+    const freed = await a.claimSessionLease(KEY, "A", 60_000);
+    await b.removeInstance("A");
+    // The old holder's renewal, landing between the removal and the next claim, fails.
+    expect(await a.renewSessionLease(freed!, 60_000)).toBeNull();
+    expect((await b.claimSessionLease(KEY, "B", 60_000))?.owner).toBe("B");
+    const other = await a.claimSessionLease("agent:main:other", "A", 60_000);
+    await a.releaseSessionLease(other!);
+    expect(await a.renewSessionLease(other!, 60_000)).toBeNull();
+  });
+
   it("a paused instance whose lease moved cannot write any step of its turn", async () => {
     const { item } = await a.acceptInbound({
       platform: "telegram",

@@ -417,7 +417,11 @@ export interface Store {
    * with the old token fail from then on; renewing your own keeps it.
    */
   claimSessionLease(sessionKey: string, owner: string, ttlMs: number): Promise<SessionLease | null>;
-  /** Extends a lease still held with this token; null when it moved on. */
+  /**
+   * Extends a lease still held with this token; null when it moved on or was let go (released,
+   * or freed with its gateway's instance): a renewal landing just after must not take it back
+   * from the gateway about to claim it.
+   */
   renewSessionLease(lease: LeaseToken, ttlMs: number): Promise<SessionLease | null>;
   /** Lets the lease go (another owner may take it at once); nothing when it already moved on. */
   releaseSessionLease(lease: LeaseToken): Promise<void>;

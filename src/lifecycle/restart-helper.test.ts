@@ -7,12 +7,15 @@ import { type Sleeper, spawnSleeper } from "../../test/helpers/sleeper.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import { spawnDetachedSuccessor } from "./restart-helper.js";
 
+// Written whole, then renamed: the test reads the file as soon as it exists (once, under CI load,
+// before its content was written).
 const SUCCESSOR_SCRIPT = `
-import { writeFileSync } from "node:fs";
+import { renameSync, writeFileSync } from "node:fs";
 const [outFile, oldPid, ...rest] = process.argv.slice(2);
 let oldAlive = true;
 try { process.kill(Number(oldPid), 0); } catch { oldAlive = false; }
-writeFileSync(outFile, JSON.stringify({ pid: process.pid, args: rest, oldAlive }));
+writeFileSync(outFile + ".tmp", JSON.stringify({ pid: process.pid, args: rest, oldAlive }));
+renameSync(outFile + ".tmp", outFile);
 `;
 
 async function exists(path: string): Promise<boolean> {

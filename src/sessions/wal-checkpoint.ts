@@ -141,6 +141,9 @@ export class WalCheckpoint {
         if (pinned && !keepPin) this.options.pin.exec("COMMIT");
       }
     }
+    // Out of tries under a stream of commits: the next commit starts another run. The last
+    // flush is still awaited, so that its failure is heard here, not left unhandled.
+    await flushed;
   }
 
   private copy(): Array<{ busy: number; log: number; checkpointed: number }> {

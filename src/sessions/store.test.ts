@@ -105,13 +105,30 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
     expect(turn.session.origin).toBeNull();
   });
 
-  it("reads a turn's history at once: latest compaction, the messages after it, calls cut off", async () => {
-    const { item } = await store.acceptInbound(inbound());
+  /** A message accepted and its turn started, the user's text appended. */
+  async function startedTurn(content: string) {
+    const { item } = await store.acceptInbound(inbound({ text: content }));
     const turn = await store.startTurn({
       sessionKey: item.sessionKey,
       inboxId: item.id,
-      userMessage: { role: "user", content: "one" },
+      userMessage: { role: "user", content },
     });
+    return { item, turn };
+  }
+
+  /** Journals a `terminal` call as started in `turn`. */
+  function startTerminalCall(turn: { id: number; sessionId: string }, toolCallId: string) {
+    return store.recordToolStart({
+      toolCallId,
+      turnId: turn.id,
+      sessionId: turn.sessionId,
+      name: "terminal",
+      arguments: "{}",
+    });
+  }
+
+  it("reads a turn's history at once: latest compaction, the messages after it, calls cut off", async () => {
+    const { turn } = await startedTurn("one");
     await store.appendMessages(turn.sessionId, turn.id, [
       { role: "assistant", content: "two" },
       { role: "user", content: "three" },
@@ -130,13 +147,7 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
       tokensAfter: 5,
       usage: null,
     });
-    await store.recordToolStart({
-      toolCallId: "c1",
-      turnId: turn.id,
-      sessionId: turn.sessionId,
-      name: "terminal",
-      arguments: "{}",
-    });
+    await startTerminalCall(turn, "c1");
     const loaded = await store.loadTurnHistory(turn.sessionId);
     expect(loaded.compaction).toMatchObject({ summary: "said one", throughSeq: first!.seq });
     expect(loaded.messages.map((m) => m.message.content)).toEqual(["two", "three"]);
@@ -191,12 +202,7 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
   });
 
   it("runs a turn: user message, tool journal, final message and outbox in order", async () => {
-    const { item } = await store.acceptInbound(inbound());
-    const turn = await store.startTurn({
-      sessionKey: item.sessionKey,
-      inboxId: item.id,
-      userMessage: { role: "user", content: "hello" },
-    });
+    const { item, turn } = await startedTurn("hello");
     expect((await store.listOpenInbox())[0]?.state).toBe("running");
     const call = {
       id: "c1",
@@ -206,13 +212,7 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
     await store.appendMessages(turn.sessionId, turn.id, [
       { role: "assistant", content: null, tool_calls: [call] },
     ]);
-    await store.recordToolStart({
-      toolCallId: "c1",
-      turnId: turn.id,
-      sessionId: turn.sessionId,
-      name: "terminal",
-      arguments: "{}",
-    });
+    await startTerminalCall(turn, "c1");
     expect(await store.listUnfinishedToolCalls(turn.sessionId)).toHaveLength(1);
     await store.recordToolFinish({
       toolCallId: "c1",

@@ -27,9 +27,7 @@ export function createCompactionSink(options: {
   const { store, sessionId, turnId } = options;
   return {
     async record(input) {
-      const latest = await store.latestCompaction(sessionId);
-      const through = latest?.throughSeq ?? 0;
-      const spoken = (await store.loadTranscript(sessionId, through)).filter(
+      const spoken = (await store.loadTurnHistory(sessionId)).messages.filter(
         (m) => m.message.role === "user" || m.message.role === "assistant",
       );
       const firstKept = spoken[input.coveredCount];

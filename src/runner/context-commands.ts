@@ -99,13 +99,8 @@ async function compactCommand(deps: ContextCommandDeps, item: InboxItem): Promis
   }
   const session = await deps.store.getSession(item.sessionKey);
   if (!session) return "Nothing to compact yet.";
-  const compaction = await deps.store.latestCompaction(session.sessionId);
-  const history = normalizeHistory(
-    visibleMessages(
-      await deps.store.loadTranscript(session.sessionId, compaction?.throughSeq),
-      compaction,
-    ),
-  );
+  const { compaction, messages } = await deps.store.loadTurnHistory(session.sessionId);
+  const history = normalizeHistory(visibleMessages(messages, compaction));
   const keeper = await models.keeper({
     sessionId: session.sessionId,
     summary: compaction?.summary ?? null,

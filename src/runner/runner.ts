@@ -589,9 +589,8 @@ export class Runner implements InboundSink {
   }
 
   private turnContext(agent: AgentRun) {
-    const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress, approvals } =
-      this.options;
-    const repliesInBand = this.options.repliesInBand;
+    const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress } = this.options;
+    const { approvals, repliesInBand } = this.options;
     return {
       ...(approvals && { approvals }),
       ...(repliesInBand && { repliesInBand }),

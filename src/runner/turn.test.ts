@@ -127,7 +127,7 @@ describe("runJournaledTurn after a crash (resume)", () => {
     const history = await resume();
     expect(history.at(-2)).toEqual({ role: "tool", tool_call_id: "c1", content: UNKNOWN_OUTCOME });
     expect(history.at(-1)).toEqual(NOTE);
-    expect(await store.listUnfinishedToolCalls(sessionId)).toEqual([]);
+    expect((await store.loadTurnHistory(sessionId)).unfinished).toEqual([]);
   });
 
   it("leaves a cut-off read-only call to be re-run, next to a side-effecting one marked unknown", async () => {

@@ -58,7 +58,6 @@ import type {
   StoredMessage,
   StreamMessage,
   StreamTurn,
-  ToolCallRecord,
   ToolFinishInput,
   ToolStartInput,
   TurnHistory,
@@ -661,37 +660,35 @@ export class PgStore implements Store {
   }
 
   loadTranscript(sessionId: string, afterSeq = 0): Promise<StoredMessage[]> {
-    return this.read(async (db) =>
-      (
-        await all<MessageRow>(
-          db,
-          "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq",
-          [sessionId, afterSeq],
-        )
-      ).map(toStoredMessage),
-    );
+    return this.read((db) => this.transcriptIn(db, sessionId, afterSeq));
   }
 
   loadTurnHistory(sessionId: string): Promise<TurnHistory> {
     return this.read(async (db) => {
       const row = await this.latestCompactionRow(db, sessionId);
       const compaction = row ? toCompaction(row) : null;
-      const messages = await all<MessageRow>(
-        db,
-        "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq",
-        [sessionId, compaction?.throughSeq ?? 0],
-      );
-      const unfinished = await all<ToolCallRow>(
-        db,
-        "SELECT * FROM tool_calls WHERE session_id = $1 AND state = 'started' ORDER BY id",
-        [sessionId],
-      );
       return {
         compaction,
-        messages: messages.map(toStoredMessage),
-        unfinished: unfinished.map(toToolCall),
+        messages: await this.transcriptIn(db, sessionId, compaction?.throughSeq ?? 0),
+        unfinished: (
+          await all<ToolCallRow>(
+            db,
+            "SELECT * FROM tool_calls WHERE session_id = $1 AND state = 'started' ORDER BY id",
+            [sessionId],
+          )
+        ).map(toToolCall),
       };
     });
+  }
+
+  private async transcriptIn(db: Db, sessionId: string, afterSeq: number) {
+    return (
+      await all<MessageRow>(
+        db,
+        "SELECT seq, turn_id, body, created_at FROM messages WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+        [sessionId, afterSeq],
+      )
+    ).map(toStoredMessage);
   }
 
   private async hasMessages(db: Db, sessionId: string): Promise<boolean> {
@@ -917,18 +914,6 @@ export class PgStore implements Store {
         await db.query("UPDATE outbox SET file_id = $1 WHERE id = $2", [file.id, row.id]);
       }
     });
-  }
-
-  listUnfinishedToolCalls(sessionId: string): Promise<ToolCallRecord[]> {
-    return this.read(async (db) =>
-      (
-        await all<ToolCallRow>(
-          db,
-          "SELECT * FROM tool_calls WHERE session_id = $1 AND state = 'started' ORDER BY id",
-          [sessionId],
-        )
-      ).map(toToolCall),
-    );
   }
 
   enqueueOutbox(input: OutboxInput): Promise<OutboxItem> {

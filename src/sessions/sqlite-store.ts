@@ -1115,10 +1115,6 @@ export class SqliteStore implements Store {
     });
   }
 
-  listUnfinishedToolCalls(sessionId: string) {
-    return this.read(() => this.unfinishedToolCallsSync(sessionId));
-  }
-
   private unfinishedToolCallsSync(sessionId: string) {
     return (
       this.stmt(

@@ -62,7 +62,7 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
       id: request.id,
     });
     // Waiting is not running: recovery must not treat it as a call cut off mid-run.
-    expect(await store.listUnfinishedToolCalls(request.sessionId)).toEqual([]);
+    expect((await store.loadTurnHistory(request.sessionId)).unfinished).toEqual([]);
   });
 
   it("is answered exactly once; the journal row follows the decision", async () => {

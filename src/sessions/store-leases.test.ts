@@ -230,7 +230,7 @@ describe.each(storeHarnesses())("the $name store: instances and leases", (harnes
     ).rejects.toBeInstanceOf(LeaseLostError);
     expect(await a.renewSessionLease(leaseA, 60_000)).toBeNull();
     expect(await b.loadTranscript(turn.sessionId)).toEqual(before);
-    expect(await b.listUnfinishedToolCalls(turn.sessionId)).toHaveLength(1);
+    expect((await b.loadTurnHistory(turn.sessionId)).unfinished).toHaveLength(1);
     expect((await b.listRunningTurns()).map((t) => t.id)).toEqual([turn.id]);
     expect(await b.listPendingOutbox()).toEqual([]);
 

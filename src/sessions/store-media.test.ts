@@ -90,7 +90,7 @@ describe.each(storeHarnesses())("the $name store: media", (harness) => {
     });
     const [row] = await store.listPendingOutbox();
     expect(row).toMatchObject({ text: "cap", kind: "reply", file, turnId: turn.id });
-    expect(await store.listUnfinishedToolCalls(turn.sessionId)).toEqual([]);
+    expect((await store.loadTurnHistory(turn.sessionId)).unfinished).toEqual([]);
     expect(await store.getSentFile("f-1")).toMatchObject({ ...file, sessionKey: item.sessionKey });
     expect(await store.getSentFile("nope")).toBeNull();
     await store.markDelivered(row!.id);

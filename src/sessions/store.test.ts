@@ -213,14 +213,14 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
       { role: "assistant", content: null, tool_calls: [call] },
     ]);
     await startTerminalCall(turn, "c1");
-    expect(await store.listUnfinishedToolCalls(turn.sessionId)).toHaveLength(1);
+    expect((await store.loadTurnHistory(turn.sessionId)).unfinished).toHaveLength(1);
     await store.recordToolFinish({
       toolCallId: "c1",
       turnId: turn.id,
       sessionId: turn.sessionId,
       result: "file.txt",
     });
-    expect(await store.listUnfinishedToolCalls(turn.sessionId)).toHaveLength(0);
+    expect((await store.loadTurnHistory(turn.sessionId)).unfinished).toHaveLength(0);
     const outbox = await store.finishTurn({
       turnId: turn.id,
       state: "done",

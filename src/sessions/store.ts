@@ -284,8 +284,6 @@ export interface Store {
   enqueueNoticeOnce(input: OnceNoticeInput): Promise<OutboxItem | null>;
   /** A file the agent sent, for `GET /files/:id`. */
   getSentFile(id: string): Promise<SentFile | null>;
-  /** Tool calls of a session that were started and never finished. */
-  listUnfinishedToolCalls(sessionId: string): Promise<ToolCallRecord[]>;
 
   /** Queues a notice or reply outside a turn (lifecycle notices, command answers). */
   enqueueOutbox(input: OutboxInput): Promise<OutboxItem>;
@@ -588,7 +586,6 @@ export type InboxAnswer =
   /** Closed, but the record does not say by what (e.g. taken into another turn as steered input). */
   | { state: "unrecorded" };
 
-/** Inputs of the store methods that take more than a couple of values. */
 /** A turn just started, with its session as the start left it (origin, memory user). */
 export interface StartedTurn extends TurnRecord {
   session: SessionRecord;
@@ -603,6 +600,7 @@ export interface TurnHistory {
   unfinished: ToolCallRecord[];
 }
 
+/** Inputs of the store methods that take more than a couple of values. */
 export interface StartTurnInput {
   sessionKey: string;
   inboxId: number | null;

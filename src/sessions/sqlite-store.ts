@@ -185,13 +185,14 @@ export class SqliteStore implements Store {
     });
     this.db.exec("PRAGMA busy_timeout = 5000");
     if (!options.readonly) {
+      let databaseFile: string | null = null;
       if (this.db.pragma("journal_mode = WAL", { simple: true }) === "wal") {
         this.db.exec("PRAGMA synchronous = NORMAL");
         // SQLite's checkpoint would run inside a commit, fsyncs and all: this store runs its own.
         this.db.exec("PRAGMA wal_autocheckpoint = 0");
         // SQLite's own name for the file (symlinks resolved), not the one we were given.
-        const file = this.stmt("PRAGMA main.database_list").get() as { file: string };
-        this.wal = new WalSync(`${file.file}-wal`, options.fsync);
+        databaseFile = (this.stmt("PRAGMA main.database_list").get() as { file: string }).file;
+        this.wal = new WalSync(`${databaseFile}-wal`, options.fsync);
         this.dataVersion = this.dataVersionNow();
       } else {
         this.db.exec("PRAGMA synchronous = FULL");
@@ -202,7 +203,9 @@ export class SqliteStore implements Store {
       // cache the rest, and parsed transcripts are kept above (TranscriptCache).
       this.db.exec(`PRAGMA cache_size = -${PAGE_CACHE_KIB}`);
       this.migrate();
-      if (this.wal) this.checkpoints = this.walCheckpoint(this.wal, options.fsync);
+      if (this.wal && databaseFile) {
+        this.checkpoints = this.walCheckpoint(databaseFile, this.wal, options.fsync);
+      }
     }
     this.runInSavepoint = this.db.transaction((fn: () => unknown) => fn());
     this.commitBatch = this.db.transaction((batch: PendingTx[]) =>
@@ -216,8 +219,7 @@ export class SqliteStore implements Store {
     );
   }
 
-  private walCheckpoint(wal: WalSync, fsyncFile: FsyncFn | undefined): WalCheckpoint {
-    const { file } = this.stmt("PRAGMA main.database_list").get() as { file: string };
+  private walCheckpoint(file: string, wal: WalSync, fsyncFile: FsyncFn | undefined): WalCheckpoint {
     const pin = openSqliteDatabase(file, { readonly: true, fileMustExist: true });
     return new WalCheckpoint({
       db: this.db,

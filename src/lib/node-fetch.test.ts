@@ -2,7 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createNodeFetch } from "./node-fetch.js";
+import { v8FullCollection } from "../lifecycle/memory-settle.js";
+import { chunksOf, createNodeFetch } from "./node-fetch.js";
 
 type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
 
@@ -223,6 +224,33 @@ describe("createNodeFetch", () => {
         (error: unknown) => String(error),
       );
     expect(outcome).toMatch(/^RangeError: .*200 to 599/);
+  });
+
+  it("lets go of the answer and the signal once the body has ended or been cancelled", async () => {
+    // What the web Response keeps of its body source: once read to its end, or cancelled, it must
+    // no longer hold Node's answer (and through it the whole call) nor the call's signal.
+    const read = async (cancel: boolean) => {
+      const answer = Readable.from([Buffer.from("one"), Buffer.from("two")]);
+      const controller = new AbortController();
+      const body = chunksOf(answer, controller.signal);
+      const chunks: string[] = [];
+      for await (const chunk of body) {
+        chunks.push(Buffer.from(chunk).toString());
+        if (cancel) break;
+      }
+      expect(chunks).toEqual(cancel ? ["one"] : ["one", "two"]);
+      return { body, answer: new WeakRef(answer), signal: new WeakRef(controller.signal) };
+    };
+    const ended = await read(false);
+    const cancelled = await read(true);
+    // A WeakRef holds its target until the job that made it ends.
+    await new Promise((resolve) => setImmediate(resolve));
+    v8FullCollection()();
+    for (const { body, answer, signal } of [ended, cancelled]) {
+      expect(body).toBeDefined();
+      expect(answer.deref()).toBeUndefined();
+      expect(signal.deref()).toBeUndefined();
+    }
   });
 
   it("rejects with the connection error when nothing listens", async () => {

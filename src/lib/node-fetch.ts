@@ -89,7 +89,7 @@ function settle(
   }
 }
 
-function toResponse(res: IncomingMessage, body: Buffer | AsyncGenerator<Uint8Array>): Response {
+function toResponse(res: IncomingMessage, body: Buffer | AsyncIterable<Uint8Array>): Response {
   const status = res.statusCode ?? 502;
   const headers = new Headers();
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
@@ -119,15 +119,41 @@ type BodyInit = ConstructorParameters<typeof Response>[0];
 
 /**
  * The body's chunks. It fails as the web fetch's does: with the abort reason when aborted, with a
- * TypeError when cut off.
+ * TypeError when cut off. Once the body has ended, failed or been cancelled it lets go of Node's
+ * answer, and through it of the request, its body and its signal (a finished generator would keep
+ * them): on Node 20 the web stream reading this outlives young-generation collections, and took
+ * every object of the call into the old generation with it (docs/architecture.md, "The model
+ * client's HTTP"). Exported for its test.
  */
-async function* chunksOf(
-  res: IncomingMessage,
+export function chunksOf(
+  res: AsyncIterable<Uint8Array>,
   signal: AbortSignal | undefined,
-): AsyncGenerator<Uint8Array> {
-  try {
-    for await (const chunk of res) yield chunk as Buffer;
-  } catch (error) {
-    throw bodyFailure(error, signal);
-  }
+): AsyncIterable<Uint8Array> {
+  let source: AsyncIterator<Uint8Array> | null = res[Symbol.asyncIterator]();
+  let callSignal = signal;
+  const release = () => {
+    source = null;
+    callSignal = undefined;
+  };
+  const iterator: AsyncIterator<Uint8Array> = {
+    async next() {
+      if (!source) return { done: true, value: undefined };
+      try {
+        const step = await source.next();
+        if (step.done) release();
+        return step;
+      } catch (error) {
+        const failure = bodyFailure(error, callSignal);
+        release();
+        throw failure;
+      }
+    },
+    async return() {
+      const held = source;
+      release();
+      await held?.return?.();
+      return { done: true, value: undefined };
+    },
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
 }

@@ -1,7 +1,7 @@
-import { request } from "node:http";
 import { type Context, Hono } from "hono";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { rawRequest } from "../../test/helpers/raw-http.js";
 import { Access } from "./access.js";
 import type { AppEnv } from "./access-gate.js";
 import { AuthFailures } from "./auth-failures.js";
@@ -53,32 +53,16 @@ async function serveProbe(): Promise<number> {
   return server.start();
 }
 
-/** A raw POST: with `chunked`, the body goes without a Content-Length. */
-function post(
-  port: number,
-  body: string,
-  chunked: boolean,
-  path = "/v1/probe",
-): Promise<{ status: number; json: unknown }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, method: "POST", path }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        text += chunk;
-      });
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) }));
-    });
-    req.on("error", reject);
-    req.setHeader("content-type", "application/json");
-    if (chunked) {
-      req.write(body.slice(0, 3));
-      req.end(body.slice(3));
-    } else {
-      req.setHeader("content-length", Buffer.byteLength(body));
-      req.end(body);
-    }
+/** A raw POST of JSON: with `chunked`, the body goes without a Content-Length. */
+async function post(port: number, body: string, chunked: boolean, path = "/v1/probe") {
+  const answer = await rawRequest(port, {
+    method: "POST",
+    path,
+    headers: { "content-type": "application/json" },
+    body,
+    chunked,
   });
+  return { status: answer.status, json: JSON.parse(answer.body) as unknown };
 }
 
 describe("HttpServer body limit", () => {

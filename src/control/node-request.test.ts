@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
 import { Hono } from "hono";
 import { afterEach, describe, expect, it } from "vitest";
+import { rawRequest } from "../../test/helpers/raw-http.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import type { AppEnv } from "./access-gate.js";
 import { clientGoneSignal, onClientGone, readJson } from "./node-request.js";
@@ -21,31 +22,16 @@ async function serve(app: Hono<AppEnv>): Promise<number> {
   return (server!.address() as AddressInfo).port;
 }
 
-/** A raw POST: with `chunked`, the body goes without a Content-Length. */
-function post(
-  port: number,
-  body: string,
-  chunked = false,
-): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, method: "POST", path: "/json" }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        text += chunk;
-      });
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on("error", reject);
-    req.setHeader("content-type", "application/json");
-    if (chunked) {
-      req.write(body.slice(0, 3));
-      req.end(body.slice(3));
-    } else {
-      req.setHeader("content-length", Buffer.byteLength(body));
-      req.end(body);
-    }
+/** A raw POST of JSON to /json: with `chunked`, the body goes without a Content-Length. */
+async function post(port: number, body: string, chunked = false) {
+  const answer = await rawRequest(port, {
+    method: "POST",
+    path: "/json",
+    headers: { "content-type": "application/json" },
+    body,
+    chunked,
   });
+  return { status: answer.status, text: answer.body };
 }
 
 describe("readJson", () => {

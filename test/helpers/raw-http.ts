@@ -11,10 +11,19 @@ export interface RawAnswer {
   body: string;
 }
 
-/** One request to 127.0.0.1:`port`; `headers.host` defaults to `127.0.0.1:<port>`. */
+/**
+ * One request to 127.0.0.1:`port`; `headers.host` defaults to `127.0.0.1:<port>`. The body goes
+ * with its Content-Length, or in two chunks without one when `chunked` is set.
+ */
 export function rawRequest(
   port: number,
-  options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
+  options: {
+    method?: string;
+    path: string;
+    headers?: Record<string, string>;
+    body?: string;
+    chunked?: boolean;
+  },
 ): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const req = request(
@@ -34,7 +43,8 @@ export function rawRequest(
       },
     );
     req.on("error", reject);
-    req.end(options.body);
+    if (options.chunked && options.body !== undefined) req.write(options.body.slice(0, 3));
+    req.end(options.chunked ? options.body?.slice(3) : options.body);
   });
 }
 

@@ -226,6 +226,25 @@ describe("createNodeFetch", () => {
     expect(outcome).toMatch(/^RangeError: .*200 to 599/);
   });
 
+  it("closes the connection when a streamed body is cancelled, even before its first read", async () => {
+    // The openai client cancels an error answer's body unread before it retries.
+    const closed: string[] = [];
+    const base = await serve((req, _body, res) => {
+      res.on("close", () => closed.push(req.url ?? ""));
+      res.writeHead(req.url === "/unread" ? 500 : 200, { "content-type": "text/event-stream" });
+      res.write("data: first\n\n");
+      // Never ends: only the client can close these.
+    });
+    const fetchImpl = createNodeFetch();
+    const unread = await fetchImpl(`${base}/unread`);
+    await unread.body!.cancel();
+    const started = await fetchImpl(`${base}/started`);
+    const reader = started.body!.getReader();
+    expect(Buffer.from((await reader.read()).value!).toString()).toBe("data: first\n\n");
+    await reader.cancel();
+    await vi.waitFor(() => expect(closed.sort()).toEqual(["/started", "/unread"]));
+  });
+
   it("lets go of the answer and the signal once the body has ended or been cancelled", async () => {
     // What the web Response keeps of its body source: once read to its end, or cancelled, it must
     // no longer hold Node's answer (and through it the whole call) nor the call's signal.

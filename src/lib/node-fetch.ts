@@ -119,19 +119,21 @@ type BodyInit = ConstructorParameters<typeof Response>[0];
 
 /**
  * The body's chunks. It fails as the web fetch's does: with the abort reason when aborted, with a
- * TypeError when cut off. Once the body has ended, failed or been cancelled it lets go of Node's
- * answer, and through it of the request, its body and its signal (a finished generator would keep
- * them): on Node 20 the web stream reading this outlives young-generation collections, and took
- * every object of the call into the old generation with it (docs/architecture.md, "The model
- * client's HTTP"). Exported for its test.
+ * TypeError when cut off; cancelled, it closes the connection. Once the body has ended, failed or
+ * been cancelled it lets go of Node's answer, and through it of the request, its body and its
+ * signal (a finished generator would keep them): on Node 20 the web stream reading this outlives
+ * young-generation collections, and took every object of the call into the old generation with it
+ * (docs/architecture.md, "The model client's HTTP"). Exported for its test.
  */
 export function chunksOf(
-  res: AsyncIterable<Uint8Array>,
+  res: Readable,
   signal: AbortSignal | undefined,
 ): AsyncIterable<Uint8Array> {
+  let answer: Readable | null = res;
   let source: AsyncIterator<Uint8Array> | null = res[Symbol.asyncIterator]();
   let callSignal = signal;
   const release = () => {
+    answer = null;
     source = null;
     callSignal = undefined;
   };
@@ -149,9 +151,11 @@ export function chunksOf(
       }
     },
     async return() {
-      const held = source;
+      // Destroyed here, not left to Node's iterator: one not started yet (a body cancelled before
+      // its first read, as the client does before a retry) would never close the connection.
+      const held = answer;
       release();
-      await held?.return?.();
+      held?.destroy();
       return { done: true, value: undefined };
     },
   };

@@ -98,10 +98,21 @@ export class WalSync {
     if (this.failure) return Promise.reject(this.failure);
     if (this.durable >= upTo) return undefined;
     const waiting = new Promise<void>((resolve, reject) => {
-      this.waiters.push({ upTo, resolve, reject });
+      this.insertWaiter({ upTo, resolve, reject });
     });
     this.startSync();
     return waiting;
+  }
+
+  /**
+   * Keeps the waiters in `upTo` order (call order among equals), which `release` relies on: a
+   * read waits only for commits readers need, so it may need less than a write queued before it
+   * (the checkpoint's wait covers commits readers skip) and must not wait behind it.
+   */
+  private insertWaiter(waiter: Waiter): void {
+    let at = this.waiters.length;
+    while (at > 0 && this.waiters[at - 1]!.upTo > waiter.upTo) at -= 1;
+    this.waiters.splice(at, 0, waiter);
   }
 
   /** Waits for the fsync in flight (if any), then closes the WAL file. */

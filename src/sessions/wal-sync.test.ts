@@ -1,0 +1,45 @@
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { createTempDir } from "../../test/helpers/temp-home.js";
+import { type FsyncFn, WalSync } from "./wal-sync.js";
+
+/** An fsync stand-in (the system call, not our code): each flush waits until the test lets it finish. */
+function heldFsync() {
+  const flushes: (() => void)[] = [];
+  const fsync: FsyncFn = (_fd, done) => flushes.push(() => done(null));
+  return { fsync, flushes };
+}
+
+async function settled(promise: Promise<void> | undefined): Promise<boolean> {
+  let done = promise === undefined;
+  promise?.then(() => (done = true));
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  return done;
+}
+
+describe("WalSync", () => {
+  let dir: ReturnType<typeof createTempDir>;
+  afterEach(() => dir.cleanup());
+
+  it("answers a read once its commits are on disk, even behind a wait for a later commit", async () => {
+    dir = createTempDir();
+    const { fsync, flushes } = heldFsync();
+    const wal = new WalSync(join(dir.path, "state.db-wal"), fsync);
+    wal.committedOne();
+    const first = wal.untilReadable();
+    expect(flushes).toHaveLength(1);
+    // A commit readers skip (a turn's start), then a wait that covers it (the checkpoint's), then
+    // a read: the flush under way covers everything the read needs.
+    wal.committedOne(false);
+    const all = wal.untilDurable();
+    const read = wal.untilReadable();
+    flushes[0]!();
+    expect(await settled(first)).toBe(true);
+    expect(await settled(read)).toBe(true);
+    expect(await settled(all)).toBe(false);
+    expect(flushes).toHaveLength(2);
+    flushes[1]!();
+    expect(await settled(all)).toBe(true);
+    await wal.close();
+  });
+});

@@ -106,8 +106,8 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
   });
 
   /** A message accepted and its turn started, the user's text appended. */
-  async function startedTurn(content: string) {
-    const { item } = await store.acceptInbound(inbound({ text: content }));
+  async function startedTurn(content: string, message: Partial<InboundMessage> = {}) {
+    const { item } = await store.acceptInbound(inbound({ text: content, ...message }));
     const turn = await store.startTurn({
       sessionKey: item.sessionKey,
       inboxId: item.id,
@@ -238,13 +238,11 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
 
   it("stores a reply answered in band as delivered, never to be sent, and still answers with it", async () => {
     const address = { platform: "api", chatId: "agent:main:api:s1" };
-    const { item } = await store.acceptInbound(
-      inbound({ platform: "api", chatId: address.chatId, sessionKey: address.chatId, address }),
-    );
-    const turn = await store.startTurn({
-      sessionKey: item.sessionKey,
-      inboxId: item.id,
-      userMessage: { role: "user", content: "hello" },
+    const { item, turn } = await startedTurn("hello", {
+      platform: "api",
+      chatId: address.chatId,
+      sessionKey: address.chatId,
+      address,
     });
     const outbox = await store.finishTurn({
       turnId: turn.id,

@@ -34,7 +34,8 @@ export interface ReadOptions {
 export function readOptions(args: readonly string[], spec: OptionSpec): ReadOptions {
   const flags = new Set<string>();
   const values = new Map<string, string[]>();
-  const put = (name: string, value: string) => values.set(name, [...(values.get(name) ?? []), value]);
+  const put = (name: string, value: string) =>
+    values.set(name, [...(values.get(name) ?? []), value]);
   let i = 0;
   for (; i < args.length; i++) {
     const arg = args[i]!;

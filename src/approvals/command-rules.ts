@@ -63,7 +63,10 @@ const RM_LONG = [
 const CHMOD_LONG = ["recursive", "reference", "changes", "silent", "quiet", "verbose", "from"];
 
 /** Where a write to `target` (a redirection, `tee`, `cp` …) is dangerous; null when it is not. */
-export function writeTarget(target: ShellWord, sources: readonly ShellWord[] = []): DangerMatch | null {
+export function writeTarget(
+  target: ShellWord,
+  sources: readonly ShellWord[] = [],
+): DangerMatch | null {
   const path = target.text;
   if (RAW_DEVICE.test(path) || (path.startsWith("/dev/") && sources.length > 0)) {
     return { rule: "raw_device", reason: `writes to ${path}` };
@@ -105,7 +108,9 @@ export function programRule(program: string, words: readonly ShellWord[]): Dange
   }
   if (program === "find") {
     const execsRm = args.some(
-      (a, i) => /^-(exec|execdir|ok|okdir)$/.test(a) && /(^|\/)(rm|rmdir|shred|unlink)$/.test(args[i + 1] ?? ""),
+      (a, i) =>
+        /^-(exec|execdir|ok|okdir)$/.test(a) &&
+        /(^|\/)(rm|rmdir|shred|unlink)$/.test(args[i + 1] ?? ""),
     );
     if (args.includes("-delete") || execsRm) {
       return { rule: "recursive_delete", reason: "deletes the files find lists" };
@@ -129,7 +134,8 @@ export function programRule(program: string, words: readonly ShellWord[]): Dange
   }
   if (program === "dd") {
     const target = args.find((a) => a.startsWith("of="));
-    if (target !== undefined) return { rule: "dd_write", reason: "dd writes over a file or device" };
+    if (target !== undefined)
+      return { rule: "dd_write", reason: "dd writes over a file or device" };
     if (words.some((w) => w.dynamic)) return computed("include of=");
   }
   if (program === "chmod" || program === "chown" || program === "chgrp") {
@@ -167,7 +173,9 @@ function writerRule(program: string, words: readonly ShellWord[]): DangerMatch |
   let sources: ShellWord[] = [];
   if (program === "tee" || program === "truncate") targets.push(...operands);
   else if (["cp", "mv", "ln", "install", "rsync", "scp"].includes(program)) {
-    const t = args.findIndex((a) => a === "-t" || a.startsWith("--target-directory") || a.startsWith("--target"));
+    const t = args.findIndex(
+      (a) => a === "-t" || a.startsWith("--target-directory") || a.startsWith("--target"),
+    );
     if (t !== -1) {
       const value = args[t]!.includes("=") ? args[t]!.split("=")[1]! : args[t + 1];
       if (value !== undefined) targets.push({ text: value, dynamic: false });
@@ -176,7 +184,10 @@ function writerRule(program: string, words: readonly ShellWord[]): DangerMatch |
       targets.push(operands.at(-1)!);
       sources = operands.slice(0, -1);
     }
-  } else if (program === "sed" && args.some((a) => /^-[a-zA-Z]*i/.test(a) || a.startsWith("--in-place"))) {
+  } else if (
+    program === "sed" &&
+    args.some((a) => /^-[a-zA-Z]*i/.test(a) || a.startsWith("--in-place"))
+  ) {
     targets.push(...operands.slice(1));
   } else return null;
   for (const target of targets) {
@@ -186,7 +197,11 @@ function writerRule(program: string, words: readonly ShellWord[]): DangerMatch |
   return null;
 }
 
-function permissionsRule(program: string, args: string[], unknownOption: boolean): DangerMatch | null {
+function permissionsRule(
+  program: string,
+  args: string[],
+  unknownOption: boolean,
+): DangerMatch | null {
   const o = scanOptions(args, CHMOD_LONG);
   if (o.has("R") || o.has("recursive")) {
     return { rule: "recursive_permissions", reason: `${program} -R changes a whole tree` };
@@ -198,7 +213,10 @@ function permissionsRule(program: string, args: string[], unknownOption: boolean
     }
   }
   if (unknownOption) {
-    return { rule: "computed_arguments", reason: `${program} gets arguments computed when it runs` };
+    return {
+      rule: "computed_arguments",
+      reason: `${program} gets arguments computed when it runs`,
+    };
   }
   return null;
 }
@@ -235,7 +253,17 @@ function gitRule(args: string[]): DangerMatch | null {
   const sub = args[i];
   const rest = args.slice(i + 1);
   if (sub === "push") {
-    const o = scanOptions(rest, ["force", "force-with-lease", "force-if-includes", "delete", "mirror", "prune", "porcelain", "tags", "all"]);
+    const o = scanOptions(rest, [
+      "force",
+      "force-with-lease",
+      "force-if-includes",
+      "delete",
+      "mirror",
+      "prune",
+      "porcelain",
+      "tags",
+      "all",
+    ]);
     const forced =
       o.has("f") ||
       o.has("d") ||
@@ -248,7 +276,10 @@ function gitRule(args: string[]): DangerMatch | null {
       rest.some((a) => /^\+[^+]/.test(a) || /^:[^:]+$/.test(a));
     if (forced) return { rule: "git_force_push", reason: "rewrites or deletes remote history" };
   }
-  if (sub === "reset" && scanOptions(rest, ["hard", "soft", "mixed", "merge", "keep"]).has("hard")) {
+  if (
+    sub === "reset" &&
+    scanOptions(rest, ["hard", "soft", "mixed", "merge", "keep"]).has("hard")
+  ) {
     return { rule: "git_discard", reason: "git reset --hard discards uncommitted work" };
   }
   if (sub === "clean") {
@@ -257,7 +288,11 @@ function gitRule(args: string[]): DangerMatch | null {
       return { rule: "git_discard", reason: "git clean -f deletes untracked files" };
     }
   }
-  if (sub === "checkout" && rest.some((a) => a === "." || a === "--") && scanOptions(rest, ["force"]).has("f")) {
+  if (
+    sub === "checkout" &&
+    rest.some((a) => a === "." || a === "--") &&
+    scanOptions(rest, ["force"]).has("f")
+  ) {
     return { rule: "git_discard", reason: "git checkout -f discards changes" };
   }
   if (sub === "branch") {

@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
+import { ISSUE_ATTACKS, MORE_ATTACKS } from "../../test/helpers/shell-attacks.js";
 import { type CommandPolicy, classifyCommand as classifyWith } from "./dangerous-command.js";
 import { loadShellParser, type ShellParser } from "./shell-syntax.js";
 
@@ -167,7 +168,7 @@ const SAFE: string[] = [
   "command -v rm",
   "env | grep PATH",
   "find . -type f -exec grep -l TODO {} \\;",
-  "for f in *.txt; do wc -l \"$f\"; done",
+  'for f in *.txt; do wc -l "$f"; done',
 ];
 
 describe("classifyCommand", () => {
@@ -199,87 +200,8 @@ describe("classifyCommand", () => {
   });
 });
 
-/**
- * Spellings that deleted a folder outside the workspace unasked (issue 33), then more found by
- * trying: each must ask, whatever rule it falls under.
- */
-export const ATTACKS: string[] = [
-  // From the issue.
-  "echo hi\nrm -rf X",
-  "{ rm -rf X; }",
-  "if true; then rm -rf X; fi",
-  "! rm -rf X",
-  "echo a#b; rm -rf X",
-  "rm --recur -f X",
-  "X=rm; $X -rf Y",
-  'sh -c "$(echo cm0gLXJmIFgK | base64 -d)"',
-  "timeout -s KILL 9 rm -rf X",
-  "echo X | xargs -I {} rm -rf {}",
-  "env -u A rm -rf X",
-  "python3 -c 'import shutil; shutil.rmtree(\"X\")'",
-  "find X -exec sh -c 'rm -r \"$0\"' {} \\;",
-  'f(){ rm -rf "$1"; }; f X',
-  // Found since.
-  "$'\\x72m' -rf X",
-  "r\\m -rf X",
-  '"r"m -rf X',
-  "\\rm -rf X",
-  "command rm -rf X",
-  "exec rm -rf X",
-  "cd / && rm -r -- X",
-  "busybox rm -rf X",
-  "/bin/rm -rf X",
-  "perl -e 'use File::Path; rmtree(\"X\")'",
-  "node -e 'require(\"fs\").rmSync(\"X\",{recursive:true})'",
-  "ruby -e 'require \"fileutils\"; FileUtils.rm_rf(\"X\")'",
-  "php -r 'system(\"rm -rf X\");'",
-  "tar --remove-files -cf /dev/null X",
-  "rsync -a --delete empty/ X/",
-  "until false; do rm -rf X; break; done",
-  "case a in a) rm -rf X;; esac",
-  "for d in X; do rm -rf $d; done",
-  "while true; do rm -rf X; break; done",
-  "(rm -rf X)",
-  "echo $(rm -rf X)",
-  "cat <(rm -rf X)",
-  "true && { false || rm -rf X; }",
-  "sh <<EOF\nrm -rf X\nEOF",
-  "bash <<< 'rm -rf X'",
-  "echo 'rm -rf X' | sh",
-  "eval 'rm -rf X'",
-  "eval \"$(echo cm0gLXJmIFgK | base64 -d)\"",
-  "bash -c \"bash -c 'rm -rf X'\"",
-  "nice -n 5 nohup stdbuf -o0 rm -rf X",
-  "env -S 'rm -rf' X",
-  "env --unset=A rm -rf X",
-  "flock /tmp/lock rm -rf X",
-  "flock /tmp/lock -c 'rm -rf X'",
-  "script -qc 'rm -rf X' /dev/null",
-  "watch -n 1 rm -rf X",
-  "taskset 1 rm -rf X",
-  "unshare -r rm -rf X",
-  "chroot / rm -rf X",
-  "find X -delete",
-  "find X -execdir rm -r {} +",
-  "awk 'BEGIN { system(\"rm -rf X\") }'",
-  "awk 'BEGIN { print \"rm -rf X\" | \"sh\" }'",
-  "time rm -rf X",
-  "builtin eval 'rm -rf X'",
-  "F=-rf; rm $F X",
-  "rm -{r,f} X",
-  "/bin/r? -rf X",
-  "alias x='rm -rf'\nx X",
-  "trap 'rm -rf X' EXIT",
-  "xargs rm < list",
-  "git -C X clean -fdx",
-  "git -c core.pager='rm -rf X' log",
-  "echo 'rm -rf X' > s.sh; . <(cat s.sh)",
-  "sh -c 'rm -rf X' &",
-  "echo ')",
-];
-
 describe("the attacker's spellings", () => {
-  it.each(ATTACKS)("asks before %j", (command) => {
+  it.each([...ISSUE_ATTACKS, ...MORE_ATTACKS])("asks before %j", (command) => {
     expect(classifyCommand(command)).not.toBeNull();
   });
 });
@@ -308,6 +230,7 @@ describe("the gaps", () => {
     ["echo x >> ~/.bashrc", "system_file"],
     ["echo x > $HOME/.profile", "system_file"],
     ['echo x > "$HOME"/.zshrc', "system_file"],
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
     ["echo x > ${HOME}/.config/autostart/x", "system_file"],
     ["echo x > /home/u/.bashrc", "system_file"],
     ["echo x > /root/.bashrc", "system_file"],

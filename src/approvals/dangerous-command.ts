@@ -36,7 +36,20 @@ export interface CommandJudgement {
   commands: string[];
 }
 
-const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "posh", "fish", "csh", "tcsh"]);
+const SHELLS = new Set([
+  "sh",
+  "bash",
+  "zsh",
+  "dash",
+  "ksh",
+  "mksh",
+  "ash",
+  "yash",
+  "posh",
+  "fish",
+  "csh",
+  "tcsh",
+]);
 /** Interpreters and the options that hand them their program inline. */
 const INLINE_CODE: Record<string, RegExp> = {
   python: /^-[A-Za-z]*c/,
@@ -156,7 +169,10 @@ class Judge {
     if (this.policy.allow.some((p) => p.test(line))) return;
     const user = this.policy.dangerous.find((p) => p.test(line) || p.test(base));
     if (user) {
-      this.add({ rule: `pattern:${user.source}`, reason: `matches tools.dangerous_patterns ${user}` }, grant);
+      this.add(
+        { rule: `pattern:${user.source}`, reason: `matches tools.dangerous_patterns ${user}` },
+        grant,
+      );
     }
     if (words[0]!.dynamic) {
       this.add(
@@ -172,7 +188,9 @@ class Judge {
         if (inner.kind === "words") {
           // xargs adds words read from its input (`-rf` as well as file names).
           const words =
-            program === "xargs" ? [...inner.words, { text: "$(xargs input)", dynamic: true }] : inner.words;
+            program === "xargs"
+              ? [...inner.words, { text: "$(xargs input)", dynamic: true }]
+              : inner.words;
           this.simple({ words, stdin: command.stdin, assignments: [] }, depth + 1, false);
         } else this.code(inner.word, depth, grant, "runs");
       }
@@ -188,7 +206,8 @@ class Judge {
     grant: string,
   ): DangerMatch | null {
     const texts = args.map((a) => a.text);
-    if (PRIVILEGE.has(program)) return { rule: "privilege", reason: `runs as another user (${program})` };
+    if (PRIVILEGE.has(program))
+      return { rule: "privilege", reason: `runs as another user (${program})` };
     if (SHELLS.has(program)) return this.shell(args, stdin, depth, grant);
     if (program === "eval") {
       this.code(joined(args), depth, grant, "evaluates");
@@ -255,7 +274,10 @@ class Judge {
     // variable or substitution puts into code is only known when it runs.
     this.script(word.text, depth + 1, false);
     if (word.dynamic && /\$\(|`|\$\{|\$[A-Za-z_0-9@*#?!-]/.test(word.text)) {
-      this.add(unseen(`${verb} text computed when it runs (a variable or a substitution) as code`), grant);
+      this.add(
+        unseen(`${verb} text computed when it runs (a variable or a substitution) as code`),
+        grant,
+      );
     }
   }
 

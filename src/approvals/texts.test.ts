@@ -15,6 +15,8 @@ function record(platform: string): ApprovalRecord {
     reason: "recursive delete",
     address: { platform, chatId: "1" },
     requester: null,
+    asker: null,
+    grants: [],
     state: "pending",
     decision: null,
     decidedBy: null,

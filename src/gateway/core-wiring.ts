@@ -238,6 +238,7 @@ export function createCore(input: CoreInput): GatewayCore {
       createFileRoutes(store),
       createApprovalRoutes({
         list: (state) => store.listApprovals(state ? { state } : {}),
+        get: (id) => store.getApproval(id),
         decide: (id, decision) => approvals.decideAsOperator(id, decision),
       }),
     ],

@@ -1,6 +1,7 @@
 /**
  * Spellings that deleted a folder outside the workspace unasked (issue 33): each must ask,
- * whatever rule it falls under. `X` is the folder; the e2e suite replaces it with a real path.
+ * whatever rule it falls under. `X` is the folder (see `aimedAt`); `cm0gLXJmIFgK` is
+ * `rm -rf X` in base64.
  */
 export const ISSUE_ATTACKS: string[] = [
   "echo hi\nrm -rf X",
@@ -9,7 +10,7 @@ export const ISSUE_ATTACKS: string[] = [
   "! rm -rf X",
   "echo a#b; rm -rf X",
   "rm --recur -f X",
-  "X=rm; $X -rf Y",
+  "X=rm; $X -rf X",
   'sh -c "$(echo cm0gLXJmIFgK | base64 -d)"',
   "timeout -s KILL 9 rm -rf X",
   "echo X | xargs -I {} rm -rf {}",
@@ -78,3 +79,15 @@ export const MORE_ATTACKS: string[] = [
   "sh -c 'rm -rf X' &",
   "echo ')",
 ];
+
+/** The base64 of `rm -rf X⏎` in the spellings above. */
+const ENCODED_X = "cm0gLXJmIFgK";
+
+/**
+ * `attack` aimed at `dir`: each word `X` that names the folder (not the variable `X` in
+ * `X=rm; $X`) becomes `dir`, and the encoded `rm -rf X` encodes `rm -rf dir`.
+ */
+export function aimedAt(attack: string, dir: string): string {
+  const encoded = Buffer.from(`rm -rf ${dir}\n`).toString("base64");
+  return attack.replaceAll(ENCODED_X, encoded).replace(/(?<![$\w])X(?![\w=])/g, dir);
+}

@@ -14,7 +14,10 @@ const MAX_PLAIN_SPACES = 8;
  * controls, the BOM, tags), separators other than the plain space, and blank letters.
  */
 const INVISIBLE =
-  /[\p{Cf}\p{Zl}\p{Zp}\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000\u115f\u1160\u3164\uffa0\u2800\u034f\u180e\ufe00-\ufe0f]/u;
+  /[\p{Cf}\p{Zl}\p{Zp}\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000\u115f\u1160\u3164\uffa0\u2800\u180e]/u;
+/** Variation selectors and the grapheme joiner: they attach to the character before, unseen. */
+const isSelector = (code: number) =>
+  code === 0x034f || (code >= 0xfe00 && code <= 0xfe0f) || (code >= 0xe0100 && code <= 0xe01ef);
 
 /** `text` with whatever would hide something made visible; one output line per input line. */
 export function makeVisible(text: string): string {
@@ -43,7 +46,7 @@ function visibleChar(char: string): string {
   // C0 controls have Control Pictures at U+2400 + code (␍ for CR, ␛ for ESC); DEL is ␡.
   if (code < 0x20) return String.fromCodePoint(0x2400 + code);
   if (code === 0x7f) return "␡";
-  if ((code >= 0x80 && code <= 0x9f) || INVISIBLE.test(char)) {
+  if ((code >= 0x80 && code <= 0x9f) || INVISIBLE.test(char) || isSelector(code)) {
     return `⟨U+${code.toString(16).toUpperCase().padStart(4, "0")}⟩`;
   }
   return char;

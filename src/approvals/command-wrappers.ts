@@ -96,6 +96,7 @@ const WRAPPERS: Record<string, WrapperSpec> = {
   strace: { shortValue: "abeEIoOpPsSuU", longValue: ["output", "trace", "signal", "user"] },
   ltrace: { shortValue: "aeEnopsuxX", longValue: ["output"] },
   busybox: {},
+  coproc: {},
   unbuffer: {},
   eatmydata: {},
   nocache: {},

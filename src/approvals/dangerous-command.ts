@@ -214,6 +214,7 @@ class Judge {
       return null;
     }
     if (program === "source" || program === ".") {
+      if (args[0] && isStdin(args[0].text)) return this.fed(program, stdin, depth, grant);
       return args[0]?.dynamic ? unseen(`${program} reads code computed when it runs`) : null;
     }
     if (program === "alias" && texts.some((t) => t.includes("="))) {
@@ -257,15 +258,24 @@ class Judge {
       if (operand) this.code(operand, depth, grant, "runs");
       return null;
     }
-    if (operand && !fromStdin) {
+    if (operand && !fromStdin && !isStdin(operand.text)) {
       return operand.dynamic ? unseen("a shell runs a script named when it runs") : null;
     }
+    return this.fed("a shell", stdin, depth, grant);
+  }
+
+  /** A shell reading its script from its input: a here-document is judged, anything else asks. */
+  private fed(
+    who: string,
+    stdin: StdinFeed | null,
+    depth: number,
+    grant: string,
+  ): DangerMatch | null {
     if (stdin?.kind === "text") {
       this.code({ text: stdin.text, dynamic: stdin.dynamic }, depth, grant, "reads");
       return null;
     }
-    if (stdin) return fedCode("a shell", stdin);
-    return null;
+    return stdin ? fedCode(who, stdin) : null;
   }
 
   /** Text a shell will run: judged as a command line, or dangerous when computed. */
@@ -284,6 +294,11 @@ class Judge {
   private add(match: DangerMatch, grant: string): void {
     this.dangers.push({ ...match, grant });
   }
+}
+
+/** Paths that name the command's own input. */
+function isStdin(path: string): boolean {
+  return /^\/(dev\/(stdin|fd\/\d+)|proc\/[^/]+\/fd\/\d+)$/.test(path);
 }
 
 function unseen(reason: string): DangerMatch {
@@ -313,10 +328,8 @@ function interpreterRule(
     options.some((a) => inline.source !== "^$" && inline.test(a.text)) ||
     (language === "deno" && operand?.text === "eval");
   if (inlineCode) return unseen(`${program} runs code given inline`);
-  if ((operand === undefined || operand.text === "-") && stdin?.kind === "text") {
-    return unseen(`${program} runs the code it reads from its input`);
-  }
-  if ((operand === undefined || operand.text === "-") && stdin) return fedCode(program, stdin);
+  const readsInput = operand === undefined || operand.text === "-" || isStdin(operand.text);
+  if (readsInput && stdin) return fedCode(program, stdin);
   if (operand?.dynamic) return unseen(`${program} runs a file named when it runs`);
   return null;
 }

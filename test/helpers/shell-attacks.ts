@@ -77,6 +77,16 @@ export const MORE_ATTACKS: string[] = [
   "git -c core.pager='rm -rf X' log",
   "echo 'rm -rf X' > s.sh; . <(cat s.sh)",
   "sh -c 'rm -rf X' &",
+  "coproc rm -rf X",
+  '. /dev/stdin <<< "rm -rf X"',
+  "bash /dev/stdin <<< 'rm -rf X'",
+  '"$(which rm)" -rf X',
+  "bash -o errexit -c 'rm -rf X'",
+  "[[ -d X ]] && rm -rf X",
+  "timeout -k 5 10 rm -rf X",
+  "echo 'rm -rf X' | busybox sh",
+  "cat <<EOF | sh\nrm -rf X\nEOF",
+  "rm -rf X 2>/dev/null",
   "echo ')",
 ];
 

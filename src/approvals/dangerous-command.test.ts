@@ -254,6 +254,9 @@ describe("the gaps", () => {
     const policy = { dangerous: [/^docker rm\b/], allow: [] };
     expect(classifyCommand("'docker' \"rm\" web", policy)?.rule).toBe("pattern:^docker rm\\b");
     expect(classifyCommand("echo x # docker rm", policy)).toBeNull();
+    expect(classifyCommand("echo a#b; docker rm web", policy)?.rule).toBe("pattern:^docker rm\\b");
+    // Two commands on two lines are not the one the pattern names.
+    expect(classifyCommand("docker\nrm web", policy)).toBeNull();
   });
 
   it("never lets an allow pattern cover a command list", () => {

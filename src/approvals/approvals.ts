@@ -41,10 +41,11 @@ export interface ApprovalsOptions {
     asker: string | null,
   ): void;
   /**
-   * The shell grammar, loading (started by the wiring). Should it fail to load, every terminal
-   * command asks (fail closed) and the error is logged once.
+   * Loads the shell grammar; called once, at the first tool call a gate checks (a gateway that
+   * runs no command never pays for it). Should it fail, every terminal command asks (fail
+   * closed) and the error is logged once.
    */
-  shell: Promise<ShellParser>;
+  loadShell(): Promise<ShellParser>;
   logger: Logger;
   now?: () => number;
   /** How often deadlines are checked. */
@@ -73,18 +74,10 @@ export class Approvals implements TurnApprovals {
   private readonly now: () => number;
   private timer: NodeJS.Timeout | null = null;
   private checking = false;
-  private readonly shellLoad: Promise<ShellParser | null>;
+  private shellLoad: Promise<ShellParser | null> | null = null;
 
   constructor(private readonly options: ApprovalsOptions) {
     this.now = options.now ?? Date.now;
-    // Handled at once: a failed load must not surface as an unhandled rejection.
-    this.shellLoad = options.shell.catch((err: unknown) => {
-      options.logger.error(
-        { err },
-        "the shell grammar did not load: every terminal command will ask for approval",
-      );
-      return null;
-    });
   }
 
   gateFor(turn: GateTurn): ToolGate {
@@ -343,6 +336,13 @@ export class Approvals implements TurnApprovals {
 
   /** The loaded grammar, or null when it could not be loaded. */
   private shell(): Promise<ShellParser | null> {
+    this.shellLoad ??= this.options.loadShell().catch((err: unknown) => {
+      this.options.logger.error(
+        { err },
+        "the shell grammar did not load: every terminal command will ask for approval",
+      );
+      return null;
+    });
     return this.shellLoad;
   }
 

@@ -152,7 +152,7 @@ export function createCore(input: CoreInput): GatewayCore {
       adapterFor(address.platform)?.approvalAnswered?.(approvalId, text),
     continueSession: (key, sessionId, requester, asker) =>
       runner.continueAfterApproval(key, sessionId, requester, asker),
-    shell: loadShellParser(),
+    loadShell: loadShellParser,
     logger: logger.child({ component: "approvals" }),
     now,
   });

@@ -269,4 +269,10 @@ describe("the gaps", () => {
   it("fails closed on a parse error", () => {
     expect(classifyCommand("echo 'unterminated")?.rule).toBe("unparsed");
   });
+
+  it("asks about what is too deep or too long to read, without throwing", () => {
+    const deep = `${"(".repeat(20_000)}rm -rf X${")".repeat(20_000)}`;
+    expect(classifyCommand(deep)).not.toBeNull();
+    expect(classifyCommand(`echo ${"a ".repeat(60_000)}`)?.rule).toBe("unparsed");
+  });
 });

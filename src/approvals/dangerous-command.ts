@@ -96,6 +96,9 @@ const READ_ONLY = new Set([
 ]);
 const GIT_READ_ONLY = new Set(["status", "log", "diff", "show", "rev-parse", "ls-files", "blame"]);
 
+/** Longer commands are not read: they ask (the rule `unparsed`). */
+const MAX_COMMAND_CHARS = 100_000;
+
 /** How deep `sh -c 'sh -c …'` nesting is followed; deeper is dangerous by itself. */
 const MAX_DEPTH = 6;
 
@@ -118,8 +121,20 @@ export function judgeCommand(
   command: string,
   policy: CommandPolicy = { dangerous: [], allow: [] },
 ): CommandJudgement {
+  const whole = `text:${command}`;
+  const unchecked = (reason: string): CommandJudgement => ({
+    dangers: [{ rule: "unparsed", reason, grant: whole }],
+    commands: [whole],
+  });
+  // Reading costs about a microsecond per word: a longer command would hold up the gateway.
+  if (command.length > MAX_COMMAND_CHARS) return unchecked("it is too long to check");
   const judge = new Judge(parser, policy);
-  judge.script(command, 0, true);
+  try {
+    judge.script(command, 0, true);
+  } catch {
+    // Whatever the reader could not take (nesting beyond the stack): asked, never run unchecked.
+    return unchecked("the shell grammar cannot read all of it, so it cannot be checked");
+  }
   return { dangers: judge.dangers, commands: [...new Set(judge.commands)] };
 }
 

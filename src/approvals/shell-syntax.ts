@@ -77,26 +77,59 @@ const SCOPES = new Set(["program", "command_substitution", "process_substitution
 
 function readScript(root: Node): ParsedScript {
   const result: ParsedScript = { commands: [], writes: [], broken: root.hasError };
-  const visit = (node: Node) => {
-    if (node.type === "command") result.commands.push(readCommand(node));
+  // Depth first, in source order, with a stack of our own (`((((…))))` nests as deep as it
+  // likes), each node with the input its commands would read. Worked out top-down: asking a
+  // node for its parent walks down from the root again, quadratic on deep nesting.
+  const stack: [Node, StdinFeed | null][] = [[root, null]];
+  for (let top = stack.pop(); top; top = stack.pop()) {
+    const [node, feed] = top;
+    if (node.type === "command") result.commands.push(readCommand(node, feed));
     else if (node.type === "file_redirect") {
       const operator = node.children.find((c) => c && !c.isNamed)?.type ?? "";
       const target = node.childForFieldName("destination");
       if (WRITE_OPERATORS.has(operator) && target) result.writes.push(wordOf(target));
     }
-    for (const child of node.children) if (child) visit(child);
-  };
-  visit(root);
+    const children = node.children;
+    const first = node.namedChildren[0]?.id;
+    for (let i = children.length - 1; i >= 0; i--) {
+      const child = children[i];
+      if (child) stack.push([child, childFeed(node, child, feed, first)]);
+    }
+  }
   return result;
 }
 
-function readCommand(node: Node): SimpleCommand {
+/** The input a command inside `child` of `parent` reads, when `parent`'s commands read `feed`. */
+function childFeed(
+  parent: Node,
+  child: Node,
+  feed: StdinFeed | null,
+  firstNamed: number | undefined,
+): StdinFeed | null {
+  if (SCOPES.has(parent.type)) return null;
+  // `cat <<EOF | sh`: the grammar puts the rest of the line inside the here-document's node;
+  // what runs there reads the output of the statement it follows (read as a pipe).
+  if (parent.type === "heredoc_redirect" && child.isNamed && !child.type.startsWith("heredoc_")) {
+    return { kind: "pipe" };
+  }
+  if (parent.type === "pipeline" && child.isNamed && child.id !== firstNamed) {
+    return { kind: "pipe" };
+  }
+  if (parent.type === "redirected_statement" && child.id === parent.childForFieldName("body")?.id) {
+    return redirectedInput(parent, child.type === "command") ?? feed;
+  }
+  return feed;
+}
+
+function readCommand(node: Node, feed: StdinFeed | null): SimpleCommand {
   const words: ShellWord[] = [];
   const assignments: ShellWord[] = [];
+  let stdin = feed;
   for (const child of node.namedChildren) {
     if (!child) continue;
     if (child.type === "variable_assignment") assignments.push(wordOf(child));
     else if (child.type === "command_name") words.push(wordOf(child.namedChildren[0] ?? child));
+    else if (child.type === "herestring_redirect") stdin = hereString(child);
     else if (!child.type.endsWith("redirect")) words.push(wordOf(child));
   }
   // `$"…"` (a translated string) parses as a lone `$` before the string: the word is unknown.
@@ -104,30 +137,10 @@ function readCommand(node: Node): SimpleCommand {
     const at = words.findIndex((w) => !w.dynamic);
     if (at >= 0) words[at] = { text: `$${words[at]!.text}`, dynamic: true };
   }
-  return { words, assignments, stdin: stdinOf(node) };
+  return { words, assignments, stdin };
 }
 
-/** Where the command's input comes from: a pipe, its own here-document, or an outer redirection. */
-function stdinOf(command: Node): StdinFeed | null {
-  for (const child of command.namedChildren) {
-    if (child?.type === "herestring_redirect") return hereString(child);
-  }
-  let node: Node = command;
-  let own = true;
-  for (let parent = node.parent; parent && !SCOPES.has(parent.type); parent = parent.parent) {
-    if (parent.type === "pipeline" && parent.namedChildren[0]?.id !== node.id) {
-      return { kind: "pipe" };
-    }
-    if (parent.type === "redirected_statement") {
-      const feed = redirectedInput(parent, own);
-      if (feed) return feed;
-    }
-    if (parent.type !== "redirected_statement") own = false;
-    node = parent;
-  }
-  return null;
-}
-
+/** The input a `… <<EOF`, `… <<< word` or `… < file` statement gives its body. */
 function redirectedInput(statement: Node, own: boolean): StdinFeed | null {
   for (const redirect of statement.namedChildren) {
     if (!redirect) continue;
@@ -181,9 +194,17 @@ export function wordOf(node: Node): ShellWord {
       return { text: `${name}=${word.text}`, dynamic: word.dynamic };
     }
     default:
-      // Expansions, substitutions, arithmetic, arrays: known only when it runs.
-      return { text: node.text, dynamic: true };
+      // Expansions, substitutions, arithmetic, arrays: known only when it runs. A long one is
+      // kept short: copying the text of every level of `$($($(…)))` would take quadratic time.
+      return { text: dynamicText(node), dynamic: true };
   }
+}
+
+/** The source of a computed word, or its start when it is long (only shown, never judged). */
+function dynamicText(node: Node): string {
+  if (node.endIndex - node.startIndex <= 200) return node.text;
+  const first = node.children[0]?.text ?? "";
+  return `${first}…`;
 }
 
 const GLOB = /[*?[]/;

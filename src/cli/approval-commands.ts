@@ -40,8 +40,10 @@ export function registerApprovalCommands(
     );
   approvals
     .command("approve <id>")
-    .description("run the waiting call (--session: also allow its kind for the session)")
-    .option("--session", "approve this kind of call for the rest of the session")
+    .description(
+      "run the waiting call (--session: also allow exactly it, for its asker, in the session)",
+    )
+    .option("--session", "let its asker run the same command unasked for the rest of the session")
     .action((id: string, opts: { session?: boolean }) =>
       run(() => approvalsAnswer(id, opts.session ? "approve_session" : "approve", global(), io)),
     );

@@ -20,6 +20,9 @@ const EXTERNAL = [
   "discord-api-types",
   "@slack/*",
   "@modelcontextprotocol/sdk",
+  // They load their WebAssembly files from beside their own code (the approvals' shell grammar).
+  "web-tree-sitter",
+  "tree-sitter-bash",
 ];
 
 // Chunk names carry content hashes: start empty, so no chunk of an earlier build lingers.

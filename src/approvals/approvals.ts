@@ -14,6 +14,7 @@ import type { ApprovalPress, ApprovalPressResult, ChatAddress } from "../platfor
 import type { GateTurn, TurnApprovals } from "../runner/agent-run.js";
 import type { ApprovalDecision, ApprovalRecord, InboxItem, Store } from "../sessions/store.js";
 import { type ApprovalPolicy, approvalNeed } from "./policy.js";
+import type { ShellParser } from "./shell-syntax.js";
 import {
   decidedText,
   NOT_YOURS,
@@ -33,7 +34,18 @@ export interface ApprovalsOptions {
   /** Shows the answer on the card, where the platform keeps one (Telegram edits it). */
   updateCard?(address: ChatAddress, approvalId: string, text: string): Promise<void>;
   /** Queues the turn that applies a decision in this session (the runner). */
-  continueSession(sessionKey: string, sessionId: string, requester: string | null): void;
+  continueSession(
+    sessionKey: string,
+    sessionId: string,
+    requester: string | null,
+    asker: string | null,
+  ): void;
+  /**
+   * Loads the shell grammar; called once, at the first tool call a gate checks (a gateway that
+   * runs no command never pays for it). Should it fail, every terminal command asks (fail
+   * closed) and the error is logged once.
+   */
+  loadShell(): Promise<ShellParser>;
   logger: Logger;
   now?: () => number;
   /** How often deadlines are checked. */
@@ -62,6 +74,7 @@ export class Approvals implements TurnApprovals {
   private readonly now: () => number;
   private timer: NodeJS.Timeout | null = null;
   private checking = false;
+  private shellLoad: Promise<ShellParser | null> | null = null;
 
   constructor(private readonly options: ApprovalsOptions) {
     this.now = options.now ?? Date.now;
@@ -80,9 +93,13 @@ export class Approvals implements TurnApprovals {
           if (earlier.state === "approved") return { kind: "run" };
           return { kind: "skip", output: notRunResult(earlier, this.options.timeoutMs) };
         }
-        const need = approvalNeed(this.options.policy, call, tool);
+        const need = approvalNeed(this.options.policy, call, tool, await this.shell());
         if (!need) return { kind: "run" };
-        if (await store.hasApprovalGrant(turn.sessionId, need.rule)) return { kind: "run" };
+        // Granted "for the session" to this person or credential only: anyone else asks again.
+        const granted =
+          turn.asker !== null &&
+          (await store.hasApprovalGrants(turn.sessionId, turn.asker, need.grants));
+        if (granted) return { kind: "run" };
         const record = await store.requestApproval({
           id: newApprovalId(),
           sessionKey: turn.sessionKey,
@@ -96,6 +113,8 @@ export class Approvals implements TurnApprovals {
           reason: need.reason,
           address: turn.address,
           requester: turn.requester,
+          asker: turn.asker,
+          grants: need.grants,
           deadlineAt: this.now() + this.options.timeoutMs,
         });
         this.options.logger.info(
@@ -307,7 +326,24 @@ export class Approvals implements TurnApprovals {
   }
 
   private apply(record: ApprovalRecord): void {
-    this.options.continueSession(record.sessionKey, record.sessionId, record.requester);
+    this.options.continueSession(
+      record.sessionKey,
+      record.sessionId,
+      record.requester,
+      record.asker,
+    );
+  }
+
+  /** The loaded grammar, or null when it could not be loaded. */
+  private shell(): Promise<ShellParser | null> {
+    this.shellLoad ??= this.options.loadShell().catch((err: unknown) => {
+      this.options.logger.error(
+        { err },
+        "the shell grammar did not load: every terminal command will ask for approval",
+      );
+      return null;
+    });
+    return this.shellLoad;
   }
 
   private remainingMs(record: ApprovalRecord): number {

@@ -1,328 +1,384 @@
 /**
- * Which shell commands wait for a human (`tools.approval: dangerous`). The built-in rules look at
- * the parsed command (shell-words.ts), so quoting is respected: `echo "rm -rf /"` only prints,
- * while `bash -c 'rm -rf ~'`, `sudo rm -r x` or `echo $(rm -rf ~)` delete. Wrappers that run
- * their arguments as a command (`sudo`, `env`, `nohup`, `xargs`, `timeout`, …) are looked
- * through, and `sh -c`/`eval` payloads are parsed as commands of their own. The list is in
+ * Which shell commands wait for a human (`tools.approval: dangerous`), judged on the parsed
+ * command (shell-syntax.ts) and failing closed: every simple command anywhere in it is judged —
+ * behind wrappers (command-wrappers.ts), inside `sh -c`/`eval`/here-documents fed to a shell,
+ * substitutions, function bodies — and what the parser cannot see through is dangerous by
+ * itself: a program named by a variable or substitution, text decoded or computed and then run
+ * as code, inline interpreter code (`python -c`), an alias, a syntax error. The list is in
  * docs/security.md ("Approvals").
  */
-import { parseShell, type SimpleCommand } from "./shell-words.js";
+import { type DangerMatch, programRule, writeTarget } from "./command-rules.js";
+import { innerCommands, isWrapper, PRIVILEGE } from "./command-wrappers.js";
+import type { ShellParser, ShellWord, SimpleCommand, StdinFeed } from "./shell-syntax.js";
 
-/** Why a command needs approval: a rule id (the unit `approve_session` allows) and a phrase. */
-export interface DangerMatch {
-  rule: string;
-  reason: string;
-}
+export type { DangerMatch };
 
 export interface CommandPolicy {
-  /** Extra patterns (regular expressions, `tools.dangerous_patterns`). */
+  /** Extra patterns (regular expressions, `tools.dangerous_patterns`), per simple command. */
   dangerous: readonly RegExp[];
-  /** Patterns that are never asked about (`tools.allow_patterns`); they win over every rule. */
+  /** Simple commands never asked about (`tools.allow_patterns`); they win over every rule. */
   allow: readonly RegExp[];
 }
 
-const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox"]);
-const INTERPRETERS = new Set([...SHELLS, "python", "python3", "perl", "ruby", "node", "php"]);
-const DOWNLOADERS = new Set(["curl", "wget", "fetch", "aria2c"]);
-const DECODERS = new Set(["base64", "xxd", "openssl", "gunzip", "zcat"]);
-const DB_CLIENTS = new Set([
-  "psql",
-  "mysql",
-  "mariadb",
-  "sqlite3",
-  "mongo",
-  "mongosh",
-  "cockroach",
+/** One danger found, and the unit an "approve for session" grants for it. */
+export interface Danger extends DangerMatch {
+  /** `cmd:<normalized simple command>`, or `text:<whole command>` for what was not parsed. */
+  grant: string;
+}
+
+/** Everything the classifier found in a command. */
+export interface CommandJudgement {
+  dangers: Danger[];
+  /**
+   * The grant unit of each simple command the command line runs (for `always` mode):
+   * `cmd:<program> <subcommand>` for read-only programs, else `cmd:<its normalized words>`.
+   */
+  commands: string[];
+}
+
+const SHELLS = new Set([
+  "sh",
+  "bash",
+  "zsh",
+  "dash",
+  "ksh",
+  "mksh",
+  "ash",
+  "yash",
+  "posh",
+  "fish",
+  "csh",
+  "tcsh",
 ]);
-const POWER = new Set(["shutdown", "reboot", "halt", "poweroff"]);
-const DISK_TOOLS = new Set(["mkfs", "mke2fs", "mkswap", "wipefs", "sgdisk", "blkdiscard", "shred"]);
-const DISK_TOOLS_INTERACTIVE = new Set(["fdisk", "sfdisk", "parted", "cfdisk", "gdisk"]);
-const PRIVILEGE = new Set(["sudo", "doas", "su", "pkexec", "run0"]);
-const SYSTEMCTL_READ = new Set(["status", "show", "cat", "help", "--version", "list-units"]);
-/** Raw block devices (not /dev/null, /dev/stdout, /dev/tty…). */
-const RAW_DEVICE = /^\/dev\/(sd|hd|vd|xvd|nvme|mmcblk|disk|loop|md|dm-|mapper\/|nbd|rdisk)/;
-/** Places whose files configure the system or the user's shell and keys. */
-const SENSITIVE_PATH =
-  /^(\/etc\/|\/boot\/|\/usr\/|\/bin\/|\/sbin\/|\/lib|~\/\.ssh\/|\$HOME\/\.ssh\/|~\/\.(bashrc|zshrc|profile|bash_profile)$|\$HOME\/\.(bashrc|zshrc|profile|bash_profile)$)/;
-const DESTRUCTIVE_SQL =
-  /\b(drop\s+(database|schema|table)|truncate\s+(table\s+)?\w|flushall|flushdb|dropDatabase\s*\()/i;
-const DELETE_WITHOUT_WHERE = /\bdelete\s+from\s+[\w."]+\s*(;|$)/i;
+/** Interpreters and the options that hand them their program inline. */
+const INLINE_CODE: Record<string, RegExp> = {
+  python: /^-[A-Za-z]*c/,
+  perl: /^-[A-Za-z]*[eE]/,
+  ruby: /^-[A-Za-z]*e/,
+  node: /^(-[A-Za-z]*[ep]|--eval|--print)/,
+  nodejs: /^(-[A-Za-z]*[ep]|--eval|--print)/,
+  bun: /^(-e|--eval|-p|--print)/,
+  deno: /^(eval)$/,
+  php: /^-[A-Za-z]*[rR]/,
+  lua: /^-[A-Za-z]*e/,
+  luajit: /^-[A-Za-z]*e/,
+  Rscript: /^-e/,
+  tclsh: /^$/,
+  pwsh: /^-(c|command)/i,
+  osascript: /^-e/,
+  jshell: /^$/,
+};
+/** Programs whose grant covers every use of the same subcommand (they only read). */
+const READ_ONLY = new Set([
+  "ls",
+  "cat",
+  "head",
+  "tail",
+  "wc",
+  "grep",
+  "rg",
+  "pwd",
+  "echo",
+  "printf",
+  "date",
+  "whoami",
+  "id",
+  "uname",
+  "which",
+  "file",
+  "stat",
+  "du",
+  "df",
+  "tree",
+  "diff",
+  "true",
+  "false",
+]);
+const GIT_READ_ONLY = new Set(["status", "log", "diff", "show", "rev-parse", "ls-files", "blame"]);
+
+/** Longer commands are not read: they ask (the rule `unparsed`). */
+const MAX_COMMAND_CHARS = 100_000;
 
 /** How deep `sh -c 'sh -c …'` nesting is followed; deeper is dangerous by itself. */
-const MAX_DEPTH = 4;
+const MAX_DEPTH = 6;
 
 /**
- * The first reason `command` needs approval, or null. `policy.allow` wins over everything for a
- * simple command it matches; `policy.dangerous` patterns are tested against each simple command
- * (its words joined by single spaces) and against the whole text.
+ * The first reason `command` needs approval, or null. Patterns apply to each simple command:
+ * an allow pattern exempts the simple command it matches (with what it runs), never a list.
  */
 export function classifyCommand(
+  parser: ShellParser,
   command: string,
   policy: CommandPolicy = { dangerous: [], allow: [] },
 ): DangerMatch | null {
-  return classifyText(command, policy, 0);
+  const found = judgeCommand(parser, command, policy).dangers[0];
+  return found ? { rule: found.rule, reason: found.reason } : null;
 }
 
-function classifyText(command: string, policy: CommandPolicy, depth: number): DangerMatch | null {
-  if (depth > MAX_DEPTH) return { rule: "deep_nesting", reason: "deeply nested shell commands" };
-  if (/:\s*\(\s*\)\s*\{[^}]*:\s*\|\s*:/.test(command)) {
-    return { rule: "fork_bomb", reason: "a fork bomb" };
+/** Every danger in `command` and the grant unit of each simple command. Never throws. */
+export function judgeCommand(
+  parser: ShellParser,
+  command: string,
+  policy: CommandPolicy = { dangerous: [], allow: [] },
+): CommandJudgement {
+  const whole = `text:${command}`;
+  const unchecked = (reason: string): CommandJudgement => ({
+    dangers: [{ rule: "unparsed", reason, grant: whole }],
+    commands: [whole],
+  });
+  // Reading costs some 15 µs per word (measured): a longer command would hold up the gateway.
+  if (command.length > MAX_COMMAND_CHARS) return unchecked("it is too long to check");
+  const judge = new Judge(parser, policy);
+  try {
+    judge.script(command, 0, true);
+  } catch {
+    // Whatever the reader could not take (nesting beyond the stack): asked, never run unchecked.
+    return unchecked("the shell grammar cannot read all of it, so it cannot be checked");
   }
-  const parsed = parseShell(command);
-  for (const inner of parsed.substitutions) {
-    const match = classifyText(inner, policy, depth + 1);
-    if (match) return match;
-  }
-  for (const simple of parsed.commands) {
-    const line = simple.argv.join(" ");
-    if (policy.allow.some((pattern) => pattern.test(line))) continue;
-    const user = policy.dangerous.find((pattern) => pattern.test(line));
-    if (user) return userMatch(user);
-    const match = classifySimple(simple, policy, depth);
-    if (match) return match;
-  }
-  if (parsed.commands.length > 1 && !policy.allow.some((p) => p.test(command.trim()))) {
-    const user = policy.dangerous.find((pattern) => pattern.test(command));
-    if (user) return userMatch(user);
-  }
-  return null;
+  return { dangers: judge.dangers, commands: [...new Set(judge.commands)] };
 }
 
-function userMatch(pattern: RegExp): DangerMatch {
-  return {
-    rule: `pattern:${pattern.source}`,
-    reason: `matches tools.dangerous_patterns ${pattern}`,
-  };
+class Judge {
+  readonly dangers: Danger[] = [];
+  readonly commands: string[] = [];
+
+  constructor(
+    private readonly parser: ShellParser,
+    private readonly policy: CommandPolicy,
+  ) {}
+
+  /** A command line: parsed, each of its simple commands and writes judged. */
+  script(text: string, depth: number, top: boolean): void {
+    const whole = `text:${text}`;
+    if (depth > MAX_DEPTH) {
+      this.add({ rule: "deep_nesting", reason: "deeply nested shell commands" }, whole);
+      return;
+    }
+    if (/:\s*\(\s*\)\s*\{[^}]*:\s*\|\s*:/.test(text)) {
+      this.add({ rule: "fork_bomb", reason: "a fork bomb" }, whole);
+    }
+    const parsed = this.parser.parse(text);
+    if (parsed.broken) {
+      const reason = "the shell grammar cannot read all of it, so it cannot be checked";
+      this.add({ rule: "unparsed", reason }, whole);
+      if (top) this.commands.push(whole);
+    }
+    for (const target of parsed.writes) {
+      const match = writeTarget(target);
+      if (match) this.add(match, `cmd:> ${target.text}`);
+      if (top) this.commands.push(`cmd:> ${target.text}`);
+    }
+    for (const command of parsed.commands) this.simple(command, depth, top);
+  }
+
+  /** One simple command, its wrappers' commands and the scripts it hands a shell. */
+  private simple(command: SimpleCommand, depth: number, top: boolean): void {
+    const { words } = command;
+    if (words.length === 0) return;
+    const line = words.map((w) => w.text).join(" ");
+    const grant = `cmd:${line}`;
+    const program = basename(words[0]!.text);
+    const args = words.slice(1);
+    if (top) this.commands.push(grantUnit(program, args, grant));
+    const base = [program, ...args.map((a) => a.text)].join(" ");
+    if (this.policy.allow.some((p) => p.test(line))) return;
+    const user = this.policy.dangerous.find((p) => p.test(line) || p.test(base));
+    if (user) {
+      this.add(
+        { rule: `pattern:${user.source}`, reason: `matches tools.dangerous_patterns ${user}` },
+        grant,
+      );
+    }
+    if (words[0]!.dynamic) {
+      this.add(
+        { rule: "unseen_program", reason: "the program's name is only known when it runs" },
+        grant,
+      );
+      return;
+    }
+    const match = this.rule(program, args, command.stdin, depth, grant);
+    if (match) this.add(match, grant);
+    if (isWrapper(program)) {
+      for (const inner of innerCommands(program, args)) {
+        if (inner.kind === "words") {
+          // xargs adds words read from its input (`-rf` as well as file names).
+          const words =
+            program === "xargs"
+              ? [...inner.words, { text: "$(xargs input)", dynamic: true }]
+              : inner.words;
+          this.simple({ words, stdin: command.stdin, assignments: [] }, depth + 1, false);
+        } else this.code(inner.word, depth, grant, "runs");
+      }
+    }
+  }
+
+  /** Rules about how the command runs code, then the program's own rules. */
+  private rule(
+    program: string,
+    args: ShellWord[],
+    stdin: StdinFeed | null,
+    depth: number,
+    grant: string,
+  ): DangerMatch | null {
+    const texts = args.map((a) => a.text);
+    if (PRIVILEGE.has(program))
+      return { rule: "privilege", reason: `runs as another user (${program})` };
+    if (SHELLS.has(program)) return this.shell(args, stdin, depth, grant);
+    if (program === "eval") {
+      this.code(joined(args), depth, grant, "evaluates");
+      return null;
+    }
+    if (program === "source" || program === ".") {
+      if (args[0] && isStdin(args[0].text)) return this.fed(program, stdin, depth, grant);
+      return args[0]?.dynamic ? unseen(`${program} reads code computed when it runs`) : null;
+    }
+    if (program === "alias" && texts.some((t) => t.includes("="))) {
+      return unseen("an alias changes what later words run");
+    }
+    if (program === "trap" && args[0] && !args[0].text.startsWith("-")) {
+      this.code(args[0], depth, grant, "runs on a signal");
+      return null;
+    }
+    if (program === "awk" || program === "gawk" || program === "mawk" || program === "nawk") {
+      return awkRule(texts);
+    }
+    const language = interpreterOf(program);
+    if (language) return interpreterRule(program, language, args, stdin);
+    return programRule(program, args);
+  }
+
+  /** `sh -c SCRIPT`, `sh` reading a here-document, a pipe or a file. */
+  private shell(
+    args: ShellWord[],
+    stdin: StdinFeed | null,
+    depth: number,
+    grant: string,
+  ): DangerMatch | null {
+    let command = false;
+    let fromStdin = false;
+    let i = 0;
+    for (; i < args.length; i++) {
+      const a = args[i]!.text;
+      if (a === "--" || a === "-") {
+        i++;
+        break;
+      }
+      if (!/^[-+]/.test(a)) break;
+      if (/^[-+]o$|^[-+]O$|^--(rcfile|init-file)$/.test(a)) i++;
+      else if (/^-[A-Za-z]*c/.test(a)) command = true;
+      else if (/^-[A-Za-z]*s/.test(a)) fromStdin = true;
+    }
+    const operand = args[i];
+    if (command) {
+      if (operand) this.code(operand, depth, grant, "runs");
+      return null;
+    }
+    if (operand && !fromStdin && !isStdin(operand.text)) {
+      return operand.dynamic ? unseen("a shell runs a script named when it runs") : null;
+    }
+    return this.fed("a shell", stdin, depth, grant);
+  }
+
+  /** A shell reading its script from its input: a here-document is judged, anything else asks. */
+  private fed(
+    who: string,
+    stdin: StdinFeed | null,
+    depth: number,
+    grant: string,
+  ): DangerMatch | null {
+    if (stdin?.kind === "text") {
+      this.code({ text: stdin.text, dynamic: stdin.dynamic }, depth, grant, "reads");
+      return null;
+    }
+    return stdin ? fedCode(who, stdin) : null;
+  }
+
+  /** Text a shell will run: judged as a command line, or dangerous when computed. */
+  private code(word: ShellWord, depth: number, grant: string, verb: string): void {
+    // Judged as written first (the better reason when it is plainly dangerous), then: what a
+    // variable or substitution puts into code is only known when it runs.
+    this.script(word.text, depth + 1, false);
+    if (word.dynamic && /\$\(|`|\$\{|\$[A-Za-z_0-9@*#?!-]/.test(word.text)) {
+      this.add(
+        unseen(`${verb} text computed when it runs (a variable or a substitution) as code`),
+        grant,
+      );
+    }
+  }
+
+  private add(match: DangerMatch, grant: string): void {
+    this.dangers.push({ ...match, grant });
+  }
 }
 
-function classifySimple(
-  simple: SimpleCommand,
-  policy: CommandPolicy,
-  depth: number,
+/** Paths that name the command's own input. */
+function isStdin(path: string): boolean {
+  return /^\/(dev\/(stdin|fd\/\d+)|proc\/[^/]+\/fd\/\d+)$/.test(path);
+}
+
+function unseen(reason: string): DangerMatch {
+  return { rule: "unseen_code", reason };
+}
+
+/** A shell or interpreter reading its program from its input: a pipe, or a redirection. */
+function fedCode(who: string, stdin: StdinFeed): DangerMatch {
+  if (stdin.kind === "pipe") {
+    return { rule: "pipe_to_shell", reason: `${who} runs what is piped into it as code` };
+  }
+  return unseen(`${who} runs the code it reads from its input`);
+}
+
+/** `python -c CODE`, `perl -e`, `node -e` …; the program read from input or a computed file. */
+function interpreterRule(
+  program: string,
+  language: string,
+  args: ShellWord[],
+  stdin: StdinFeed | null,
 ): DangerMatch | null {
-  for (const target of simple.writesTo) {
-    const match = writeTarget(target);
-    if (match) return match;
-  }
-  const argv = unwrap(simple.argv);
-  if (argv === "privilege") return { rule: "privilege", reason: "runs as another user (sudo)" };
-  if (argv.length === 0) return null;
-  const program = basename(argv[0]!);
-  const args = argv.slice(1);
-  if (SHELLS.has(program) || program === "eval") {
-    const script = program === "eval" ? args.join(" ") : inlineScript(args);
-    if (script !== null) return classifyText(script, policy, depth + 1);
-  }
-  if (INTERPRETERS.has(program) && isFedCode(simple, args)) {
-    return { rule: "pipe_to_shell", reason: "feeds downloaded or piped text to an interpreter" };
-  }
-  return programRule(program, args);
+  const inline = INLINE_CODE[language]!;
+  const first = args.findIndex((a) => !a.text.startsWith("-") || a.text === "-");
+  const options = first === -1 ? args : args.slice(0, first);
+  const operand = first === -1 ? undefined : args[first];
+  const inlineCode =
+    options.some((a) => inline.source !== "^$" && inline.test(a.text)) ||
+    (language === "deno" && operand?.text === "eval");
+  if (inlineCode) return unseen(`${program} runs code given inline`);
+  const readsInput = operand === undefined || operand.text === "-" || isStdin(operand.text);
+  if (readsInput && stdin) return fedCode(program, stdin);
+  if (operand?.dynamic) return unseen(`${program} runs a file named when it runs`);
+  return null;
 }
 
-/**
- * Peels wrappers that run the rest of their arguments as a command. Returns "privilege" for a
- * privilege change (dangerous by itself, whatever it runs).
- */
-function unwrap(argv: readonly string[]): string[] | "privilege" {
-  let words = [...argv];
-  for (let guard = 0; guard < 10 && words.length > 0; guard++) {
-    while (words.length > 0 && /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[0]!)) words.shift();
-    const program = basename(words[0] ?? "");
-    if (PRIVILEGE.has(program)) return "privilege";
-    const rest = words.slice(1);
-    if (program === "env") words = dropLeading(rest, (w) => w.startsWith("-") || w.includes("="));
-    else if (["nohup", "exec", "command", "builtin", "time", "stdbuf", "setsid"].includes(program))
-      words = dropLeading(rest, (w) => w.startsWith("-"));
-    else if (program === "nice" || program === "ionice" || program === "chrt")
-      words = dropOptionsWithValues(rest);
-    else if (program === "timeout") words = dropOptionsWithValues(rest).slice(1);
-    else if (program === "xargs") words = dropOptionsWithValues(rest);
-    else if (program === "busybox" && rest.length > 0 && !rest[0]!.startsWith("-")) words = rest;
-    else return words;
-  }
-  return words;
+/** `python3.12` → python, `perl5.36` → perl; null for programs that are not interpreters. */
+function interpreterOf(program: string): string | null {
+  const name = program.replace(/[\d.]+$/, "");
+  if (name === "pypy") return "python";
+  return name in INLINE_CODE ? name : null;
 }
 
-function dropLeading(words: string[], skip: (word: string) => boolean): string[] {
-  let i = 0;
-  while (i < words.length && skip(words[i]!)) i++;
-  return words.slice(i);
-}
-
-/** Drops `-x`, `-x VALUE` (when VALUE is a number) and `--x=…` options before the command. */
-function dropOptionsWithValues(words: string[]): string[] {
-  let i = 0;
-  while (i < words.length && words[i]!.startsWith("-")) {
-    i++;
-    if (i < words.length && /^-?\d+[smhd]?$/.test(words[i]!)) i++;
-  }
-  return words.slice(i);
-}
-
-/** The script of `sh -c SCRIPT` (also `-lc`, `-ec`…), or null when the shell reads a file/stdin. */
-function inlineScript(args: string[]): string | null {
-  const index = args.findIndex((a) => /^-[a-z]*c[a-z]*$/.test(a));
-  if (index === -1) return null;
-  return args[index + 1] ?? "";
-}
-
-/** An interpreter reading its program from a pipe, a here-document or a process substitution. */
-function isFedCode(simple: SimpleCommand, args: string[]): boolean {
-  if (simple.processSubstitution) return true;
-  const readsStdin = args.every((a) => a.startsWith("-")) || args.includes("-");
-  if (!readsStdin) return false;
-  if (simple.hereDocument) return SHELLS.has(basename(simple.argv[0] ?? ""));
-  const source = simple.pipedFrom ? basename(unwrapped(simple.pipedFrom.argv)[0] ?? "") : null;
-  if (source === null) return false;
-  // Any text piped into a shell runs unseen; for other interpreters only downloads and decodes.
-  return (
-    SHELLS.has(basename(simple.argv[0] ?? "")) || DOWNLOADERS.has(source) || DECODERS.has(source)
-  );
-}
-
-function unwrapped(argv: string[]): string[] {
-  const words = unwrap(argv);
-  return words === "privilege" ? [] : words;
-}
-
-function writeTarget(target: string): DangerMatch | null {
-  if (RAW_DEVICE.test(target)) return { rule: "raw_device", reason: `writes to ${target}` };
-  if (SENSITIVE_PATH.test(target)) {
-    return { rule: "system_file", reason: `writes to ${target}` };
+/** awk programs that start commands: `system(…)`, `print | "cmd"`, `"cmd" | getline`. */
+function awkRule(args: string[]): DangerMatch | null {
+  const program = args.find((a) => !a.startsWith("-"));
+  if (program === undefined) return null;
+  const code = program.replace(/"(\\.|[^"\\])*"/g, '""');
+  if (/\bsystem\s*\(/.test(code) || /(^|[^|])\|(?!\|)/.test(code)) {
+    return unseen("awk runs shell commands from its program");
   }
   return null;
 }
 
-function programRule(program: string, args: string[]): DangerMatch | null {
-  const flags = shortFlags(args);
-  const has = (...names: string[]) => args.some((a) => names.includes(a));
-  if (program === "rm" && (flags.has("r") || flags.has("R") || has("--recursive"))) {
-    return { rule: "recursive_delete", reason: "deletes recursively" };
+/** What "approve for session" grants for a command that is not dangerous (`always` mode). */
+function grantUnit(program: string, args: ShellWord[], grant: string): string {
+  if (READ_ONLY.has(program)) return `cmd:${program}`;
+  if (program === "git" && args[0] && !args[0].text.startsWith("-")) {
+    // Only a plain `git status`: global options (`-c`, `-C`) change what it does or where.
+    if (GIT_READ_ONLY.has(args[0].text)) return `cmd:git ${args[0].text}`;
   }
-  if (program === "find" && (has("-delete") || execsDelete(args))) {
-    return { rule: "recursive_delete", reason: "deletes the files find lists" };
-  }
-  if (POWER.has(program) || (program === "init" && has("0", "6")) || program === "telinit") {
-    return { rule: "power", reason: "shuts down or reboots the machine" };
-  }
-  if (
-    DISK_TOOLS.has(program) ||
-    program.startsWith("mkfs.") ||
-    DISK_TOOLS_INTERACTIVE.has(program)
-  ) {
-    return { rule: "disk_format", reason: `${program} formats or wipes disks` };
-  }
-  if (program === "dd" && args.some((a) => a.startsWith("of="))) {
-    return { rule: "dd_write", reason: "dd writes over a file or device" };
-  }
-  if (["chmod", "chown", "chgrp"].includes(program)) {
-    if (flags.has("R") || has("--recursive")) {
-      return { rule: "recursive_permissions", reason: `${program} -R changes a whole tree` };
-    }
-    if (program === "chmod" && args.some((a) => /^0?[0-7]?77[67]$|^a\+w$|^o\+w$/.test(a))) {
-      return { rule: "world_writable", reason: "makes files writable by everyone" };
-    }
-  }
-  if (program === "git") return gitRule(args);
-  if (program === "kill" || program === "pkill" || program === "killall") {
-    return killRule(program, args);
-  }
-  if (program === "systemctl" || program === "service") {
-    const verb = args.find((a) => !a.startsWith("-"));
-    const read = verb === undefined || SYSTEMCTL_READ.has(verb) || /^(is-|list-)/.test(verb);
-    const serviceRead = program === "service" && /^(status|--status-all)$/.test(args.at(-1) ?? "");
-    if (!read && !serviceRead)
-      return { rule: "systemctl", reason: `${program} ${verb} changes services` };
-  }
-  if (program === "dropdb" || (program === "mysqladmin" && has("drop"))) {
-    return { rule: "drop_database", reason: "drops a database" };
-  }
-  if (DB_CLIENTS.has(program) || program === "redis-cli") {
-    const sql = args.join(" ");
-    if (DESTRUCTIVE_SQL.test(sql) || DELETE_WITHOUT_WHERE.test(sql)) {
-      return { rule: "drop_database", reason: "destroys database contents" };
-    }
-  }
-  if (
-    (program === "cp" || program === "mv" || program === "tee" || program === "ln") &&
-    args.length
-  ) {
-    const target = args.filter((a) => !a.startsWith("-")).at(-1) ?? "";
-    const match = writeTarget(target);
-    if (match) return match;
-  }
-  if (program === "crontab" && flags.has("r")) {
-    return { rule: "crontab_remove", reason: "removes every cron job" };
-  }
-  if (program === "iptables" && (flags.has("F") || has("--flush"))) {
-    return { rule: "firewall_flush", reason: "flushes the firewall rules" };
-  }
-  return null;
+  return grant;
 }
 
-function gitRule(args: string[]): DangerMatch | null {
-  const sub = args.find((a) => !a.startsWith("-"));
-  const rest = args.slice(args.indexOf(sub ?? "") + 1);
-  const flags = shortFlags(rest);
-  if (sub === "push") {
-    const forced =
-      flags.has("f") ||
-      rest.some((a) => a === "--force" || a.startsWith("--force-with-lease") || a === "--mirror") ||
-      rest.some((a) => /^\+[^+]/.test(a)) ||
-      rest.includes("--delete");
-    if (forced) return { rule: "git_force_push", reason: "rewrites or deletes remote history" };
-  }
-  if (sub === "reset" && rest.includes("--hard")) {
-    return { rule: "git_discard", reason: "git reset --hard discards uncommitted work" };
-  }
-  if (sub === "clean" && (flags.has("f") || rest.includes("--force"))) {
-    return { rule: "git_discard", reason: "git clean -f deletes untracked files" };
-  }
-  if (
-    sub === "branch" &&
-    (flags.has("D") || (rest.includes("--delete") && rest.includes("--force")))
-  ) {
-    return { rule: "git_discard", reason: "git branch -D deletes an unmerged branch" };
-  }
-  return null;
-}
-
-function killRule(program: string, args: string[]): DangerMatch | null {
-  const targets = args.filter((a) => !a.startsWith("-") || /^-\d+$/.test(a));
-  if (program === "kill") {
-    // `kill -9 -1` (every process), `kill 1` (init).
-    if (args.includes("-1") || targets.includes("1") || targets.includes("-1")) {
-      return { rule: "kill_init", reason: "kills init or every process" };
-    }
-    return null;
-  }
-  if (targets.some((t) => ["init", "systemd", "launchd"].includes(t))) {
-    return { rule: "kill_init", reason: "kills the init system" };
-  }
-  if (
-    args.some((a) => ["-9", "-KILL", "-SIGKILL", "--signal=KILL"].includes(a)) &&
-    program === "killall"
-  ) {
-    return { rule: "kill_all", reason: "force-kills every process of a name" };
-  }
-  return null;
-}
-
-/** `find … -exec rm …` / `-execdir rm`. */
-function execsDelete(args: string[]): boolean {
-  return args.some(
-    (a, i) =>
-      (a === "-exec" || a === "-execdir" || a === "-ok") && basename(args[i + 1] ?? "") === "rm",
-  );
-}
-
-/** The letters of short options (`-rf` → r, f); long options and operands are skipped. */
-function shortFlags(args: string[]): Set<string> {
-  const letters = new Set<string>();
-  for (const a of args) {
-    if (/^-[A-Za-z]+$/.test(a)) for (const letter of a.slice(1)) letters.add(letter);
-  }
-  return letters;
+function joined(words: readonly ShellWord[]): ShellWord {
+  return { text: words.map((w) => w.text).join(" "), dynamic: words.some((w) => w.dynamic) };
 }
 
 function basename(word: string): string {

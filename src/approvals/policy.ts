@@ -1,11 +1,12 @@
 /**
- * Which tool calls need a human (`tools.approval`, `mcp.servers.<name>.approval`), and the rule
- * that names the answer `approve_session` grants. Pure: no store, no clock.
+ * Which tool calls need a human (`tools.approval`, `mcp.servers.<name>.approval`), and the grant
+ * units an "approve for session" gives. Pure: no store, no clock.
  */
 import type { Tool } from "../agent/tools/tool.js";
 import type { ToolCall } from "../agent/types.js";
 import type { APPROVAL_MODES } from "../config/schema.js";
-import { type CommandPolicy, classifyCommand } from "./dangerous-command.js";
+import { type CommandPolicy, judgeCommand } from "./dangerous-command.js";
+import type { ShellParser } from "./shell-syntax.js";
 
 export type ApprovalMode = (typeof APPROVAL_MODES)[number];
 
@@ -13,7 +14,14 @@ export type ApprovalMode = (typeof APPROVAL_MODES)[number];
 export interface ApprovalNeed {
   rule: string;
   reason: string;
+  /** The call as it will run, whole (the card shows it; texts.ts makes it readable). */
   summary: string;
+  /**
+   * What "approve for session" grants, to the asker only: each normalized simple command that
+   * needed asking (`terminal:cmd:rm -rf build`; read-only programs `terminal:cmd:git status`),
+   * or `tool:<name>`. The call runs unasked later only when the asker holds every one.
+   */
+  grants: string[];
 }
 
 export interface ApprovalPolicy {
@@ -37,51 +45,73 @@ export function createApprovalPolicy(tools: {
   };
 }
 
-const SUMMARY_MAX_CHARS = 600;
-
 /**
  * Null when the call may run now. MCP tools follow their server's `approval` (`dangerous`: ask
  * unless the server marks the tool read-only); `terminal` commands follow `tools.approval`;
- * in `always` mode every other tool that is not read-only asks too.
+ * in `always` mode every other tool that is not read-only asks too. `shell` is null when the
+ * shell grammar could not be loaded: then every command asks (fail closed).
  */
 export function approvalNeed(
   policy: ApprovalPolicy,
   call: ToolCall,
   tool: Tool | undefined,
+  shell: ShellParser | null,
 ): ApprovalNeed | null {
   if (!tool) return null;
   const name = call.function.name;
+  const toolNeed = (reason: string): ApprovalNeed => ({
+    rule: `tool:${name}`,
+    reason,
+    summary: `${name} ${call.function.arguments || "{}"}`,
+    grants: [`tool:${name}`],
+  });
   if (tool.approval !== undefined) {
     if (tool.approval === "off" || (tool.approval === "dangerous" && tool.readOnly)) return null;
-    return {
-      rule: `tool:${name}`,
-      reason:
-        tool.approval === "always" ? "its server asks before every call" : "it may change things",
-      summary: clip(`${name} ${call.function.arguments || "{}"}`),
-    };
+    return toolNeed(
+      tool.approval === "always" ? "its server asks before every call" : "it may change things",
+    );
   }
   if (policy.mode === "off") return null;
-  if (name === "terminal") {
-    const command = commandOf(call);
-    const match = classifyCommand(command, policy.commands);
-    if (match)
-      return { rule: `terminal:${match.rule}`, reason: match.reason, summary: clip(command) };
-    if (policy.mode !== "always") return null;
-    const program = command.trim().split(/\s+/)[0] ?? "";
-    return {
-      rule: `terminal:program:${program}`,
-      reason: "every command is asked about",
-      summary: clip(command),
-    };
-  }
+  if (name === "terminal") return terminalNeed(policy, commandOf(call), shell);
   if (policy.mode === "always" && !tool.readOnly) {
-    return {
-      rule: `tool:${name}`,
-      reason: "every tool call is asked about",
-      summary: clip(`${name} ${call.function.arguments || "{}"}`),
-    };
+    return toolNeed("every tool call is asked about");
   }
   return null;
+}
+
+function terminalNeed(
+  policy: ApprovalPolicy,
+  command: string,
+  shell: ShellParser | null,
+): ApprovalNeed | null {
+  if (!shell) {
+    return {
+      rule: "terminal:unparsed",
+      reason: "the shell grammar could not be loaded, so every command is asked about",
+      summary: command,
+      grants: [`terminal:text:${command}`],
+    };
+  }
+  const judged = judgeCommand(shell, command, policy.commands);
+  const grants = new Set(judged.dangers.map((d) => `terminal:${d.grant}`));
+  if (judged.dangers.length > 0) {
+    const reasons = [...new Set(judged.dangers.map((d) => d.reason))];
+    return {
+      rule: `terminal:${judged.dangers[0]!.rule}`,
+      reason: reasons.join("; "),
+      summary: command,
+      grants: [...grants],
+    };
+  }
+  if (policy.mode !== "always") return null;
+  for (const unit of judged.commands) grants.add(`terminal:${unit}`);
+  if (grants.size === 0) grants.add(`terminal:text:${command}`);
+  return {
+    rule: "terminal:always",
+    reason: "every command is asked about",
+    summary: command,
+    grants: [...grants],
+  };
 }
 
 function commandOf(call: ToolCall): string {
@@ -91,8 +121,4 @@ function commandOf(call: ToolCall): string {
   } catch {
     return call.function.arguments;
   }
-}
-
-function clip(text: string): string {
-  return text.length > SUMMARY_MAX_CHARS ? `${text.slice(0, SUMMARY_MAX_CHARS)}…` : text;
 }

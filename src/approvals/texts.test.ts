@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { ApprovalRecord } from "../sessions/store.js";
-import { questionText } from "./texts.js";
+import { decidedText, questionText } from "./texts.js";
+import { makeVisible } from "./visible-text.js";
 
-function record(platform: string): ApprovalRecord {
+function record(platform: string, summary = "rm -rf build"): ApprovalRecord {
   return {
     id: "k3x9",
     sessionKey: `agent:main:${platform}:dm:1`,
@@ -10,11 +11,13 @@ function record(platform: string): ApprovalRecord {
     turnId: 1,
     toolCallId: "c1",
     toolName: "run",
-    summary: "rm -rf build",
+    summary,
     rule: "recursive_delete",
     reason: "recursive delete",
     address: { platform, chatId: "1" },
     requester: null,
+    asker: null,
+    grants: [],
     state: "pending",
     decision: null,
     decidedBy: null,
@@ -45,5 +48,48 @@ describe("questionText", () => {
     const text = questionText(record("discord"), 600_000);
     expect(text).toContain("Answer with /approve k3x9");
     expect(text).not.toContain("buttons");
+  });
+});
+
+const PADDED = `rm -rf ./build${" ".repeat(640)}; rm -rf /srv/data`;
+
+describe("the command on the card", () => {
+  it("shows both halves of a command padded with spaces, the padding as a count", () => {
+    for (const platform of ["telegram", "discord", "slack", "webchat"]) {
+      const text = questionText(record(platform, PADDED), 600_000);
+      expect(text).toContain("rm -rf ./build⟨640 spaces⟩; rm -rf /srv/data");
+    }
+  });
+
+  it("makes newlines, tabs, control, zero-width and bidi characters visible", () => {
+    expect(makeVisible("echo hi\nrm -rf X")).toBe("echo hi⏎\nrm -rf X");
+    expect(makeVisible("a\tb\rc\u001b[2Kd\u007f")).toBe("a␉b␍c␛[2Kd␡");
+    expect(makeVisible("rm\u200b -rf \u202eX\u2066")).toBe("rm⟨U+200B⟩ -rf ⟨U+202E⟩X⟨U+2066⟩");
+    expect(makeVisible("a\u00a0b\ufeffc\u2028d\u0085e")).toBe(
+      "a⟨U+00A0⟩b⟨U+FEFF⟩c⟨U+2028⟩d⟨U+0085⟩e",
+    );
+    expect(makeVisible("a        b")).toBe("a        b");
+    expect(makeVisible("é 🙂 ok")).toBe("é 🙂 ok");
+  });
+
+  it("shows a command longer than a chat message as head and tail, and where to read it whole", () => {
+    const long = `echo start ${"x".repeat(9000)} ; rm -rf /srv/data`;
+    for (const [platform, limit] of [
+      ["telegram", 4096],
+      ["discord", 2000],
+      ["slack", 4000],
+    ] as const) {
+      const text = questionText(record(platform, long), 600_000);
+      expect(text.length).toBeLessThanOrEqual(limit);
+      expect(text).toContain("echo start xxx");
+      expect(text).toContain("xxx ; rm -rf /srv/data\n```");
+      expect(text).toContain("keel approvals show k3x9");
+      expect(text).toContain("GET /api/approvals/k3x9");
+      expect(
+        decidedText({ ...record(platform, long), decision: "approve" }).length,
+      ).toBeLessThanOrEqual(limit);
+    }
+    // The web chat shows it all.
+    expect(questionText(record("webchat", long), 600_000)).toContain(long);
   });
 });

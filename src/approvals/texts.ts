@@ -1,5 +1,6 @@
 /** What approvals say to people (cards, notices) and to the model (results of calls not run). */
 import type { ApprovalDecision, ApprovalRecord } from "../sessions/store.js";
+import { fitVisible, makeVisible } from "./visible-text.js";
 
 /** Platforms that show the question as a card with buttons (their adapters render approvalId). */
 const WITH_BUTTONS = new Set(["telegram", "webchat"]);
@@ -7,18 +8,26 @@ const WITH_BUTTONS = new Set(["telegram", "webchat"]);
 /** Slack clients take a message starting with `/` for one of Slack's own commands: Keel's are `!`. */
 const commandSigil = (platform: string | undefined) => (platform === "slack" ? "!" : "/");
 
+/**
+ * What one chat message holds, where a card must fit in one (Telegram 4096 UTF-16 units, Discord
+ * 2000; Slack takes 40,000 but folds long messages away, so a card stays short there too). The
+ * web chat and the API show any length.
+ */
+const CARD_LIMIT: Record<string, number> = { telegram: 4096, discord: 2000, slack: 4000 };
+
 export function questionText(record: ApprovalRecord, timeoutMs: number): string {
   const id = record.id;
   const platform = record.address?.platform;
   const c = commandSigil(platform);
-  const how = `${c}approve ${id} (add "session" to allow this kind for the session) or ${c}deny ${id}`;
-  return [
-    `⚠️ Approval needed [${id}]: ${record.toolName} wants to run`,
-    codeBlock(record.summary),
+  const how = `${c}approve ${id} (add "session" to allow exactly this for you in this session) or ${c}deny ${id}`;
+  const head = `⚠️ Approval needed [${id}]: ${record.toolName} wants to run`;
+  const rest = [
     `Why: ${record.reason}.`,
     `Answer with ${platform && WITH_BUTTONS.has(platform) ? `the buttons, or ${how}` : how}. Denied in ${duration(timeoutMs)} without an answer.`,
     `API: POST /api/approvals/${id} {"decision":"approve"} with the control token, or \`keel approvals approve ${id}\`.`,
-  ].join("\n");
+  ];
+  const used = head.length + rest.join("\n").length;
+  return [head, commandBlock(record, used), ...rest].join("\n");
 }
 
 export function reaskText(record: ApprovalRecord, timeoutMs: number): string {
@@ -37,7 +46,8 @@ const DECIDED: Record<ApprovalDecision, string> = {
 export function decidedText(record: ApprovalRecord): string {
   const what = DECIDED[record.decision ?? "deny"];
   const who = record.decidedBy && record.decision !== "timeout" ? ` by ${record.decidedBy}` : "";
-  return `${what}${who} [${record.id}]\n${codeBlock(record.summary)}`;
+  const head = `${what}${who} [${record.id}]`;
+  return `${head}\n${commandBlock(record, head.length)}`;
 }
 
 /** The tool result the model gets for a call that was not run. */
@@ -64,7 +74,14 @@ export const UNKNOWN_APPROVAL = (id: string) => `No approval has the id ${id}.`;
 
 const FENCE = "`".repeat(3);
 
-/** The command as a code block (Telegram and the web chat render it verbatim). */
-function codeBlock(text: string): string {
-  return `${FENCE}\n${text.replaceAll(FENCE, "'''")}\n${FENCE}`;
+/**
+ * The command as a code block (Telegram and the web chat render it verbatim), whole and with
+ * hidden characters made visible; head and tail only where the chat's message is too short.
+ */
+function commandBlock(record: ApprovalRecord, usedChars: number): string {
+  const visible = makeVisible(record.summary).replaceAll(FENCE, "'''");
+  const limit = CARD_LIMIT[record.address?.platform ?? ""];
+  // Room for the fences, and for the few characters formatting may add.
+  const budget = limit === undefined ? Number.POSITIVE_INFINITY : limit - usedChars - 64;
+  return `${FENCE}\n${fitVisible(visible, budget, record.id)}\n${FENCE}`;
 }

@@ -1,9 +1,10 @@
 /**
- * `keel approvals list|approve|deny`: answers through the running gateway's control API (so the
+ * `keel approvals list|show|approve|deny`: answers through the running gateway's control API (so the
  * turn continues at once and the chat is told); when no gateway answers, the decision is written
  * to the store and the next start applies it.
  */
 import type { Command } from "commander";
+import { makeVisible } from "../approvals/visible-text.js";
 import { approvalJson } from "../control/approval-routes.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { ApprovalDecision } from "../sessions/store.js";
@@ -31,9 +32,18 @@ export function registerApprovalCommands(
       run(() => approvalsList({ ...global(), ...opts }, io)),
     );
   approvals
+    .command("show <id>")
+    .description("one approval with its command whole (--json: exactly as it will run)")
+    .option("--json", "machine-readable output")
+    .action((id: string, opts: { json?: boolean }) =>
+      run(() => approvalsShow(id, { ...global(), ...opts }, io)),
+    );
+  approvals
     .command("approve <id>")
-    .description("run the waiting call (--session: also allow its kind for the session)")
-    .option("--session", "approve this kind of call for the rest of the session")
+    .description(
+      "run the waiting call (--session: also allow exactly it, for its asker, in the session)",
+    )
+    .option("--session", "let its asker run the same command unasked for the rest of the session")
     .action((id: string, opts: { session?: boolean }) =>
       run(() => approvalsAnswer(id, opts.session ? "approve_session" : "approve", global(), io)),
     );
@@ -56,6 +66,41 @@ export async function approvalsList(
     if (options.json) io.out(JSON.stringify(rows, null, 2));
     else if (rows.length === 0) io.out("Nothing is waiting for approval.");
     else for (const row of rows) io.out(describe(row));
+    return EXIT.ok;
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Prints one approval and its command whole. Hidden characters are shown as on the card (a
+ * terminal would obey escape sequences in it); `--json` gives the exact text.
+ */
+export async function approvalsShow(
+  id: string,
+  options: GlobalOptions & { json?: boolean },
+  io: CliIo,
+): Promise<number> {
+  const loaded = loadForCommand(options, io);
+  if (!loaded.ok) return loaded.code;
+  const store = new SqliteStore(`${loaded.loaded.config.home}/state.db`);
+  try {
+    const record = await store.getApproval(id);
+    if (!record) {
+      io.err(`No approval has the id ${id}.`);
+      return EXIT.failure;
+    }
+    const row = approvalJson(record);
+    if (options.json) io.out(JSON.stringify(row, null, 2));
+    else {
+      const answered = row.decision
+        ? `  ${row.decision}${row.decided_by ? ` by ${row.decided_by}` : ""}`
+        : "";
+      io.out(`${row.id}  ${row.state}${answered}  until ${row.deadline_at}  ${row.session_key}`);
+      io.out(`why: ${row.reason}`);
+      io.out(`${row.tool} (${record.summary.length} characters):`);
+      io.out(makeVisible(record.summary));
+    }
     return EXIT.ok;
   } finally {
     await store.close();
@@ -112,5 +157,8 @@ function report(status: number, body: unknown, id: string, io: CliIo): number {
 
 function describe(a: ApprovalJson): string {
   const answered = a.decision ? `  ${a.decision}${a.decided_by ? ` by ${a.decided_by}` : ""}` : "";
-  return `${a.id}  ${a.state}${answered}  until ${a.deadline_at}  ${a.session_key}\n    ${a.tool}: ${a.summary.split("\n")[0]}\n    why: ${a.reason}`;
+  // One line of the command, visible characters only; `keel approvals show ID` prints it whole.
+  const first = makeVisible(a.summary).split("\n")[0]!;
+  const more = first.length < makeVisible(a.summary).length ? " …" : "";
+  return `${a.id}  ${a.state}${answered}  until ${a.deadline_at}  ${a.session_key}\n    ${a.tool}: ${first}${more}\n    why: ${a.reason}`;
 }

@@ -1,6 +1,7 @@
 /**
- * `GET /api/approvals` and `POST /api/approvals/:id` (control token): what waits for a human,
- * and answering it from outside the chat (scripts, `keel approvals`, API clients).
+ * `GET /api/approvals`, `GET /api/approvals/:id` and `POST /api/approvals/:id` (control token):
+ * what waits for a human (one approval with its command whole, however long), and answering it
+ * from outside the chat (scripts, `keel approvals`, API clients).
  */
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
@@ -15,6 +16,7 @@ const DecisionBody = z.strictObject({ decision: z.enum(["approve", "approve_sess
 /** What the routes need from approvals. */
 export interface ApprovalDesk {
   list(state?: "pending"): Promise<ApprovalRecord[]>;
+  get(id: string): Promise<ApprovalRecord | null>;
   /** Decides as an operator; says whether it was decided now, already, or is unknown. */
   decide(
     id: string,
@@ -31,6 +33,13 @@ export function createApprovalRoutes(desk: ApprovalDesk): Hono<AppEnv> {
     const all = c.req.query("all") !== undefined;
     const records = await desk.list(all ? undefined : "pending");
     return c.json({ approvals: records.map(approvalJson) });
+  });
+
+  app.get("/api/approvals/:id", async (c) => {
+    const id = c.req.param("id");
+    const record = await desk.get(id);
+    if (!record) throw httpError("NOT_FOUND", `No approval has the id ${id}.`);
+    return c.json({ approval: approvalJson(record) });
   });
 
   app.post("/api/approvals/:id", async (c) => {
@@ -79,6 +88,7 @@ export function approvalJson(r: ApprovalRecord) {
     session_key: r.sessionKey,
     session_id: r.sessionId,
     tool: r.toolName,
+    /** The call whole, as it will run (cards may show only its head and tail). */
     summary: r.summary,
     rule: r.rule,
     reason: r.reason,

@@ -8,6 +8,7 @@
 import type { Logger } from "pino";
 import { Approvals } from "../approvals/approvals.js";
 import { createApprovalPolicy } from "../approvals/policy.js";
+import { loadShellParser } from "../approvals/shell-syntax.js";
 import type { Config } from "../config/schema.js";
 import { Access } from "../control/access.js";
 import { createApprovalRoutes } from "../control/approval-routes.js";
@@ -149,8 +150,9 @@ export function createCore(input: CoreInput): GatewayCore {
     notify: (address, text, approvalId) => sendNotice(address, text, approvalId),
     updateCard: async (address, approvalId, text) =>
       adapterFor(address.platform)?.approvalAnswered?.(approvalId, text),
-    continueSession: (key, sessionId, requester) =>
-      runner.continueAfterApproval(key, sessionId, requester),
+    continueSession: (key, sessionId, requester, asker) =>
+      runner.continueAfterApproval(key, sessionId, requester, asker),
+    loadShell: loadShellParser,
     logger: logger.child({ component: "approvals" }),
     now,
   });
@@ -236,6 +238,7 @@ export function createCore(input: CoreInput): GatewayCore {
       createFileRoutes(store),
       createApprovalRoutes({
         list: (state) => store.listApprovals(state ? { state } : {}),
+        get: (id) => store.getApproval(id),
         decide: (id, decision) => approvals.decideAsOperator(id, decision),
       }),
     ],

@@ -45,6 +45,8 @@ export interface GateTurn {
   address: ChatAddress | null;
   /** `<platform>:<user id>` of who started the turn, when known. */
   requester: string | null;
+  /** The person or credential the turn runs for: "approve for session" grants to them alone. */
+  asker: string | null;
 }
 
 /** What the runner needs from approvals (src/approvals implements it). */

@@ -8,7 +8,7 @@ export type Work =
   | { kind: "resume"; session: SessionRecord }
   | { kind: "retry"; text: UserContent; address: ChatAddress; sessionKey: string }
   /** A human answered an approval: continue the transcript that waited for it. */
-  | { kind: "continue"; sessionId: string; requester: string | null };
+  | { kind: "continue"; sessionId: string; requester: string | null; asker: string | null };
 
 export type { AbortCause };
 
@@ -35,6 +35,8 @@ export interface ActiveTurn {
   done: Promise<void>;
   /** `<platform>:<user id>` of who started the turn (approvals: they may answer). */
   requester: string | null;
+  /** Whose turn this is, for approvals granted "for the session" (see askerOf). */
+  asker: string | null;
 }
 
 export interface Lane {
@@ -61,7 +63,21 @@ export function createActiveTurn(sessionKey: string, work: Work, startedAt: numb
     lease: null,
     done: Promise.resolve(),
     requester: requesterOf(work),
+    asker: askerOf(work),
   };
+}
+
+/**
+ * The person or credential a turn runs for: the sender (`telegram:42`), or for a message without
+ * one (the `/v1` API, the web chat) the kind of credential it came with (`api:operator` for the
+ * control token, `api:api_key` for `platforms.api.key`). Null for resumes and retries.
+ */
+function askerOf(work: Work): string | null {
+  if (work.kind === "continue") return work.asker;
+  if (work.kind !== "message") return null;
+  const { item } = work;
+  if (item.senderId !== undefined) return `${item.platform}:${item.senderId}`;
+  return `${item.platform}:${item.operator ? "operator" : "api_key"}`;
 }
 
 function requesterOf(work: Work): string | null {

@@ -199,10 +199,15 @@ export class Runner implements InboundSink {
    * Queues the turn that applies an approval's answer to its session (an internal event, like a
    * resume: it runs while draining). One queued continuation covers every answer of the session.
    */
-  continueAfterApproval(sessionKey: string, sessionId: string, requester: string | null): void {
+  continueAfterApproval(
+    sessionKey: string,
+    sessionId: string,
+    requester: string | null,
+    asker: string | null,
+  ): void {
     const lane = this.lanes.get(sessionKey);
     if (lane?.queue.some((w) => w.kind === "continue" && w.sessionId === sessionId)) return;
-    this.enqueue(sessionKey, { kind: "continue", sessionId, requester }, false);
+    this.enqueue(sessionKey, { kind: "continue", sessionId, requester, asker }, false);
   }
 
   /** Queues a synthetic turn that continues an interrupted session (an internal event: allowed while draining). */

@@ -116,6 +116,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     turnId: turn.id,
     address: active.address && !isDetachedAddress(active.address) ? active.address : null,
     requester: active.requester,
+    asker: active.asker,
   };
   // A new message instead of an answer: calls still waiting for approval are not run.
   if (work.kind === "message" || work.kind === "retry") await ctx.approvals?.supersede(gateTurn);

@@ -304,4 +304,21 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE inbox ADD COLUMN accepted_by TEXT;
   ALTER TABLE outbox ADD COLUMN queued_by TEXT;
   `,
+  // 13 (issue 33, personal grants): who asked for each approval (the person, or the /v1
+  // credential) and the units "approve for session" grants (JSON list of normalized commands);
+  // grants belong to that asker in that transcript. Earlier grants were session-wide and
+  // program-wide: they are dropped, and those commands ask again once.
+  `
+  ALTER TABLE approvals ADD COLUMN asker TEXT;
+  ALTER TABLE approvals ADD COLUMN grants TEXT;
+  DROP TABLE approval_grants;
+  CREATE TABLE approval_grants (
+    session_id TEXT NOT NULL,
+    asker TEXT NOT NULL,
+    grant_unit TEXT NOT NULL,
+    granted_by TEXT,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (session_id, asker, grant_unit)
+  );
+  `,
 ];

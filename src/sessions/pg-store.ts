@@ -1572,8 +1572,9 @@ export class PgStore implements Store {
       const row = await first<ApprovalRow>(
         db,
         `INSERT INTO approvals (id, session_key, session_id, turn_id, tool_call_id, tool_name,
-             summary, rule, reason, address, requester, state, created_at, deadline_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13)
+             summary, rule, reason, address, requester, asker, grants, state, created_at,
+             deadline_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14, $15)
            RETURNING *`,
         [
           input.id,
@@ -1587,6 +1588,8 @@ export class PgStore implements Store {
           input.reason,
           input.address ? JSON.stringify(input.address) : null,
           input.requester,
+          input.asker,
+          JSON.stringify(input.grants),
           now,
           input.deadlineAt,
         ],
@@ -1664,25 +1667,31 @@ export class PgStore implements Store {
            WHERE turn_id = $3 AND tool_call_id = $4 AND state = 'awaiting_approval'`,
         [state, now, record.turnId, record.toolCallId],
       );
-      if (input.decision === "approve_session") {
-        await db.query(
-          `INSERT INTO approval_grants (session_id, rule, granted_by, created_at)
-             VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, rule) DO NOTHING`,
-          [record.sessionId, record.rule, input.decidedBy, now],
-        );
+      if (input.decision === "approve_session" && record.asker !== null) {
+        for (const unit of record.grants) {
+          await db.query(
+            `INSERT INTO approval_grants (session_id, asker, grant_unit, granted_by, created_at)
+               VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id, asker, grant_unit) DO NOTHING`,
+            [record.sessionId, record.asker, unit, input.decidedBy, now],
+          );
+        }
       }
       return { record, changed: true };
     });
   }
 
-  hasApprovalGrant(sessionId: string, rule: string): Promise<boolean> {
-    return this.read(
-      async (db) =>
-        (await first(db, "SELECT 1 FROM approval_grants WHERE session_id = $1 AND rule = $2", [
-          sessionId,
-          rule,
-        ])) !== undefined,
-    );
+  hasApprovalGrants(sessionId: string, asker: string, units: readonly string[]): Promise<boolean> {
+    if (units.length === 0) return Promise.resolve(false);
+    return this.read(async (db) => {
+      const held = await all<{ grant_unit: string }>(
+        db,
+        `SELECT grant_unit FROM approval_grants
+           WHERE session_id = $1 AND asker = $2 AND grant_unit = ANY($3)`,
+        [sessionId, asker, [...units]],
+      );
+      const found = new Set(held.map((r) => r.grant_unit));
+      return units.every((unit) => found.has(unit));
+    });
   }
 
   listUnappliedDecisions(): Promise<ApprovalRecord[]> {

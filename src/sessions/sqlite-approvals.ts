@@ -32,8 +32,8 @@ export function requestApprovalSync(
   ).run(input.toolCallId, input.turnId, input.sessionId, input.toolName, input.arguments, now);
   stmt(
     `INSERT INTO approvals (id, session_key, session_id, turn_id, tool_call_id, tool_name, summary,
-         rule, reason, address, requester, state, created_at, deadline_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+         rule, reason, address, requester, asker, grants, state, created_at, deadline_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
   ).run(
     input.id,
     input.sessionKey,
@@ -46,6 +46,8 @@ export function requestApprovalSync(
     input.reason,
     input.address ? JSON.stringify(input.address) : null,
     input.requester,
+    input.asker,
+    JSON.stringify(input.grants),
     now,
     input.deadlineAt,
   );
@@ -108,20 +110,29 @@ export function decideApprovalSync(
     `UPDATE tool_calls SET state = ?, finished_at = ?
        WHERE turn_id = ? AND tool_call_id = ? AND state = 'awaiting_approval'`,
   ).run(state, now, record.turnId, record.toolCallId);
-  if (input.decision === "approve_session") {
-    stmt(
-      `INSERT INTO approval_grants (session_id, rule, granted_by, created_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (session_id, rule) DO NOTHING`,
-    ).run(record.sessionId, record.rule, input.decidedBy, now);
+  if (input.decision === "approve_session" && record.asker !== null) {
+    const grant = stmt(
+      `INSERT INTO approval_grants (session_id, asker, grant_unit, granted_by, created_at)
+         VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, asker, grant_unit) DO NOTHING`,
+    );
+    for (const unit of record.grants) {
+      grant.run(record.sessionId, record.asker, unit, input.decidedBy, now);
+    }
   }
   return { record, changed: true };
 }
 
-export function hasApprovalGrantSync(stmt: Stmt, sessionId: string, rule: string): boolean {
-  return (
-    stmt("SELECT 1 FROM approval_grants WHERE session_id = ? AND rule = ?").get(sessionId, rule) !==
-    undefined
+export function hasApprovalGrantsSync(
+  stmt: Stmt,
+  sessionId: string,
+  asker: string,
+  units: readonly string[],
+): boolean {
+  if (units.length === 0) return false;
+  const held = stmt(
+    "SELECT 1 FROM approval_grants WHERE session_id = ? AND asker = ? AND grant_unit = ?",
   );
+  return units.every((unit) => held.get(sessionId, asker, unit) !== undefined);
 }
 
 export function listUnappliedDecisionsSync(stmt: Stmt): ApprovalRecord[] {

@@ -25,7 +25,7 @@ import {
   decideApprovalSync,
   findApprovalForCallSync,
   getApprovalSync,
-  hasApprovalGrantSync,
+  hasApprovalGrantsSync,
   listApprovalsSync,
   listUnappliedDecisionsSync,
   requestApprovalSync,
@@ -1147,8 +1147,8 @@ export class SqliteStore implements Store {
     return this.tx(() => decideApprovalSync((sql) => this.stmt(sql), input, this.now()));
   }
 
-  hasApprovalGrant(sessionId: string, rule: string): Promise<boolean> {
-    return this.read(() => hasApprovalGrantSync((sql) => this.stmt(sql), sessionId, rule));
+  hasApprovalGrants(sessionId: string, asker: string, units: readonly string[]): Promise<boolean> {
+    return this.read(() => hasApprovalGrantsSync((sql) => this.stmt(sql), sessionId, asker, units));
   }
 
   listUnappliedDecisions(): Promise<ApprovalRecord[]> {

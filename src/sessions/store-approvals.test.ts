@@ -41,6 +41,8 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
       reason: "deletes recursively",
       address: ADDRESS,
       requester: "telegram:42",
+      asker: "telegram:42",
+      grants: ["terminal:cmd:rm -rf build"],
       deadlineAt: 600_000,
     };
   });
@@ -79,12 +81,39 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
     ).toBeNull();
   });
 
-  it("approve_session grants the rule for this transcript only", async () => {
-    await store.requestApproval(request);
+  it("approve_session grants its units to the asker in this transcript only", async () => {
+    await store.requestApproval({ ...request, grants: ["terminal:cmd:a", "terminal:cmd:b"] });
+    const decided = await store.decideApproval({
+      id: request.id,
+      decision: "approve_session",
+      decidedBy: "Ada",
+    });
+    expect(decided?.record).toMatchObject({
+      asker: "telegram:42",
+      grants: ["terminal:cmd:a", "terminal:cmd:b"],
+    });
+    const { sessionId } = request;
+    expect(await store.hasApprovalGrants(sessionId, "telegram:42", ["terminal:cmd:a"])).toBe(true);
+    expect(
+      await store.hasApprovalGrants(sessionId, "telegram:42", ["terminal:cmd:b", "terminal:cmd:a"]),
+    ).toBe(true);
+    // Every unit must be held; another person, credential or transcript holds none.
+    expect(
+      await store.hasApprovalGrants(sessionId, "telegram:42", ["terminal:cmd:a", "terminal:cmd:c"]),
+    ).toBe(false);
+    expect(await store.hasApprovalGrants(sessionId, "telegram:43", ["terminal:cmd:a"])).toBe(false);
+    expect(await store.hasApprovalGrants(sessionId, "api:api_key", ["terminal:cmd:a"])).toBe(false);
+    expect(await store.hasApprovalGrants("other-session", "telegram:42", ["terminal:cmd:a"])).toBe(
+      false,
+    );
+    expect(await store.hasApprovalGrants(sessionId, "telegram:42", [])).toBe(false);
+  });
+
+  it("grants nothing when the asker is unknown", async () => {
+    await store.requestApproval({ ...request, asker: null });
     await store.decideApproval({ id: request.id, decision: "approve_session", decidedBy: "Ada" });
-    expect(await store.hasApprovalGrant(request.sessionId, request.rule)).toBe(true);
-    expect(await store.hasApprovalGrant(request.sessionId, "terminal:privilege")).toBe(false);
-    expect(await store.hasApprovalGrant("other-session", request.rule)).toBe(false);
+    const rows = await harness.rows("SELECT * FROM approval_grants");
+    expect(rows).toEqual([]);
   });
 
   it("lists a decision as unapplied until a later turn journals the call", async () => {

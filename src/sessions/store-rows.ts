@@ -412,6 +412,8 @@ export interface ApprovalRow {
   reason: string;
   address: string | null;
   requester: string | null;
+  asker: string | null;
+  grants: string | null;
   state: string;
   decision: string | null;
   decided_by: string | null;
@@ -433,6 +435,8 @@ export function toApproval(r: ApprovalRow): ApprovalRecord {
     reason: r.reason,
     address: r.address ? (JSON.parse(r.address) as ChatAddress) : null,
     requester: r.requester,
+    asker: r.asker,
+    grants: r.grants ? (JSON.parse(r.grants) as string[]) : [],
     state: r.state as ApprovalState,
     decision: r.decision as ApprovalDecision | null,
     decidedBy: r.decided_by,

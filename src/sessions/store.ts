@@ -441,14 +441,18 @@ export interface Store {
   listApprovals(options?: ApprovalFilter): Promise<ApprovalRecord[]>;
   /**
    * Answers a pending approval once: the approval and its journal row move together, and
-   * `approve_session` also grants its rule for the transcript. A second answer changes nothing
+   * `approve_session` also grants its units to its asker in the transcript (none when the asker
+   * is unknown). A second answer changes nothing
    * (`changed: false`, the record as first decided); null for an unknown id.
    */
   decideApproval(
     input: ApprovalDecisionInput,
   ): Promise<{ record: ApprovalRecord; changed: boolean } | null>;
-  /** True when `approve_session` granted `rule` in this transcript. */
-  hasApprovalGrant(sessionId: string, rule: string): Promise<boolean>;
+  /**
+   * True when `approve_session` granted every one of `units` (at least one) to `asker` in this
+   * transcript.
+   */
+  hasApprovalGrants(sessionId: string, asker: string, units: readonly string[]): Promise<boolean>;
   /**
    * Decided approvals whose tool call has no later journal row yet in a transcript its session
    * still uses: the decision still has to be applied by a turn (after a crash, at start).
@@ -846,6 +850,13 @@ export interface ApprovalRecord {
   address: ChatAddress | null;
   /** `<platform>:<user id>` of who started the turn; they may answer, besides operators. */
   requester: string | null;
+  /**
+   * Whose turn asked: the person (`<platform>:<user id>`) or the `/v1` credential
+   * (`api:<credential>`); "approve for session" grants to them alone. Null when unknown.
+   */
+  asker: string | null;
+  /** What "approve for session" grants (normalized commands, `tool:<name>`). */
+  grants: string[];
   state: ApprovalState;
   decision: ApprovalDecision | null;
   decidedBy: string | null;
@@ -867,6 +878,8 @@ export type ApprovalRequestInput = Pick<
   | "reason"
   | "address"
   | "requester"
+  | "asker"
+  | "grants"
   | "deadlineAt"
 > & { arguments: string };
 

@@ -29,6 +29,8 @@ const STRANGER = 5151;
 /** A second allowed user with a private chat of their own. */
 const OTHER = 6262;
 const GROUP = -100777;
+/** `platforms.api.key`: a /v1 credential other than the control token. */
+const API_KEY = "approvals-e2e-api-key-0123";
 /** Dangerous (a recursive delete), and it leaves one line in the ledger each time it runs. */
 const COMMAND = "rm -rf scratch && echo ran >> ledger.txt";
 
@@ -63,6 +65,7 @@ describe("approvals (real process, stand-in Telegram)", () => {
         OPENAI_BASE_URL: model.baseUrl,
         KEEL_MODEL: "fake-model",
         KEEL_HTTP_PORT: String(port),
+        KEEL_API_KEY: API_KEY,
       },
     });
     spawned.push(gateway);
@@ -338,7 +341,7 @@ describe("approvals (real process, stand-in Telegram)", () => {
     expect(runs()).toBe(1);
   });
 
-  it("/approve in the chat; approve_session lets the same kind of command run without asking", async () => {
+  it("/approve in the chat; approve_session lets the same command run without asking", async () => {
     await start();
     telegram.sendUserMessage({ chatId: USER, text: `run: ${COMMAND}` });
     await card(USER, 1);
@@ -363,6 +366,74 @@ describe("approvals (real process, stand-in Telegram)", () => {
     expect(botLog(USER).filter(hasButtons)).toEqual([]);
     telegram.sendUserMessage({ chatId: USER, text: "/deny" });
     await reply(USER, "Nothing is waiting for approval here.");
+  });
+
+  it("approve_session is personal: another person in the same group is asked again", async () => {
+    await start();
+    telegram.sendUserMessage({ chatId: GROUP, userId: USER, text: `run: ${COMMAND}` });
+    const first = await card(GROUP, 1);
+    telegram.pressButton({
+      chatId: GROUP,
+      messageId: first.entry.messageId,
+      userId: USER,
+      data: `approve_session:${first.id}`,
+    });
+    await waitFor(() => runs() === 1, { timeoutMs: 20_000, message: "first run" });
+
+    // Same session, same command, another person: their own question, nothing runs.
+    telegram.sendUserMessage({ chatId: GROUP, userId: OTHER, text: `run: ${COMMAND}` });
+    const second = await card(GROUP, 2);
+    expect(second.id).not.toBe(first.id);
+    expect(runs()).toBe(1);
+    telegram.sendUserMessage({ chatId: GROUP, userId: OTHER, text: `/deny ${second.id}` });
+    await reply(GROUP, "🚫 Denied");
+
+    // The one who was granted it runs it unasked.
+    telegram.sendUserMessage({ chatId: GROUP, userId: USER, text: `run: ${COMMAND}` });
+    await waitFor(() => runs() === 2, { timeoutMs: 20_000, message: "granted run" });
+    expect(cardsSent()).toBe(2);
+  });
+
+  it("the card shows both halves of a padded command; show and GET give it whole", async () => {
+    const gateway = await start();
+    const padded = `rm -rf ./build${" ".repeat(640)}; rm -rf /srv/precious && echo ran >> ledger.txt`;
+    telegram.sendUserMessage({ chatId: USER, text: `run: ${padded}` });
+    const { entry, id } = await card(USER);
+    expect(entry.text).toContain("rm -rf ./build⟨640 spaces⟩; rm -rf /srv/precious");
+
+    const long = `echo start ${"y".repeat(6000)} ; rm -rf /srv/precious`;
+    telegram.sendUserMessage({ chatId: USER, text: `run: ${long}` });
+    const second = await card(USER, 2);
+    expect(second.entry.text).toContain("echo start yyy");
+    expect(second.entry.text).toContain("yyy ; rm -rf /srv/precious");
+    expect(second.entry.text).toContain(`keel approvals show ${second.id}`);
+
+    const shown = await runKeel({
+      home: home.path,
+      args: ["approvals", "show", id],
+      env: cliEnv(),
+    });
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(
+      "rm -rf ./build⟨640 spaces⟩; rm -rf /srv/precious && echo ran >> ledger.txt",
+    );
+    const json = await runKeel({
+      home: home.path,
+      args: ["approvals", "show", second.id, "--json"],
+      env: cliEnv(),
+    });
+    expect((JSON.parse(json.stdout) as { summary: string }).summary).toBe(long);
+    const byApi = await gateway.control(`/api/approvals/${second.id}`);
+    expect(((await byApi.json()) as { approval: { summary: string } }).approval.summary).toBe(long);
+    expect((await gateway.fetch(`/api/approvals/${id}`)).status).toBe(401);
+    expect((await gateway.control("/api/approvals/nope")).status).toBe(404);
+    const missing = await runKeel({
+      home: home.path,
+      args: ["approvals", "show", "nope"],
+      env: cliEnv(),
+    });
+    expect(missing.code).toBe(1);
+    expect(runs()).toBe(0);
   });
 
   it("keel approvals approve while the gateway is down: the next start runs it once", async () => {
@@ -430,6 +501,48 @@ describe("approvals (real process, stand-in Telegram)", () => {
       },
       { timeoutMs: 20_000, message: "continued answer stored" },
     );
+  });
+  it("approve_session is per /v1 credential: the control token in the same session asks again", async () => {
+    const gateway = await start();
+    const ask = async (authorization: string, sessionId?: string) => {
+      const response = await gateway.fetch("/v1/chat/completions", {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          authorization,
+          ...(sessionId && { "x-session-id": sessionId }),
+        },
+        body: JSON.stringify({
+          model: "fake-model",
+          messages: [{ role: "user", content: `run: ${COMMAND}` }],
+        }),
+      });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { choices: { message: { content: string } }[] };
+      return {
+        text: body.choices[0]!.message.content,
+        session: response.headers.get("x-session-id")!,
+      };
+    };
+    const first = await ask(`Bearer ${API_KEY}`);
+    const id = /Approval needed \[([0-9a-f]+)\]/.exec(first.text)?.[1];
+    expect(id, first.text).toBeDefined();
+    const granted = await gateway.control(`/api/approvals/${id}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ decision: "approve_session" }),
+    });
+    expect(granted.status).toBe(200);
+    await waitFor(() => runs() === 1, { timeoutMs: 20_000, message: "approved run" });
+
+    // The same credential in the same session: granted, runs unasked.
+    const again = await ask(`Bearer ${API_KEY}`, first.session);
+    expect(again.text).toMatch(/^ran: /);
+    expect(runs()).toBe(2);
+    // Another credential (the control token) in that session: asked again, nothing runs.
+    const other = await ask(`Bearer ${gateway.controlToken}`, first.session);
+    expect(other.text).toMatch(/Approval needed \[[0-9a-f]+\]/);
+    expect(runs()).toBe(2);
   });
 });
 

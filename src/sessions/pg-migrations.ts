@@ -304,4 +304,6 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE inbox ADD COLUMN accepted_by TEXT;
   ALTER TABLE outbox ADD COLUMN queued_by TEXT;
   `,
+  // 13: the credential a session was created under (never the secret itself).
+  `ALTER TABLE sessions ADD COLUMN credential TEXT;`,
 ];

@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import { type Context, Hono } from "hono";
 import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import type { Logger } from "pino";
+import type { Granted } from "../../control/access.js";
 import type { AppEnv } from "../../control/http-server.js";
 import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
 import type { Store } from "../../sessions/store.js";
@@ -26,7 +27,9 @@ import {
   credentialScope,
   IDEMPOTENCY_TTL_MS,
   MAX_IDEMPOTENCY_KEY_LENGTH,
+  maySeeSession,
   requestHash,
+  sessionCredential,
 } from "./idempotency.js";
 import { type Completion, failureOf, keyReusedFailure, refusedFailure } from "./outcomes.js";
 import { Repeats } from "./repeats.js";
@@ -144,7 +147,12 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       if (seen && seen.requestHash !== claim.requestHash) throw failureError(keyReusedFailure());
       if (seen) return this.repeat(c, seen.item.id, seen.item.sessionId, meta, stream);
     }
-    const target = await this.beforeStoring(() => this.resolveSession(sessionHeader));
+    const granted = c.get("access")!;
+    const credential = sessionCredential(granted, c.req.header("authorization"));
+    // Another credential's session is answered exactly like an unknown one (404).
+    const target = await this.beforeStoring(() =>
+      this.resolveSession(sessionHeader, granted, credential),
+    );
     if (!target) throw apiError("session_not_found", `Unknown session id ${sessionHeader}.`);
     const sink = this.sink;
     if (!sink) {
@@ -165,7 +173,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
         sessionKey: target.key,
         text,
         address: { platform: "api", chatId: target.key },
-        ...(c.get("access")?.operator && { operator: true }),
+        ...(granted.operator && { operator: true }),
+        credential,
         ...(target.fresh && { history: historyOf(request.messages.slice(0, -1)) }),
         ...(claim && { idempotency: claim }),
         ...(images.length > 0 && {
@@ -353,12 +362,16 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     await out.writeSSE({ data: "[DONE]" });
   }
 
+  /** The session a request continues (null: unknown, or not this credential's), or a new one. */
   private async resolveSession(
     sessionId: string | undefined,
+    granted: Granted,
+    credential: string,
   ): Promise<{ key: string; fresh: boolean } | null> {
     if (sessionId === undefined) return { key: `agent:main:api:${randomUUID()}`, fresh: true };
     const session = await this.options.store.getSessionById(sessionId);
     if (!session?.key.startsWith("agent:main:api:")) return null;
+    if (!maySeeSession(granted, credential, session.credential)) return null;
     return { key: session.key, fresh: false };
   }
 }

@@ -47,8 +47,12 @@ export async function doctor(
       print({ name: "home", level: "fail", detail: notWritable(home, err) });
       return EXIT.failure;
     }
-    for (const issue of err.issues) print({ name: "config", level: "fail", detail: issue });
-    io.err("keel doctor: the configuration is invalid; fix the lines marked ✗ above.");
+    for (const issue of err.issues) print({ name: err.subject, level: "fail", detail: issue });
+    io.err(
+      err.subject === "home"
+        ? "keel doctor: the Keel home is not safe to use; fix the lines marked ✗ above."
+        : "keel doctor: the configuration is invalid; fix the lines marked ✗ above.",
+    );
     return EXIT.config;
   }
   const { config, warnings } = loaded;

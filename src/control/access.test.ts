@@ -41,9 +41,14 @@ describe("failed-authentication limiter", () => {
   });
 
   it("derives the counted key from an address", () => {
-    expect(clientKey("127.0.0.1")).toBe("127.0.0.1");
-    expect(clientKey("::ffff:127.0.0.1")).toBe("127.0.0.1");
-    expect(clientKey("::1")).toBe("0:0:0:0::/64");
+    // Every loopback address is one client: a local process may bind any of 127.0.0.0/8.
+    for (const loopback of ["127.0.0.1", "127.0.0.2", "127.1.2.3", "::ffff:127.9.9.9", "::1"]) {
+      expect(clientKey(loopback)).toBe("loopback");
+    }
+    expect(clientKey("0:0:0:0:0:0:0:1")).toBe("loopback");
+    expect(clientKey("128.0.0.1")).toBe("128.0.0.1");
+    expect(clientKey("::ffff:203.0.113.7")).toBe("203.0.113.7");
+    expect(clientKey("::2")).toBe("0:0:0:0::/64");
     expect(clientKey("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
     expect(clientKey("2001:db8::")).toBe("2001:db8:0:0::/64");
     expect(clientKey("2001:db8:1:2:3:4:5:6")).toBe("2001:db8:1:2::/64");

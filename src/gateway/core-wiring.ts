@@ -226,6 +226,11 @@ export function createCore(input: CoreInput): GatewayCore {
     publicHosts: config.http.public_hosts,
     access,
     maxBodyBytes: config.http.max_body_bytes,
+    limits: {
+      headersTimeoutMs: Math.round(config.http.headers_timeout * 1000),
+      requestTimeoutMs: Math.round(config.http.request_timeout * 1000),
+      maxConnections: config.http.max_connections,
+    },
     logger: logger.child({ component: "http" }),
     routes: [
       createControlRoutes({

@@ -21,6 +21,7 @@ import type {
   PlatformStatus,
   RunnerEvent,
 } from "../platform.js";
+import { BoundedSse } from "./bounded-stream.js";
 import { apiError, failureError, renderApiError } from "./errors.js";
 import {
   completionIdFor,
@@ -48,6 +49,8 @@ export interface OpenAiApiAdapterOptions {
   modelName: string | undefined;
   store: Pick<Store, "getSessionById" | "listOpenInbox" | "findIdempotencyKey" | "findInboxAnswer">;
   logger: Logger;
+  /** `http.max_buffered_bytes`: what may wait for a stream client before it is cut off. */
+  maxBufferedBytes: number;
 }
 
 /** What every response to one request carries. */
@@ -288,10 +291,11 @@ export class OpenAiApiAdapter implements PlatformAdapter {
         done ? this.finalResponse(c, done, meta) : new Response(null, { status: 204 }),
       );
     }
-    return streamSSE(c, async (out) => {
+    return streamSSE(c, async (raw) => {
       const gone = new AbortController();
-      out.onAbort(() => gone.abort());
-      await out.writeSSE({ data: JSON.stringify(roleChunk(meta)) });
+      raw.onAbort(() => gone.abort());
+      const out = this.bounded(c, raw, () => gone.abort());
+      await out.send(JSON.stringify(roleChunk(meta)));
       const done = await this.repeats.answerOf(inboxId, gone.signal);
       if (done) await this.endStream(out, meta, done, false);
     });
@@ -310,21 +314,21 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     waiter: ReturnType<TurnWaiters["add"]>,
     meta: ResponseMeta,
   ) {
-    return streamSSE(c, async (out) => {
-      out.onAbort(() => this.waiters.remove(waiter));
-      await out.writeSSE({ data: JSON.stringify(roleChunk(meta)) });
+    return streamSSE(c, async (raw) => {
+      raw.onAbort(() => this.waiters.remove(waiter));
+      // Cut off: the request stops waiting; its turn goes on and its reply stays in the session.
+      const out = this.bounded(c, raw, () => this.waiters.remove(waiter));
+      await out.send(JSON.stringify(roleChunk(meta)));
       let streamed = false;
       this.waiters.attach(waiter, (text) => {
         streamed ||= text.length > 0;
-        void out.writeSSE({
-          data: JSON.stringify(
-            chunkBody(meta.id, meta.model, meta.created, { content: text }, null),
-          ),
-        });
+        void out.send(
+          JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: text }, null)),
+        );
       });
       if (waiter.wantsTools) {
         this.waiters.attachTools(waiter, (tool) => {
-          void out.writeSSE({ data: JSON.stringify(toolChunk(meta, tool)) });
+          void out.send(JSON.stringify(toolChunk(meta, tool)));
         });
       }
       const done = await waiter.completion;
@@ -333,33 +337,41 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     });
   }
 
+  /** The stream to one client, cut off once more than `maxBufferedBytes` wait for it. */
+  private bounded(c: Context<AppEnv>, raw: SSEStreamingApi, onCutOff: () => void): BoundedSse {
+    const { maxBufferedBytes, logger } = this.options;
+    return new BoundedSse(raw, c.env?.outgoing, maxBufferedBytes, (bufferedBytes) => {
+      logger.warn(
+        { bufferedBytes, maxBufferedBytes },
+        "api stream client cut off: it stopped reading (its turn goes on; the reply stays in the session)",
+      );
+      onCutOff();
+    });
+  }
+
   /** The end of a stream: the text unless it was streamed already, or an error event. */
   private async endStream(
-    out: SSEStreamingApi,
+    out: BoundedSse,
     meta: ResponseMeta,
     done: Completion,
     streamed: boolean,
   ): Promise<void> {
     const failure = failureOf(done);
     if (failure) {
-      await out.writeSSE({ data: JSON.stringify(failure.body) });
+      await out.send(JSON.stringify(failure.body));
     } else if (!streamed && done.kind === "reply") {
       // Text that came without deltas: a notice, a repeat, or a reply the model sent in one piece.
-      await out.writeSSE({
-        data: JSON.stringify(
-          chunkBody(meta.id, meta.model, meta.created, { content: done.text }, null),
-        ),
-      });
+      await out.send(
+        JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: done.text }, null)),
+      );
     }
-    await out.writeSSE({
-      data: JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, "stop")),
-    });
+    await out.send(JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, "stop")));
     if (meta.includeUsage && done.kind === "reply") {
       // As OpenAI does with stream_options.include_usage: a last chunk with no choices.
       const chunk = { ...chunkBody(meta.id, meta.model, meta.created, {}, null), choices: [] };
-      await out.writeSSE({ data: JSON.stringify({ ...chunk, usage: usageBody(done.usage) }) });
+      await out.send(JSON.stringify({ ...chunk, usage: usageBody(done.usage) }));
     }
-    await out.writeSSE({ data: "[DONE]" });
+    await out.send("[DONE]");
   }
 
   /** The session a request continues (null: unknown, or not this credential's), or a new one. */

@@ -10,6 +10,7 @@ import { type LoadedConfig, loadConfig, resolveHome } from "../config/load-confi
 import type { Config } from "../config/schema.js";
 import { describeStoreTarget, storeTarget } from "../config/store-target.js";
 import { ConfigError, errorMessage } from "../lib/errors.js";
+import { maskUrlCredentials } from "../lib/url-credentials.js";
 import { probeMcpServers } from "../mcp/probe.js";
 import type { ServiceDeps } from "../service/install.js";
 import { serviceManagerProblem } from "../service/manager-check.js";
@@ -35,7 +36,8 @@ export async function doctor(
   io: CliIo,
   serviceDeps: ServiceDeps = machineServiceDeps(),
 ): Promise<number> {
-  const print = (c: Check) => io.out(`${MARK[c.level]} ${c.name}: ${c.detail}`);
+  // Details quote settings and endpoints' answers: a password inside a URL is never printed.
+  const print = (c: Check) => io.out(maskUrlCredentials(`${MARK[c.level]} ${c.name}: ${c.detail}`));
   const homeOptions = { ...(options.home !== undefined && { home: options.home }), env: io.env };
   let loaded: LoadedConfig;
   try {

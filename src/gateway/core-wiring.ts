@@ -218,7 +218,7 @@ export function createCore(input: CoreInput): GatewayCore {
     trustLoopback: config.http.trust_loopback,
     // Real time, not the injectable clock: security windows must not follow a test's clock.
     failures: new AuthFailures(),
-    sessions: new WebSessions(config.controlToken),
+    sessions: new WebSessions(config.controlToken, Date.now, config.http.session_ttl),
   });
   const http = new HttpServer({
     host: config.http.host,

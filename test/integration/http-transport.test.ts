@@ -178,6 +178,19 @@ describe("a stream client that stops reading", () => {
 });
 
 describe("the limits are settings", () => {
+  it("the login cookie lasts http.session_ttl (default 12 hours)", async () => {
+    const login = async (port: number, token: string) =>
+      String(
+        (await rawRequest(port, { path: `/?token=${encodeURIComponent(token)}` })).headers[
+          "set-cookie"
+        ],
+      );
+    const byDefault = await start();
+    expect(await login(byDefault.port, byDefault.token)).toContain("Max-Age=43200;");
+    const short = await start({}, "http:\n  session_ttl: 600\n");
+    expect(await login(short.port, short.token)).toContain("Max-Age=600;");
+  });
+
   it("refuses a headers_timeout longer than request_timeout, naming both", async () => {
     await expect(start({}, "http:\n  headers_timeout: 90\n")).rejects.toThrow(
       /http\.headers_timeout must not exceed http\.request_timeout/,

@@ -8,6 +8,7 @@
  */
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import WebSocket from "ws";
 import { lastUserText } from "../fakes/openai-server.js";
 import { rawRequest } from "../helpers/raw-http.js";
 import {
@@ -79,6 +80,28 @@ describe("slow clients", () => {
     const text = [...res.body.matchAll(/"content":"([^"]*)"/g)].map((m) => m[1]).join("");
     expect(text).toBe("finally");
     expect(res.body).toContain("data: [DONE]");
+  });
+});
+
+describe("long-lived connections", () => {
+  it("a /ws socket outlives http.request_timeout: only the upgrade request is timed", async () => {
+    const s = await start({}, "http:\n  headers_timeout: 0.3\n  request_timeout: 0.3\n");
+    const ws = new WebSocket(`ws://127.0.0.1:${s.port}/ws`, ["keel.v1", `keel.token.${s.token}`]);
+    const frames: string[] = [];
+    ws.on("message", (data) => frames.push(String(data)));
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    // A client that never finishes its headers, opened after the socket: once it has been
+    // closed, the deadline checks have run past the socket's own request.
+    const slow = await openSocket(s.port);
+    slow.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${s.port}\r\n`);
+    await waitFor(slow.closed, { timeoutMs: 15_000, message: "the slow client closed" });
+    ws.send(JSON.stringify({ type: "ping" }));
+    await waitFor(() => frames.some((f) => f.includes('"pong"')), { message: "a pong" });
+    expect(ws.readyState).toBe(WebSocket.OPEN);
+    ws.close();
   });
 });
 

@@ -341,10 +341,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   private bounded(c: Context<AppEnv>, raw: SSEStreamingApi, onCutOff: () => void): BoundedSse {
     const { maxBufferedBytes, logger } = this.options;
     return new BoundedSse(raw, c.env?.outgoing, maxBufferedBytes, (bufferedBytes) => {
-      logger.warn(
-        { bufferedBytes, maxBufferedBytes },
-        "api stream client cut off: it stopped reading (its turn goes on; the reply stays in the session)",
-      );
+      // It stopped reading; its turn goes on and the reply stays in the session.
+      logger.warn({ bufferedBytes, maxBufferedBytes }, "api stream client cut off");
       onCutOff();
     });
   }

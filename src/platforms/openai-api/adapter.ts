@@ -28,12 +28,11 @@ import {
   credentialScope,
   IDEMPOTENCY_TTL_MS,
   MAX_IDEMPOTENCY_KEY_LENGTH,
-  maySeeSession,
   requestHash,
-  sessionCredential,
 } from "./idempotency.js";
 import { type Completion, failureOf, keyReusedFailure, refusedFailure } from "./outcomes.js";
 import { Repeats } from "./repeats.js";
+import { maySeeSession, sessionCredential } from "./session-credential.js";
 import { type ToolStarted, TurnWaiters } from "./turn-waiters.js";
 import {
   ChatCompletionRequest,

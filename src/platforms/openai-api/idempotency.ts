@@ -5,7 +5,6 @@
  * is not mistaken for it.
  */
 import { createHash } from "node:crypto";
-import type { Granted } from "../../control/access.js";
 import { bearerToken } from "../../control/http-auth.js";
 import type { IdempotencyClaim } from "../platform.js";
 
@@ -23,30 +22,6 @@ const DELIVERY_FIELDS = new Set(["stream", "stream_options"]);
 export function credentialScope(authorization: string | undefined): string {
   const token = bearerToken(authorization) ?? "";
   return sha256(`keel idempotency scope\0${token}`);
-}
-
-/**
- * What a session records as the credential it was created under: the kind of credential, and for
- * `platforms.api.key` a hash of the key (domain-separated, so it equals no other hash of it), so
- * rotating the key also closes the old key's sessions. Never the secret itself.
- */
-export function sessionCredential(granted: Granted, authorization: string | undefined): string {
-  if (granted.credential !== "api_key") return granted.credential;
-  const token = bearerToken(authorization) ?? "";
-  return `api_key:${sha256(`keel session credential\0${token}`).slice(0, 32)}`;
-}
-
-/**
- * Whether a request let in with `granted` may continue (or read) a session created under
- * `sessionCredential`: the same credential, or an operator (the control token, docs/security.md).
- * A session with none recorded (older than the record) is the operators' only.
- */
-export function maySeeSession(
-  granted: Granted,
-  credential: string,
-  sessionCredential: string | null,
-): boolean {
-  return granted.operator || (sessionCredential !== null && sessionCredential === credential);
 }
 
 /**

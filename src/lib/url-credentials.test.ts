@@ -16,6 +16,7 @@ describe("maskUrlCredentials", () => {
 
   it("leaves URLs without credentials and other text alone", () => {
     for (const text of [
+      "postgres://postgres@127.0.0.1:5432/test",
       "http://127.0.0.1:8642/v1",
       "mailto:someone@example.com",
       "https://host/path@version",

@@ -11,13 +11,19 @@
  */
 const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#"'<>`]*)@/gi;
 
-/** `text` with the password (or, without one, the whole user part) of every URL in it masked. */
+/** Schemes where a user name alone is a common way to pass a token (`https://<token>@host`). */
+const TOKEN_AS_USER = /^(https?|wss?):\/\/$/i;
+
+/**
+ * `text` with the password of every URL in it masked (`user:***@`); a web URL's user part with no
+ * password is masked whole (`https://***@host`), another scheme's is a plain user name and kept
+ * (`postgres://keel@db`).
+ */
 export function maskUrlCredentials(text: string): string {
   if (!text.includes("://")) return text;
-  return text.replace(URL_USERINFO, (_match, scheme: string, userinfo: string) => {
+  return text.replace(URL_USERINFO, (match, scheme: string, userinfo: string) => {
     const colon = userinfo.indexOf(":");
-    // A user name alone may itself be the secret (`https://<token>@host`).
-    const masked = colon < 0 ? "***" : `${userinfo.slice(0, colon)}:***`;
-    return `${scheme}${masked}@`;
+    if (colon >= 0) return `${scheme}${userinfo.slice(0, colon)}:***@`;
+    return TOKEN_AS_USER.test(scheme) ? `${scheme}***@` : match;
   });
 }

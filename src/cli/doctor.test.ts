@@ -107,6 +107,17 @@ describe("keel doctor finds what a new user gets wrong", () => {
     expect(run.code).toBe(1);
   });
 
+  it("never prints a password written into model.base_url", async () => {
+    const closed = await freePort();
+    Object.assign(env, {
+      OPENAI_BASE_URL: `http://keel:pa55word-in-url@127.0.0.1:${closed}/v1`,
+      KEEL_MODEL: "m",
+    });
+    const run = await doctor();
+    expect(run.text).not.toContain("pa55word-in-url");
+    expect(line(run.out, "model")[0]).toContain(`http://keel:***@127.0.0.1:${closed}/v1`);
+  });
+
   it("a base_url that is not the API root, and a model the server does not list", async () => {
     const fake = await startFakeOpenAI();
     try {

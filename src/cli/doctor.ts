@@ -10,6 +10,7 @@ import { type LoadedConfig, loadConfig, resolveHome } from "../config/load-confi
 import type { Config } from "../config/schema.js";
 import { describeStoreTarget, storeTarget } from "../config/store-target.js";
 import { ConfigError, errorMessage } from "../lib/errors.js";
+import { maskUrlCredentials } from "../lib/url-credentials.js";
 import { probeMcpServers } from "../mcp/probe.js";
 import type { ServiceDeps } from "../service/install.js";
 import { serviceManagerProblem } from "../service/manager-check.js";
@@ -35,7 +36,8 @@ export async function doctor(
   io: CliIo,
   serviceDeps: ServiceDeps = machineServiceDeps(),
 ): Promise<number> {
-  const print = (c: Check) => io.out(`${MARK[c.level]} ${c.name}: ${c.detail}`);
+  // Details quote settings and endpoints' answers: a password inside a URL is never printed.
+  const print = (c: Check) => io.out(maskUrlCredentials(`${MARK[c.level]} ${c.name}: ${c.detail}`));
   const homeOptions = { ...(options.home !== undefined && { home: options.home }), env: io.env };
   let loaded: LoadedConfig;
   try {
@@ -47,8 +49,12 @@ export async function doctor(
       print({ name: "home", level: "fail", detail: notWritable(home, err) });
       return EXIT.failure;
     }
-    for (const issue of err.issues) print({ name: "config", level: "fail", detail: issue });
-    io.err("keel doctor: the configuration is invalid; fix the lines marked ✗ above.");
+    for (const issue of err.issues) print({ name: err.subject, level: "fail", detail: issue });
+    io.err(
+      err.subject === "home"
+        ? "keel doctor: the Keel home is not safe to use; fix the lines marked ✗ above."
+        : "keel doctor: the configuration is invalid; fix the lines marked ✗ above.",
+    );
     return EXIT.config;
   }
   const { config, warnings } = loaded;

@@ -7,6 +7,7 @@ import type { Config } from "../config/schema.js";
 import { storeTarget } from "../config/store-target.js";
 import type { GatewayStatus } from "../control/control-surface.js";
 import { describeInstances } from "../gateway/instance-registry.js";
+import { maskUrlCredentials } from "../lib/url-credentials.js";
 import { readDrainRequest } from "../lifecycle/markers.js";
 import type { PidRecord } from "../lifecycle/pid-file.js";
 import { type RuntimeStatus, readRuntimeStatus } from "../lifecycle/runtime-status.js";
@@ -228,10 +229,13 @@ export async function gatewayStatus(
   if (!loaded.ok) return loaded.code;
   const { config } = loaded.loaded;
   const report = await readStatusReport(config);
+  // Platform errors are other systems' words: a URL with a password in them is masked.
   if (options.json) {
-    io.out(JSON.stringify(report));
+    io.out(maskUrlCredentials(JSON.stringify(report)));
   } else {
-    for (const line of formatStatusLines(report, gatewayBaseUrl(config.http))) io.out(line);
+    for (const line of formatStatusLines(report, gatewayBaseUrl(config.http))) {
+      io.out(maskUrlCredentials(line));
+    }
     await printServiceLine(config, io);
   }
   return report.running ? EXIT.ok : EXIT_NOT_RUNNING;

@@ -1,4 +1,4 @@
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
@@ -43,6 +43,26 @@ describe("loadConfig", () => {
     expect(first.length).toBeGreaterThanOrEqual(16);
     expect(load().config.controlToken).toBe(first);
     expect(statSync(join(dir.path, "control_token")).mode & 0o777).toBe(0o600);
+  });
+
+  it("creates a missing home 0700, and reads nothing in a home others may write to", () => {
+    const fresh = join(dir.path, "new-home");
+    loadConfig({ home: fresh, env: {} });
+    expect(statSync(fresh).mode & 0o777).toBe(0o700);
+    // A config that would not even parse: the home is refused before it is read.
+    writeFileSync(join(fresh, "config.yaml"), "not: [valid");
+    chmodSync(fresh, 0o707);
+    let thrown: unknown;
+    try {
+      loadConfig({ home: fresh, env: {} });
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).subject).toBe("home");
+    expect((thrown as ConfigError).issues).toEqual([
+      expect.stringContaining(`${fresh} (the Keel home) is writable by others (mode 0707)`),
+    ]);
   });
 
   it("prefers the environment over the file over the default", () => {

@@ -12,6 +12,7 @@ import type { z } from "zod";
 import { ConfigError } from "../lib/errors.js";
 import { isLoopback } from "../lib/net.js";
 import { coerceEnvValue, ENV_BINDINGS } from "./env-map.js";
+import { controlTokenProblem, currentOwner, type HomeOwner, homeProblems } from "./home-safety.js";
 import { suggestKey, suggestName } from "./key-suggest.js";
 import { type Config, ConfigSchema, type ParsedConfig } from "./schema.js";
 import { storeUrlWarning } from "./store-target.js";
@@ -53,6 +54,10 @@ export function resolveHome(options: LoadConfigOptions): string {
 export function loadConfig(options: LoadConfigOptions): LoadedConfig {
   const home = resolveHome(options);
   mkdirSync(home, { recursive: true, mode: 0o700 });
+  // Before anything in the home is read: a planted config.yaml names commands to run.
+  const owner = currentOwner();
+  const unsafe = owner ? homeProblems(home, owner) : [];
+  if (unsafe.length > 0) throw new ConfigError(null, unsafe, "home");
   const file = join(home, "config.yaml");
   const source = readConfigFile(file, options.env);
   const { merged, envOf } = applyEnv(source.data, options.env);
@@ -75,7 +80,7 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
     ...p,
     home,
     cwd,
-    controlToken: p.control.token ?? readOrCreateControlToken(home),
+    controlToken: p.control.token ?? readOrCreateControlToken(home, owner),
     telegramEnabled: p.platforms.telegram.enabled ?? p.platforms.telegram.token !== undefined,
     toolEnv: buildToolEnv(options.env, p.agent.env_passthrough),
     crashPoint: options.env.KEEL_CRASH_POINT || undefined,
@@ -261,8 +266,10 @@ function resolvePath(home: string, p: string): string {
   return isAbsolute(p) ? p : resolve(home, p);
 }
 
-function readOrCreateControlToken(home: string): string {
+function readOrCreateControlToken(home: string, owner: HomeOwner | null): string {
   const file = join(home, "control_token");
+  const problem = owner ? controlTokenProblem(file, owner) : null;
+  if (problem) throw new ConfigError(null, [problem], "home");
   if (existsSync(file)) {
     const token = readFileSync(file, "utf8").trim();
     if (token.length >= 16) return token;

@@ -181,6 +181,40 @@ const http = z
       .array(z.string().min(1).toLowerCase())
       .default([])
       .describe("Host header values accepted besides the loopback names (required off loopback)"),
+    headers_timeout: z
+      .number()
+      .positive()
+      .default(10)
+      .describe("Seconds a client has to send a request's headers; then the connection is closed"),
+    request_timeout: z
+      .number()
+      .positive()
+      .default(60)
+      .describe(
+        "Seconds a client has to send a whole request (headers and body); answers, streams included, are not limited",
+      ),
+    max_connections: z
+      .number()
+      .int()
+      .positive()
+      .default(512)
+      .describe("Open connections at most (WebSockets included); further ones are closed at once"),
+    max_buffered_bytes: z
+      .number()
+      .int()
+      .positive()
+      .default(8 * 1_048_576)
+      .describe("Bytes a /v1 stream may hold for a client that does not read; then it is cut off"),
+    session_ttl: z
+      .number()
+      .int()
+      .positive()
+      .default(43_200)
+      .describe("Seconds a browser login (the keel_session cookie) lasts"),
+  })
+  .refine((h) => h.headers_timeout <= h.request_timeout, {
+    message: "http.headers_timeout must not exceed http.request_timeout",
+    path: ["headers_timeout"],
   })
   .prefault({});
 

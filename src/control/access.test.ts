@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { AuthFailures, clientKey } from "./auth-failures.js";
 import { acceptedHostNames, isAcceptedHost } from "./http-auth.js";
-import { SESSION_MAX_AGE_S, sessionCookieOf, WebSessions } from "./web-session.js";
+import { DEFAULT_SESSION_TTL_S, sessionCookieOf, WebSessions } from "./web-session.js";
 
 describe("failed-authentication limiter", () => {
   it("holds each failure longer than the one before, up to the cap", () => {
@@ -41,9 +41,14 @@ describe("failed-authentication limiter", () => {
   });
 
   it("derives the counted key from an address", () => {
-    expect(clientKey("127.0.0.1")).toBe("127.0.0.1");
-    expect(clientKey("::ffff:127.0.0.1")).toBe("127.0.0.1");
-    expect(clientKey("::1")).toBe("0:0:0:0::/64");
+    // Every loopback address is one client: a local process may bind any of 127.0.0.0/8.
+    for (const loopback of ["127.0.0.1", "127.0.0.2", "127.1.2.3", "::ffff:127.9.9.9", "::1"]) {
+      expect(clientKey(loopback)).toBe("loopback");
+    }
+    expect(clientKey("0:0:0:0:0:0:0:1")).toBe("loopback");
+    expect(clientKey("128.0.0.1")).toBe("128.0.0.1");
+    expect(clientKey("::ffff:203.0.113.7")).toBe("203.0.113.7");
+    expect(clientKey("::2")).toBe("0:0:0:0::/64");
     expect(clientKey("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
     expect(clientKey("2001:db8::")).toBe("2001:db8:0:0::/64");
     expect(clientKey("2001:db8:1:2:3:4:5:6")).toBe("2001:db8:1:2::/64");
@@ -53,17 +58,32 @@ describe("failed-authentication limiter", () => {
 });
 
 describe("web session cookie", () => {
-  it("is an HMAC of its issue time, valid only for the gateway with that token, for 30 days", () => {
+  it("is an HMAC of its issue time, valid only for the gateway with that token, for http.session_ttl", () => {
     let now = 1_700_000_000_000;
-    const sessions = new WebSessions("token-of-gateway-one", () => now);
+    const sessions = new WebSessions("token-of-gateway-one", () => now, 3600);
     const value = sessions.issue();
     expect(value).not.toContain("token-of-gateway-one");
     expect(sessions.verify(value)).toBe(true);
     expect(new WebSessions("token-of-gateway-two", () => now).verify(value)).toBe(false);
     expect(sessions.verify(`${value.slice(0, -1)}A`)).toBe(value.endsWith("A"));
     expect(sessions.verify("token-of-gateway-one")).toBe(false);
-    now += (SESSION_MAX_AGE_S + 1) * 1000;
+    now += 3600 * 1000;
+    expect(sessions.verify(value)).toBe(true);
+    now += 1000;
     expect(sessions.verify(value)).toBe(false);
+  });
+
+  it("lasts 12 hours unless http.session_ttl says otherwise, in the browser and at the gateway", () => {
+    let now = 1_700_000_000_000;
+    const sessions = new WebSessions("t".repeat(20), () => now);
+    expect(sessions.setCookieHeader()).toContain(`Max-Age=${DEFAULT_SESSION_TTL_S};`);
+    expect(DEFAULT_SESSION_TTL_S).toBe(43_200);
+    const value = sessions.issue();
+    now += (43_200 + 1) * 1000;
+    expect(sessions.verify(value)).toBe(false);
+    expect(new WebSessions("t".repeat(20), () => now, 600).setCookieHeader()).toContain(
+      "Max-Age=600;",
+    );
   });
 
   it("sets HttpOnly, SameSite=Strict and Path=/ and is read back from a Cookie header", () => {

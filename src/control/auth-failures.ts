@@ -74,17 +74,24 @@ export class AuthFailures {
   }
 }
 
+/** The key every loopback address counts against. */
+export const LOOPBACK_CLIENT = "loopback";
+
 /**
- * Who a failure is counted against. An IPv4 client is its address, also in the IPv4-mapped form
- * a dual-stack socket reports (`::ffff:203.0.113.7`). An IPv6 client is its /64: a single host
- * is usually handed a whole /64 and could otherwise try every address in it, each with a fresh
- * allowance (and push real lockouts out of the bounded table).
+ * Who a failure is counted against. Every loopback address (all of 127.0.0.0/8, `::1`, and their
+ * IPv4-mapped forms) is one client: Linux routes the whole /8 to `lo`, so a local process can bind
+ * any of 16 million source addresses, each of which would otherwise get a fresh allowance. An
+ * IPv4 client is its address, also in the IPv4-mapped form a dual-stack socket reports
+ * (`::ffff:203.0.113.7`). An IPv6 client is its /64: a single host is usually handed a whole /64
+ * and could otherwise try every address in it, each with a fresh allowance (and push real
+ * lockouts out of the bounded table).
  */
 export function clientKey(address: string): string {
   const lower = address.toLowerCase();
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/.exec(lower);
-  if (mapped) return mapped[1]!;
-  if (!lower.includes(":")) return lower;
+  const v4 = mapped ? mapped[1]! : lower.includes(":") ? null : lower;
+  if (v4 !== null) return v4.startsWith("127.") ? LOOPBACK_CLIENT : v4;
+  if (/^(0{0,4}:){2,7}0{0,3}1$/.test(lower)) return LOOPBACK_CLIENT;
   const bare = lower.split("%")[0]!;
   const [head = "", tail] = bare.split("::");
   const groupsOf = (part: string) => (part === "" ? [] : part.split(":"));

@@ -5,6 +5,7 @@
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { z } from "zod";
+import { maskUrlCredentials } from "../lib/url-credentials.js";
 import type { Store } from "../sessions/store.js";
 import type { ControlSurface, GatewayStatus } from "./control-surface.js";
 import { httpError } from "./http-errors.js";
@@ -41,7 +42,10 @@ export function createControlRoutes(options: {
     await next();
   });
 
-  app.get("/api/status", async (c) => c.json(await surface.status()));
+  // Platform errors are other systems' words: a URL with a password in them is masked.
+  app.get("/api/status", async (c) =>
+    c.body(statusJson(await surface.status()), 200, { "content-type": "application/json" }),
+  );
 
   app.get("/api/status/stream", (c) =>
     streamSSE(c, async (stream) => {
@@ -58,7 +62,7 @@ export function createControlRoutes(options: {
           if (latest) {
             const status: GatewayStatus = latest;
             latest = null;
-            await stream.writeSSE({ data: JSON.stringify(status) });
+            await stream.writeSSE({ data: statusJson(status) });
             continue;
           }
           await new Promise<void>((resolve) => {
@@ -141,4 +145,9 @@ export function createControlRoutes(options: {
   });
 
   return app;
+}
+
+/** The status as JSON, with credentials inside URLs masked. */
+function statusJson(status: GatewayStatus): string {
+  return maskUrlCredentials(JSON.stringify(status));
 }

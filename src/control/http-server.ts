@@ -30,7 +30,29 @@ export interface HttpServerOptions {
   upgrades?: Record<string, (req: IncomingMessage, socket: Duplex, head: Buffer) => void>;
   /** Paths whose routes cap their bodies themselves (file uploads), instead of `maxBodyBytes`. */
   ownBodyLimit?: string[];
+  /** Slow and surplus clients (Node's own server limits); Node's defaults when absent. */
+  limits?: TransportLimits;
 }
+
+/**
+ * How long a client may take to send a request, and how many may be connected. Node's server
+ * enforces them: a request whose headers (or whole body) have not arrived in time is answered 408
+ * and closed; a connection beyond `maxConnections` is closed as it arrives. Answers are never
+ * timed: once a request has arrived, a long turn or a stream takes what it takes.
+ */
+export interface TransportLimits {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  maxConnections: number;
+}
+
+/** How often Node looks for requests past their deadline (its default, 30 s, would be the real bound). */
+function checkingIntervalMs(limits: TransportLimits): number {
+  return Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4)));
+}
+
+/** A connection refused for `maxConnections` is logged at most this often. */
+const DROP_LOG_INTERVAL_MS = 60_000;
 
 /**
  * The body length a Node request declares, 0 for one without a body, or undefined when only
@@ -122,7 +144,26 @@ export class HttpServer {
   /** Listens; resolves with the bound port (useful with port 0). */
   start(): Promise<number> {
     const app = this.buildApp();
-    const server = createServer(getRequestListener(app.fetch));
+    const { limits, logger } = this.options;
+    const server = createServer(
+      limits
+        ? {
+            headersTimeout: limits.headersTimeoutMs,
+            requestTimeout: limits.requestTimeoutMs,
+            connectionsCheckingInterval: checkingIntervalMs(limits),
+          }
+        : {},
+      getRequestListener(app.fetch),
+    );
+    if (limits) {
+      server.maxConnections = limits.maxConnections;
+      let loggedAt = Number.NEGATIVE_INFINITY;
+      server.on("drop", () => {
+        if (Date.now() - loggedAt < DROP_LOG_INTERVAL_MS) return;
+        loggedAt = Date.now();
+        logger.warn({ maxConnections: limits.maxConnections }, "connection refused: too many open");
+      });
+    }
     server.on("upgrade", (req, socket, head) => this.upgrade(req, socket, head));
     this.server = server;
     return new Promise((resolve, reject) => {

@@ -3,7 +3,7 @@
  *
  * Its value is `v1.<issued at, unix s>.<HMAC-SHA256 of that, keyed by the control token>`: never
  * the token itself, and nothing to keep in memory or on disk. So a cookie survives gateway
- * restarts (the chat page reconnects by itself after a `/restart`), expires after MAX_AGE_S, is
+ * restarts (the chat page reconnects by itself after a `/restart`), expires after `http.session_ttl`, is
  * worthless against another gateway (other token, other key), and rotating the control token
  * logs every browser out. HttpOnly keeps it from any script; SameSite=Strict keeps browsers from
  * sending it with requests another site starts.
@@ -12,15 +12,20 @@ import { createHmac } from "node:crypto";
 import { secretsEqual } from "./http-auth.js";
 
 export const SESSION_COOKIE = "keel_session";
-/** 30 days. */
-export const SESSION_MAX_AGE_S = 30 * 24 * 3600;
+/** `http.session_ttl`'s default: 12 hours. */
+export const DEFAULT_SESSION_TTL_S = 12 * 3600;
 /** A cookie issued this far in the future (clock change) is still refused beyond it. */
 const CLOCK_SKEW_S = 300;
 
 export class WebSessions {
+  /**
+   * @param ttlS how long a cookie lasts (`http.session_ttl`): the browser's Max-Age, and the age
+   *   beyond which this gateway refuses it whatever the browser sends.
+   */
   constructor(
     private readonly controlToken: string,
     private readonly now: () => number = Date.now,
+    private readonly ttlS: number = DEFAULT_SESSION_TTL_S,
   ) {}
 
   /** A fresh cookie value. */
@@ -29,19 +34,19 @@ export class WebSessions {
     return `v1.${issuedAt}.${this.sign(issuedAt)}`;
   }
 
-  /** True for a value this gateway issued within the last MAX_AGE_S. */
+  /** True for a value this gateway issued within the last `ttlS` seconds. */
   verify(value: string): boolean {
     const match = /^v1\.(\d{1,12})\.([A-Za-z0-9_-]{43})$/.exec(value);
     if (!match) return false;
     const issuedAt = Number(match[1]);
     const nowS = this.now() / 1000;
-    if (issuedAt > nowS + CLOCK_SKEW_S || nowS - issuedAt > SESSION_MAX_AGE_S) return false;
+    if (issuedAt > nowS + CLOCK_SKEW_S || nowS - issuedAt > this.ttlS) return false;
     return secretsEqual(match[2]!, this.sign(issuedAt));
   }
 
   /** The Set-Cookie header value for a fresh session. */
   setCookieHeader(): string {
-    return `${SESSION_COOKIE}=${this.issue()}; Path=/; Max-Age=${SESSION_MAX_AGE_S}; HttpOnly; SameSite=Strict`;
+    return `${SESSION_COOKIE}=${this.issue()}; Path=/; Max-Age=${this.ttlS}; HttpOnly; SameSite=Strict`;
   }
 
   private sign(issuedAt: number): string {

@@ -220,7 +220,7 @@ export function createCore(input: CoreInput): GatewayCore {
     trustLoopback: config.http.trust_loopback,
     // Real time, not the injectable clock: security windows must not follow a test's clock.
     failures: new AuthFailures(),
-    sessions: new WebSessions(config.controlToken),
+    sessions: new WebSessions(config.controlToken, Date.now, config.http.session_ttl),
   });
   const http = new HttpServer({
     host: config.http.host,
@@ -228,6 +228,11 @@ export function createCore(input: CoreInput): GatewayCore {
     publicHosts: config.http.public_hosts,
     access,
     maxBodyBytes: config.http.max_body_bytes,
+    limits: {
+      headersTimeoutMs: Math.round(config.http.headers_timeout * 1000),
+      requestTimeoutMs: Math.round(config.http.request_timeout * 1000),
+      maxConnections: config.http.max_connections,
+    },
     logger: logger.child({ component: "http" }),
     routes: [
       createControlRoutes({

@@ -121,6 +121,7 @@ function createApiAdapter({ config, logger, store, http }: PlatformWiring): Plat
     modelName: config.model.name,
     store,
     logger: logger.child({ component: "api" }),
+    maxBufferedBytes: config.http.max_buffered_bytes,
   });
   http.addRoutes(api.routes());
   return api;

@@ -37,16 +37,18 @@ export class OpenAiError extends GatewayError {
   }
 }
 
-/** The configuration is unusable; `issues` lists every problem with its key. Exit code 78. */
+/**
+ * The configuration is unusable; `issues` lists every problem with its key. Exit code 78.
+ * `subject` "home": the Keel home itself is unsafe to use (another user's, or writable by others).
+ */
 export class ConfigError extends GatewayError {
   constructor(
     readonly file: string | null,
     readonly issues: string[],
+    readonly subject: "config" | "home" = "config",
   ) {
-    super(
-      "CONFIG_INVALID",
-      `Invalid configuration${file ? ` in ${file}` : ""}:\n  ${issues.join("\n  ")}`,
-    );
+    const heading = subject === "home" ? "Unsafe Keel home" : "Invalid configuration";
+    super("CONFIG_INVALID", `${heading}${file ? ` in ${file}` : ""}:\n  ${issues.join("\n  ")}`);
     this.name = "ConfigError";
   }
 }

@@ -43,3 +43,25 @@ describe("logs on a terminal", () => {
     expect(formatLogLine("plain text")).toBe("plain text\n");
   });
 });
+
+describe("credentials inside URLs", () => {
+  it("are masked in every log line, whatever field carries them", () => {
+    const shown: string[] = [];
+    const file = join(dir.path, "logs", "gateway.log");
+    const logger = createLogger({
+      level: "info",
+      file,
+      stderr: true,
+      pretty: true,
+      prettyOut: { write: (text: string) => shown.push(text) },
+    });
+    const err = new Error("fetch to https://bot:hunter2@proxy.example/api failed");
+    logger.warn({ err, target: "postgres://keel:pg-secret@db/keel" }, "request failed");
+    logger.flush();
+    const written = `${readFileSync(file, "utf8")}${shown.join("")}`;
+    expect(written).not.toContain("hunter2");
+    expect(written).not.toContain("pg-secret");
+    expect(written).toContain("https://bot:***@proxy.example/api");
+    expect(written).toContain("postgres://keel:***@db/keel");
+  });
+});

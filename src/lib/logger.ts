@@ -6,6 +6,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import pino, { type Logger } from "pino";
 import { formatLogLine } from "./log-format.js";
+import { maskUrlCredentials } from "./url-credentials.js";
 
 export interface LoggerOptions {
   level: string;
@@ -46,7 +47,13 @@ export function createLogger(options: LoggerOptions): Logger {
   }
   if (streams.length === 0) return pino({ level: "silent" });
   return pino(
-    { level: options.level, redact: REDACT, base: { pid: process.pid } },
+    {
+      level: options.level,
+      redact: REDACT,
+      base: { pid: process.pid },
+      // Paths name keys; a password inside a URL can sit in any string (an error's message).
+      hooks: { streamWrite: maskUrlCredentials },
+    },
     pino.multistream(streams),
   );
 }

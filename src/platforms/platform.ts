@@ -33,6 +33,11 @@ export interface InboundMessage {
    */
   operator?: boolean;
   /**
+   * The credential that sent it (a kind, or a hash of the API key; never the secret): recorded on
+   * the session the message creates, and only there. Set by the `/v1` adapter.
+   */
+  credential?: string;
+  /**
    * Earlier conversation for a session seen for the first time (a stateless OpenAI-API request
    * carries its whole history); ignored when the session already has messages.
    */

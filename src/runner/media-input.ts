@@ -19,8 +19,12 @@ import {
 import type { Transcriber } from "../agent/media/transcriber.js";
 import type { UserContentPart } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
+import { MAX_NAME_BYTES } from "../lib/utf8.js";
 import { FileTooLargeError, type InboundAttachment } from "../platforms/platform.js";
 import type { InboxItem, Store } from "../sessions/store.js";
+
+/** A download is written under its name plus this, then renamed. */
+const PART_SUFFIX = ".part";
 
 /** Text files up to this size are shown to the model inline, besides their path. */
 export const INLINE_TEXT_BYTES = 32 * 1024;
@@ -178,13 +182,13 @@ async function downloadOne(
   }
   const folder = join(media.inboxRoot, item.sessionId);
   await mkdir(folder, { recursive: true });
-  const path = join(
-    folder,
-    `${item.id}-${index}-${safeFileName(attachment.name ?? attachment.kind)}`,
-  );
+  const prefix = `${item.id}-${index}-`;
+  // The whole name, with the `.part` it is first written under, must fit the file system.
+  const budget = MAX_NAME_BYTES - Buffer.byteLength(prefix) - PART_SUFFIX.length;
+  const path = join(folder, `${prefix}${safeFileName(attachment.name ?? attachment.kind, budget)}`);
   // Written whole, then renamed: a crash never leaves a truncated file under the final name.
-  await writeFile(`${path}.part`, bytes);
-  await rename(`${path}.part`, path);
+  await writeFile(`${path}${PART_SUFFIX}`, bytes);
+  await rename(`${path}${PART_SUFFIX}`, path);
   const mime = attachment.mime ?? mimeOf(path);
   return { ok: true, path, size: bytes.length, mime };
 }

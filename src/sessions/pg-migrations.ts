@@ -321,4 +321,6 @@ export const PG_MIGRATIONS: readonly string[] = [
     PRIMARY KEY (session_id, asker, grant_unit)
   );
   `,
+  // 14: the credential a session was created under (never the secret itself).
+  `ALTER TABLE sessions ADD COLUMN credential TEXT;`,
 ];

@@ -292,6 +292,7 @@ export class PgStore implements Store {
     db: Db,
     key: string,
     origin: ChatAddress | null,
+    credential?: string,
   ): Promise<SessionRow> {
     const existing = await this.sessionRow(db, key);
     if (existing) return existing;
@@ -300,9 +301,9 @@ export class PgStore implements Store {
     const platform = origin?.platform ?? null;
     const created = await first<SessionRow>(
       db,
-      `INSERT INTO sessions (key, session_id, platform, origin, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (key) DO NOTHING RETURNING *`,
-      [key, sessionId, platform, origin ? JSON.stringify(origin) : null, now],
+      `INSERT INTO sessions (key, session_id, platform, origin, credential, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING RETURNING *`,
+      [key, sessionId, platform, origin ? JSON.stringify(origin) : null, credential ?? null, now],
     );
     if (!created) return (await this.sessionRow(db, key))!;
     await db.query(
@@ -336,7 +337,12 @@ export class PgStore implements Store {
           };
         }
       }
-      const session = await this.ensureSessionIn(db, message.sessionKey, message.address);
+      const session = await this.ensureSessionIn(
+        db,
+        message.sessionKey,
+        message.address,
+        message.credential,
+      );
       const inserted = await first<InboxRow>(
         db,
         `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,

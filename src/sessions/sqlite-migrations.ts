@@ -339,4 +339,8 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (session_id, asker, grant_unit)
   );
   `,
+  // 14 (issue 33): the credential a session was created under (a kind, or a hash of the API key;
+  // never the secret), so another credential cannot continue or read it. Null: a chat platform's
+  // session, or one older than this column (then only operators may continue it over /v1).
+  `ALTER TABLE sessions ADD COLUMN credential TEXT;`,
 ];

@@ -360,16 +360,29 @@ export class SqliteStore implements Store {
     return this.stmt("SELECT * FROM sessions WHERE key = ?").get(key) as SessionRow | undefined;
   }
 
-  private ensureSessionSync(key: string, origin: ChatAddress | null): SessionRow {
+  /** `credential` is recorded only when this creates the row. */
+  private ensureSessionSync(
+    key: string,
+    origin: ChatAddress | null,
+    credential?: string,
+  ): SessionRow {
     const existing = this.sessionRow(key);
     if (existing) return existing;
     const now = this.now();
     const sessionId = newSessionId(now);
     const platform = origin?.platform ?? null;
     this.stmt(
-      `INSERT INTO sessions (key, session_id, platform, origin, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?)`,
-    ).run(key, sessionId, platform, origin ? JSON.stringify(origin) : null, now, now);
+      `INSERT INTO sessions (key, session_id, platform, origin, credential, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      key,
+      sessionId,
+      platform,
+      origin ? JSON.stringify(origin) : null,
+      credential ?? null,
+      now,
+      now,
+    );
     this.stmt(
       "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
     ).run(sessionId, key, platform, now);
@@ -393,7 +406,11 @@ export class SqliteStore implements Store {
           };
         }
       }
-      const session = this.ensureSessionSync(message.sessionKey, message.address);
+      const session = this.ensureSessionSync(
+        message.sessionKey,
+        message.address,
+        message.credential,
+      );
       const inserted = this.stmt(
         `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
              sender_id, sender_name, address, operator, state, received_at, attachments,

@@ -47,6 +47,7 @@ export interface SessionRow {
   request_notice: string | null;
   model: string | null;
   memory_user: string | null;
+  credential: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -64,6 +65,7 @@ export function toSession(r: SessionRow): SessionRecord {
     requestNotice: r.request_notice as RequestNotice | null,
     model: r.model,
     memoryUser: r.memory_user,
+    credential: r.credential,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };

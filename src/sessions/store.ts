@@ -36,6 +36,11 @@ export interface SessionRecord {
   model: string | null;
   /** Whose memory file (`<platform>-<user id>`) its turns use: the sender of its latest message. */
   memoryUser: string | null;
+  /**
+   * The credential the session was created under (`InboundMessage.credential`), never changed
+   * afterwards; null for chat platforms' sessions and those stored before it was recorded.
+   */
+  credential: string | null;
   createdAt: number;
   updatedAt: number;
 }

@@ -50,6 +50,21 @@ describe("access from the command line", () => {
     expect(result.stderr).toMatch(/http\.public_hosts \(KEEL_HTTP_PUBLIC_HOSTS\)/);
   });
 
+  it("refuses a home others may write to, planted control_token and all: exit 78 with the chmod", async () => {
+    writeFileSync(join(home, "control_token"), `${"planted".repeat(4)}\n`, { mode: 0o600 });
+    chmodSync(home, 0o777);
+    const result = await runKeel({
+      home,
+      args: ["gateway", "run"],
+      env: { ...modelEnv(), KEEL_HTTP_PORT: "0" },
+    });
+    expect(result.code).toBe(78);
+    expect(result.stderr).toContain(`Unsafe Keel home`);
+    expect(result.stderr).toContain(`chmod 700 ${home}`);
+    expect(result.stdout).not.toContain("planted");
+    chmodSync(home, 0o700);
+  });
+
   it("prints the login link at start (never into the log) and `keel open` prints the same one", async () => {
     gateway = await startGatewayProcess({ home, env: modelEnv() });
     await gateway.waitForReady();

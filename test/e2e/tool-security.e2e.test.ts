@@ -192,12 +192,13 @@ describe("file modes of the home", () => {
     mkdirSync(join(home, "logs"), { recursive: true });
     const store = new SqliteStore(join(home, "state.db"));
     await store.close();
-    writeFileSync(join(home, "control_token"), `${"t".repeat(32)}\n`);
+    // A control_token open to others is never adopted (hostile-home.test.ts): this one is private.
+    writeFileSync(join(home, "control_token"), `${"t".repeat(32)}\n`, { mode: 0o600 });
     writeFileSync(join(home, "config.yaml"), "agent:\n  max_iterations: 5\n");
     writeFileSync(join(home, "logs", "gateway.log"), "");
     chmodSync(home, 0o755);
     chmodSync(join(home, "logs"), 0o755);
-    for (const name of ["state.db", "control_token", "config.yaml", "logs/gateway.log"]) {
+    for (const name of ["state.db", "config.yaml", "logs/gateway.log"]) {
       chmodSync(join(home, name), 0o644);
     }
     const gateway = await startGateway();
@@ -218,9 +219,6 @@ describe("file modes of the home", () => {
     expect(output).toContain(`${home} was open to other users (mode 0755); changed to 0700`);
     expect(output).toContain(
       `${join(home, "state.db")} was open to other users (mode 0644); changed to 0600`,
-    );
-    expect(output).toContain(
-      `${join(home, "control_token")} was open to other users (mode 0644); changed to 0600`,
     );
   });
 

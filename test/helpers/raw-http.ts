@@ -23,6 +23,8 @@ export function rawRequest(
     headers?: Record<string, string>;
     body?: string;
     chunked?: boolean;
+    /** The client's own address (any of 127.0.0.0/8 on Linux). */
+    localAddress?: string;
   },
 ): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
@@ -30,6 +32,7 @@ export function rawRequest(
       {
         host: "127.0.0.1",
         port,
+        ...(options.localAddress !== undefined && { localAddress: options.localAddress }),
         method: options.method ?? "GET",
         path: options.path,
         headers: { host: `127.0.0.1:${port}`, ...options.headers },

@@ -3,6 +3,8 @@
  * fresh home, port 0, web chat and API on, `container` supervisor (restart = 75). Each test file
  * runs `runCleanups` after each test; files in one worker run one after another.
  */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { expect } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
@@ -40,10 +42,14 @@ export async function fakeModel(): Promise<FakeOpenAI> {
   return model;
 }
 
-/** A gateway on a fresh home, port 0, web chat and API on; `container` supervisor (restart = 75). */
-export async function start(env: Record<string, string> = {}): Promise<Started> {
+/**
+ * A gateway on a fresh home, port 0, web chat and API on; `container` supervisor (restart = 75).
+ * `yaml` becomes the home's config.yaml (for settings without an environment variable).
+ */
+export async function start(env: Record<string, string> = {}, yaml?: string): Promise<Started> {
   const fake = await fakeModel();
   const home = createTempDir("keel-sec-");
+  if (yaml !== undefined) writeFileSync(join(home.path, "config.yaml"), yaml);
   const { config } = loadConfig({
     home: home.path,
     env: { KEEL_HTTP_PORT: "0", OPENAI_BASE_URL: fake.baseUrl, KEEL_MODEL: "m", ...env },

@@ -152,6 +152,30 @@ describe.concurrent("Telegram media through the real gateway", () => {
   });
 
   telegramTest(
+    "a document with a 300-byte non-ASCII name is saved under a name cut to fit, and answered",
+    async ({ h }) => {
+      await h.start();
+      const fileName = `${"報告".repeat(50)}.csv`; // 304 bytes of UTF-8
+      h.telegram.sendUserFile({
+        chatId: ALLOWED_USER,
+        kind: "document",
+        bytes: Buffer.from("alpha,beta\n"),
+        fileName,
+        mime: "text/csv",
+      });
+      await waitFor(() => botTexts(h).length >= 1, { message: "a reply" });
+      expect(botTexts(h)[0]).toMatch(/^ok:/);
+      const user = lastUserText(h.model.requests.at(-1)!);
+      expect(user).toContain("alpha,beta");
+      const [saved] = inboxFiles(h.home);
+      const savedName = saved!.split("/").at(-1)!;
+      expect(Buffer.byteLength(savedName)).toBeLessThanOrEqual(255);
+      expect(savedName).toMatch(/^\d+-0-(報告)+報?\.csv$/);
+      expect(readFileSync(saved!, "utf8")).toBe("alpha,beta\n");
+    },
+  );
+
+  telegramTest(
     "with model.vision false the model gets the path and the chat is told once, across restarts",
     async ({ h }) => {
       writeFileSync(join(h.home, "config.yaml"), "model:\n  vision: false\n");

@@ -1,5 +1,6 @@
 /** What Keel needs to know about a file's type: image or not, text or not, and a safe name. */
 import { extname } from "node:path";
+import { cutFileName, MAX_NAME_BYTES } from "../../lib/utf8.js";
 
 const MIME_BY_EXT: Record<string, string> = {
   ".jpg": "image/jpeg",
@@ -44,8 +45,12 @@ export function isTextMime(mime: string): boolean {
   );
 }
 
-/** A file name safe to create in a folder: no separators, no leading dots, bounded length. */
-export function safeFileName(name: string): string {
+/**
+ * A file name safe to create in a folder: no separators, no leading dots, at most 100 characters
+ * and `maxBytes` bytes of UTF-8 (a name of 100 CJK characters is 300 bytes, more than a file
+ * system takes), cut at a character boundary with its extension kept.
+ */
+export function safeFileName(name: string, maxBytes = MAX_NAME_BYTES): string {
   const cleaned = name
     .replace(/[/\\]/g, "_")
     // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
@@ -53,9 +58,9 @@ export function safeFileName(name: string): string {
     .replace(/^\.+/, "")
     .trim();
   const base = cleaned || "file";
-  if (base.length <= 100) return base;
   const ext = extname(base).slice(0, 12);
-  return `${base.slice(0, 100 - ext.length)}${ext}`;
+  const short = base.length <= 100 ? base : `${base.slice(0, 100 - ext.length)}${ext}`;
+  return cutFileName(short, maxBytes) || "file";
 }
 
 /** A size for people: `812 KB`, `25.0 MB`. */

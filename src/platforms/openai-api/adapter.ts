@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import { type Context, Hono } from "hono";
 import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import type { Logger } from "pino";
+import type { Granted } from "../../control/access.js";
 import type { AppEnv } from "../../control/http-server.js";
 import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
 import type { Store } from "../../sessions/store.js";
@@ -20,6 +21,7 @@ import type {
   PlatformStatus,
   RunnerEvent,
 } from "../platform.js";
+import { BoundedSse } from "./bounded-stream.js";
 import { apiError, failureError, renderApiError } from "./errors.js";
 import {
   completionIdFor,
@@ -30,6 +32,7 @@ import {
 } from "./idempotency.js";
 import { type Completion, failureOf, keyReusedFailure, refusedFailure } from "./outcomes.js";
 import { Repeats } from "./repeats.js";
+import { maySeeSession, sessionCredential } from "./session-credential.js";
 import { type ToolStarted, TurnWaiters } from "./turn-waiters.js";
 import {
   ChatCompletionRequest,
@@ -45,6 +48,8 @@ export interface OpenAiApiAdapterOptions {
   modelName: string | undefined;
   store: Pick<Store, "getSessionById" | "listOpenInbox" | "findIdempotencyKey" | "findInboxAnswer">;
   logger: Logger;
+  /** `http.max_buffered_bytes`: what may wait for a stream client before it is cut off. */
+  maxBufferedBytes: number;
 }
 
 /** What every response to one request carries. */
@@ -144,7 +149,12 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       if (seen && seen.requestHash !== claim.requestHash) throw failureError(keyReusedFailure());
       if (seen) return this.repeat(c, seen.item.id, seen.item.sessionId, meta, stream);
     }
-    const target = await this.beforeStoring(() => this.resolveSession(sessionHeader));
+    const granted = c.get("access")!;
+    const credential = sessionCredential(granted, c.req.header("authorization"));
+    // Another credential's session is answered exactly like an unknown one (404).
+    const target = await this.beforeStoring(() =>
+      this.resolveSession(sessionHeader, granted, credential),
+    );
     if (!target) throw apiError("session_not_found", `Unknown session id ${sessionHeader}.`);
     const sink = this.sink;
     if (!sink) {
@@ -165,7 +175,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
         sessionKey: target.key,
         text,
         address: { platform: "api", chatId: target.key },
-        ...(c.get("access")?.operator && { operator: true }),
+        ...(granted.operator && { operator: true }),
+        credential,
         ...(target.fresh && { history: historyOf(request.messages.slice(0, -1)) }),
         ...(claim && { idempotency: claim }),
         ...(images.length > 0 && {
@@ -279,10 +290,11 @@ export class OpenAiApiAdapter implements PlatformAdapter {
         done ? this.finalResponse(c, done, meta) : new Response(null, { status: 204 }),
       );
     }
-    return streamSSE(c, async (out) => {
+    return streamSSE(c, async (raw) => {
       const gone = new AbortController();
-      out.onAbort(() => gone.abort());
-      await out.writeSSE({ data: JSON.stringify(roleChunk(meta)) });
+      raw.onAbort(() => gone.abort());
+      const out = this.bounded(c, raw, () => gone.abort());
+      await out.send(JSON.stringify(roleChunk(meta)));
       const done = await this.repeats.answerOf(inboxId, gone.signal);
       if (done) await this.endStream(out, meta, done, false);
     });
@@ -301,21 +313,21 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     waiter: ReturnType<TurnWaiters["add"]>,
     meta: ResponseMeta,
   ) {
-    return streamSSE(c, async (out) => {
-      out.onAbort(() => this.waiters.remove(waiter));
-      await out.writeSSE({ data: JSON.stringify(roleChunk(meta)) });
+    return streamSSE(c, async (raw) => {
+      raw.onAbort(() => this.waiters.remove(waiter));
+      // Cut off: the request stops waiting; its turn goes on and its reply stays in the session.
+      const out = this.bounded(c, raw, () => this.waiters.remove(waiter));
+      await out.send(JSON.stringify(roleChunk(meta)));
       let streamed = false;
       this.waiters.attach(waiter, (text) => {
         streamed ||= text.length > 0;
-        void out.writeSSE({
-          data: JSON.stringify(
-            chunkBody(meta.id, meta.model, meta.created, { content: text }, null),
-          ),
-        });
+        void out.send(
+          JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: text }, null)),
+        );
       });
       if (waiter.wantsTools) {
         this.waiters.attachTools(waiter, (tool) => {
-          void out.writeSSE({ data: JSON.stringify(toolChunk(meta, tool)) });
+          void out.send(JSON.stringify(toolChunk(meta, tool)));
         });
       }
       const done = await waiter.completion;
@@ -324,41 +336,51 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     });
   }
 
+  /** The stream to one client, cut off once more than `maxBufferedBytes` wait for it. */
+  private bounded(c: Context<AppEnv>, raw: SSEStreamingApi, onCutOff: () => void): BoundedSse {
+    const { maxBufferedBytes, logger } = this.options;
+    return new BoundedSse(raw, c.env?.outgoing, maxBufferedBytes, (bufferedBytes) => {
+      // It stopped reading; its turn goes on and the reply stays in the session.
+      logger.warn({ bufferedBytes, maxBufferedBytes }, "api stream client cut off");
+      onCutOff();
+    });
+  }
+
   /** The end of a stream: the text unless it was streamed already, or an error event. */
   private async endStream(
-    out: SSEStreamingApi,
+    out: BoundedSse,
     meta: ResponseMeta,
     done: Completion,
     streamed: boolean,
   ): Promise<void> {
     const failure = failureOf(done);
     if (failure) {
-      await out.writeSSE({ data: JSON.stringify(failure.body) });
+      await out.send(JSON.stringify(failure.body));
     } else if (!streamed && done.kind === "reply") {
       // Text that came without deltas: a notice, a repeat, or a reply the model sent in one piece.
-      await out.writeSSE({
-        data: JSON.stringify(
-          chunkBody(meta.id, meta.model, meta.created, { content: done.text }, null),
-        ),
-      });
+      await out.send(
+        JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: done.text }, null)),
+      );
     }
-    await out.writeSSE({
-      data: JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, "stop")),
-    });
+    await out.send(JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, "stop")));
     if (meta.includeUsage && done.kind === "reply") {
       // As OpenAI does with stream_options.include_usage: a last chunk with no choices.
       const chunk = { ...chunkBody(meta.id, meta.model, meta.created, {}, null), choices: [] };
-      await out.writeSSE({ data: JSON.stringify({ ...chunk, usage: usageBody(done.usage) }) });
+      await out.send(JSON.stringify({ ...chunk, usage: usageBody(done.usage) }));
     }
-    await out.writeSSE({ data: "[DONE]" });
+    await out.send("[DONE]");
   }
 
+  /** The session a request continues (null: unknown, or not this credential's), or a new one. */
   private async resolveSession(
     sessionId: string | undefined,
+    granted: Granted,
+    credential: string,
   ): Promise<{ key: string; fresh: boolean } | null> {
     if (sessionId === undefined) return { key: `agent:main:api:${randomUUID()}`, fresh: true };
     const session = await this.options.store.getSessionById(sessionId);
     if (!session?.key.startsWith("agent:main:api:")) return null;
+    if (!maySeeSession(granted, credential, session.credential)) return null;
     return { key: session.key, fresh: false };
   }
 }

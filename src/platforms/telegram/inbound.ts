@@ -3,6 +3,7 @@
  * the sink.
  */
 import type { Message } from "grammy/types";
+import { cutFileName } from "../../lib/utf8.js";
 import type { InboundAttachment, InboundMessage } from "../platform.js";
 import { type TelegramChatRef, telegramReplyAddress, telegramSessionKey } from "./session-key.js";
 
@@ -67,7 +68,7 @@ export function attachmentsOf(message: Message): InboundAttachment[] {
     out.push({
       kind,
       ref: file.file_id,
-      name: name ?? defaultName(kind, message.message_id, mime),
+      name: name ? cutFileName(name) : defaultName(kind, message.message_id, mime),
       ...(mime !== undefined && { mime }),
       ...sized(file.file_size),
     });

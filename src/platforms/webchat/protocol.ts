@@ -4,6 +4,7 @@
  * documentation describe the same shapes.
  */
 
+import { cutFileName } from "../../lib/utf8.js";
 import type { TurnEvent } from "../platform.js";
 
 /** Protocol version announced in the server `hello`. */
@@ -59,10 +60,11 @@ function parseAttachments(value: unknown): SentAttachment[] | null {
     if (typeof a !== "object" || a === null) return null;
     const { upload_id, name, mime, size } = a;
     if (typeof upload_id !== "string" || !UPLOAD_ID.test(upload_id)) return null;
-    if (typeof name !== "string" || name.length === 0 || name.length > 255) return null;
+    if (typeof name !== "string" || name.length === 0) return null;
     if (typeof mime !== "string" || mime.length > 100) return null;
     if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) return null;
-    out.push({ upload_id, name, mime, size });
+    // A long name is cut, not refused: the message and its file still go through.
+    out.push({ upload_id, name: cutFileName(name), mime, size });
   }
   return out;
 }

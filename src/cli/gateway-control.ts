@@ -5,7 +5,8 @@
  *
  * Exit codes: 0 the state was reached (also "already running" for start and "not running" for
  * stop, as `systemctl start|stop` do); 1 it was not reached in time or the process died; 2 a bad
- * option; 78 a configuration error.
+ * option; 78 a configuration error, for `start` and `restart` only (they start a gateway, which
+ * would refuse the config): `stop` works from the home's own files then (see loadForControl).
  */
 import type { Config } from "../config/schema.js";
 import { writePlannedStop } from "../lifecycle/markers.js";
@@ -31,7 +32,7 @@ import {
   readLogTail,
 } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
-import { type GlobalOptions, loadForCommand } from "./load.js";
+import { type GlobalOptions, loadForCommand, loadForControl } from "./load.js";
 import {
   findServiceTarget,
   launchctlKickstart,
@@ -71,7 +72,15 @@ function loadWithTimeout(
 ): { config: Config; timeoutMs: number } | number {
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
-  const { config } = loaded.loaded;
+  return withTimeout(loaded.loaded.config, options, io, fallback);
+}
+
+function withTimeout(
+  config: Config,
+  options: ControlOptions,
+  io: CliIo,
+  fallback: (config: Config) => number,
+): { config: Config; timeoutMs: number } | number {
   const seconds = parseTimeoutSeconds(options.timeout, fallback(config));
   if (seconds === null) {
     io.err(`keel: --timeout must be a positive number of seconds, got '${options.timeout}'`);
@@ -167,7 +176,7 @@ function printLogTail(io: CliIo, home: string, offset: number, target: ServiceTa
 }
 
 export async function gatewayStop(options: ControlOptions, io: CliIo): Promise<number> {
-  const loaded = loadWithTimeout(options, io, (c) =>
+  const loaded = withTimeout((await loadForControl(options, io)).config, options, io, (c) =>
     defaultStopTimeoutSeconds(c.agent.restart_drain_timeout),
   );
   if (typeof loaded === "number") return loaded;
@@ -240,7 +249,18 @@ async function reportStopped(home: string, live: PidRecord, io: CliIo): Promise<
 }
 
 export async function gatewayRestart(options: ControlOptions, io: CliIo): Promise<number> {
-  const loaded = loadWithTimeout(options, io, (c) =>
+  const control = await loadForControl(options, io);
+  if (control.broken) {
+    // The new gateway would refuse this config: the running one is left alone.
+    const live = await liveGateway(control.config.home);
+    io.err(
+      live === null
+        ? "keel: nothing was started: fix the config first (`keel doctor` shows it again)."
+        : `keel: not restarted: the new gateway would refuse this config. The running one (pid ${live.pid}) is left as it is; fix the config first (\`keel doctor\` shows it again).`,
+    );
+    return EXIT.config;
+  }
+  const loaded = withTimeout(control.config, options, io, (c) =>
     defaultRestartTimeoutSeconds(c.agent.restart_drain_timeout),
   );
   if (typeof loaded === "number") return loaded;

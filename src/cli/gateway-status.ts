@@ -20,7 +20,7 @@ import {
   liveGateway,
 } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
-import { type GlobalOptions, loadForCommand } from "./load.js";
+import { type GlobalOptions, loadForControl } from "./load.js";
 import { findServiceTarget, machineServiceDeps } from "./service-target.js";
 
 /** Exit code of `status` when no gateway runs (LSB "program is not running"). */
@@ -224,9 +224,7 @@ export async function gatewayStatus(
   options: GlobalOptions & { json?: boolean },
   io: CliIo,
 ): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) return loaded.code;
-  const { config } = loaded.loaded;
+  const { config } = await loadForControl(options, io);
   const report = await readStatusReport(config);
   if (options.json) {
     io.out(JSON.stringify(report));

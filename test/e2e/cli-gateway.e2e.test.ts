@@ -256,6 +256,60 @@ describe("keel gateway start/status/restart/stop", () => {
   });
 });
 
+describe("keel gateway commands when config.yaml breaks under a running gateway", () => {
+  it("status, drain, open and stop work from the home's files; restart and start exit 78", async () => {
+    // The port is in the file only: once the file is broken, the commands find it recorded.
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    writeFileSync(join(home, "config.yaml"), `http:\n  port: ${port}\n`);
+    const noPortEnv = { KEEL_HTTP_PORT: "" };
+    const started = await keel(["gateway", "start"], noPortEnv);
+    expect(started.code, started.stderr).toBe(0);
+    const pid = readPid()!;
+    writeFileSync(
+      join(home, "config.yaml"),
+      `http:\n  port: ${port}\nagnet:\n  max_iterations: 5\n`,
+    );
+
+    const shown = await keel(["gateway", "status"], noPortEnv);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`pid ${pid}`);
+    expect(shown.stderr).toMatch(/^warning: the config does not load/);
+    expect(shown.stderr).toContain("agnet");
+    const json = await keel(["gateway", "status", "--json"], noPortEnv);
+    expect(json.code).toBe(0);
+    // Through the control API: the recorded port and the home's control token reached it.
+    expect(JSON.parse(json.stdout)).toMatchObject({ running: true, pid, source: "api" });
+
+    const restart = await keel(["gateway", "restart"], noPortEnv);
+    expect(restart.code).toBe(78);
+    expect(restart.stderr).toContain(`The running one (pid ${pid}) is left as it is`);
+    expect(alive(pid)).toBe(true);
+
+    const drain = await keel(["gateway", "drain"], noPortEnv);
+    expect(drain.code, drain.stderr).toBe(0);
+    expect(drain.stdout).toContain("Gateway draining");
+    expect(await readyz()).toBe(503);
+    const cancel = await keel(["gateway", "drain", "--cancel"], noPortEnv);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(cancel.stdout).toContain("Drain cancelled");
+
+    const open = await keel(["open", "--no-browser"], noPortEnv);
+    expect(open.code, open.stderr).toBe(0);
+    const token = readFileSync(join(home, "control_token"), "utf8").trim();
+    expect(open.stdout.trim()).toBe(`http://127.0.0.1:${port}/?token=${token}`);
+
+    const stopped = await keel(["gateway", "stop"], noPortEnv);
+    expect(stopped.code, stopped.stderr).toBe(0);
+    expect(stopped.stdout).toContain(`Gateway stopped (pid ${pid})`);
+    expect(alive(pid)).toBe(false);
+
+    const start = await keel(["gateway", "start"], noPortEnv);
+    expect(start.code).toBe(78);
+    expect(start.stderr).toContain("agnet");
+    expect(readPid()).toBeNull();
+  });
+});
+
 describe("keel gateway commands without a running gateway", () => {
   it("stop says not running and exits 0; status exits 3; drain writes and removes the marker", async () => {
     const stop = await keel(["gateway", "stop"]);

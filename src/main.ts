@@ -3,7 +3,19 @@
 import { runCli } from "./cli/cli.js";
 import { processEnv } from "./config/load-config.js";
 
-const code = await runCli(process.argv.slice(2), {
+const argv = process.argv.slice(2);
+// The reader of our output went away (`keel sessions list | head -1`): stop quietly with 0, as
+// the reader asked for no more, instead of dying on an unhandled EPIPE with a stack trace. A
+// foreground gateway keeps running without its terminal output.
+const gatewayRun = argv.some((arg, i) => arg === "gateway" && argv[i + 1] === "run");
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EPIPE" && err.code !== "ERR_STREAM_DESTROYED") throw err;
+    if (!gatewayRun) process.exit(0);
+  });
+}
+
+const code = await runCli(argv, {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
   env: processEnv(),

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 /** Process entry: argv to the CLI; the only place that touches signals and the exit code. */
+import { fstatSync } from "node:fs";
 import { runCli } from "./cli/cli.js";
 import { processEnv } from "./config/load-config.js";
 
@@ -22,6 +23,7 @@ const code = await runCli(argv, {
   stdin: process.stdin,
   write: (text) => process.stdout.write(text),
   stderrIsTTY: process.stderr.isTTY === true,
+  stdoutIsFile: stdoutIsFile(),
   onSignal: (signal, handler) => {
     process.on(signal, handler);
     return () => process.off(signal, handler);
@@ -29,3 +31,11 @@ const code = await runCli(argv, {
 });
 // Exit explicitly once output is flushed: a stray handle must never keep a stopped gateway alive.
 process.stdout.write("", () => process.exit(code));
+
+function stdoutIsFile(): boolean {
+  try {
+    return fstatSync(1).isFile();
+  } catch {
+    return false;
+  }
+}

@@ -26,6 +26,7 @@ import {
   fileSize,
   gatewayBaseUrl,
   liveGateway,
+  loginLink,
   parseTimeoutSeconds,
   pollUntil,
   portInUse,
@@ -105,6 +106,7 @@ async function startGateway(
   const running = await liveGateway(config.home);
   if (running !== null) {
     io.out(`Gateway already running (pid ${running.pid}) at ${url}.`);
+    printLoginLink(io, config);
     return EXIT.ok;
   }
   // A port another program holds (another home's gateway, say) fails the start for certain:
@@ -139,6 +141,7 @@ async function startGateway(
   });
   if (outcome.kind === "ready" || outcome.kind === "drained") {
     io.out(`Gateway started (pid ${outcome.pid}) at ${url}.${drainedNote(outcome)}`);
+    printLoginLink(io, config);
     return EXIT.ok;
   }
   if (outcome.kind === "exited") {
@@ -151,6 +154,18 @@ async function startGateway(
   }
   printLogTail(io, config.home, logOffset, target);
   return EXIT.failure;
+}
+
+/**
+ * The login link, to the terminal that started the gateway (the gateway's own output goes to a
+ * log file, which must not hold the token); a redirect into a file gets the hint instead.
+ */
+function printLoginLink(io: CliIo, config: Config): void {
+  io.out(
+    io.stdoutIsFile === true
+      ? "Login: run `keel open` for the browser login link."
+      : `Login: ${loginLink(config.http, config.controlToken)}`,
+  );
 }
 
 function drainedNote(outcome: ReadyOutcome): string {

@@ -11,6 +11,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from "node:fs";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
@@ -195,6 +196,26 @@ describe("keel gateway start/status/restart/stop", () => {
       gateway_state: "stopped",
       recorded_state: "stopped",
     });
+  });
+
+  it("start prints the login link to its terminal, and no log file holds the token", async () => {
+    const started = await keel(["gateway", "start"]);
+    expect(started.code, started.stderr).toBe(0);
+    const token = readFileSync(join(home, "control_token"), "utf8").trim();
+    expect(started.stdout).toContain(`Login: http://127.0.0.1:${port}/?token=${token}`);
+    // A restart's successor writes to the same output log.
+    const restarted = await keel(["gateway", "restart", "--timeout", "30"]);
+    expect(restarted.code, restarted.stderr).toBe(0);
+    const logs = join(home, "logs");
+    const files = readdirSync(logs, { recursive: true, encoding: "utf8" }).filter((name) =>
+      statSync(join(logs, name)).isFile(),
+    );
+    expect(files).toContain("gateway.out.log");
+    for (const name of files) {
+      expect(readFileSync(join(logs, name), "utf8"), name).not.toContain(token);
+    }
+    const out = readFileSync(join(logs, "gateway.out.log"), "utf8");
+    expect(out).toContain("run `keel open` for the browser login link");
   });
 
   it("says so and exits 0 when started twice; drain and cancel show in the status", async () => {

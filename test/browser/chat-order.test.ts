@@ -77,6 +77,15 @@ describe("web chat order", () => {
     await expect.poll(() => transcript(page), { timeout: 15_000 }).toEqual(two);
   });
 
+  it("draws its icons as inline SVG, not as emoji or symbol characters", async () => {
+    const page = await h.newPage();
+    await h.login(page);
+    for (const id of ["#attach-button", "#toggle-sidebar"]) {
+      expect(await page.locator(`${id} svg`).count(), id).toBe(1);
+      expect((await page.locator(id).textContent())?.trim(), id).toBe("");
+    }
+  });
+
   it("a streamed reply grows below its question, and another tab shows the same order", async () => {
     const answer = "Streaming words arrive one after another, slowly enough to be seen.";
     h.fake.script({ text: answer, chunkDelayMs: 150 });

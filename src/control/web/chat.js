@@ -359,11 +359,15 @@ function createChat() {
     // The stored message takes its bubble's place: the turn answering it may already be shown
     // below it (a turn starts as soon as the message is committed).
     if (bubble) bubble.replaceWith(node);
-    // A file goes out during the turn: the live reply bubble stays for the reply itself.
-    else if (event.kind === "reply" && !event.file && live.placeReply(event.session_id, node)) {
-      // In place of the streamed text.
-    } else if (!live.placeWithin(node)) el.messages.insertBefore(node, firstPendingBubble());
+    else if (!placeReply(event, node) && !live.placeWithin(node))
+      el.messages.insertBefore(node, firstPendingBubble());
     if (stick) scrollToBottom();
+  }
+
+  /** A turn's reply takes the place of its streamed text; false when it is not such a reply. */
+  function placeReply(event, node) {
+    // A file goes out during the turn: the live reply bubble stays for the reply itself.
+    return event.kind === "reply" && !event.file && live.placeReply(event.session_id, node);
   }
 
   function bubbleFor(item) {

@@ -8,7 +8,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
-# --ignore-scripts skips `prepare` (it needs the sources, copied below); the addon is built here.
+# --ignore-scripts: dependencies' install steps wait; the native addon is built here, on its own.
 RUN npm ci --ignore-scripts && npm rebuild better-sqlite3
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin

@@ -128,7 +128,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .command("list")
     .description("pending requests, or with --approved the users let in")
     .option("--approved", "users approved through pairing")
-    .action((opts: { approved?: boolean }) => run(() => pairingList({ ...global(), ...opts }, io)));
+    .option("--json", "machine-readable output")
+    .action((opts: { approved?: boolean; json?: boolean }) =>
+      run(() => pairingList({ ...global(), ...opts }, io)),
+    );
   pairing
     .command("approve <code>")
     .description("let a user in; they are told so in their chat")

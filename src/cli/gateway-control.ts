@@ -5,7 +5,8 @@
  *
  * Exit codes: 0 the state was reached (also "already running" for start and "not running" for
  * stop, as `systemctl start|stop` do); 1 it was not reached in time or the process died; 2 a bad
- * option; 78 a configuration error.
+ * option; 78 a configuration error, for `start` and `restart` only (they start a gateway, which
+ * would refuse the config): `stop` works from the home's own files then (see loadForControl).
  */
 import type { Config } from "../config/schema.js";
 import { writePlannedStop } from "../lifecycle/markers.js";
@@ -25,13 +26,14 @@ import {
   fileSize,
   gatewayBaseUrl,
   liveGateway,
+  loginLink,
   parseTimeoutSeconds,
   pollUntil,
   portInUse,
   readLogTail,
 } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
-import { type GlobalOptions, loadForCommand } from "./load.js";
+import { type GlobalOptions, loadForCommand, loadForControl } from "./load.js";
 import {
   findServiceTarget,
   launchctlKickstart,
@@ -71,7 +73,15 @@ function loadWithTimeout(
 ): { config: Config; timeoutMs: number } | number {
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
-  const { config } = loaded.loaded;
+  return withTimeout(loaded.loaded.config, options, io, fallback);
+}
+
+function withTimeout(
+  config: Config,
+  options: ControlOptions,
+  io: CliIo,
+  fallback: (config: Config) => number,
+): { config: Config; timeoutMs: number } | number {
   const seconds = parseTimeoutSeconds(options.timeout, fallback(config));
   if (seconds === null) {
     io.err(`keel: --timeout must be a positive number of seconds, got '${options.timeout}'`);
@@ -96,6 +106,7 @@ async function startGateway(
   const running = await liveGateway(config.home);
   if (running !== null) {
     io.out(`Gateway already running (pid ${running.pid}) at ${url}.`);
+    printLoginLink(io, config);
     return EXIT.ok;
   }
   // A port another program holds (another home's gateway, say) fails the start for certain:
@@ -130,6 +141,7 @@ async function startGateway(
   });
   if (outcome.kind === "ready" || outcome.kind === "drained") {
     io.out(`Gateway started (pid ${outcome.pid}) at ${url}.${drainedNote(outcome)}`);
+    printLoginLink(io, config);
     return EXIT.ok;
   }
   if (outcome.kind === "exited") {
@@ -142,6 +154,18 @@ async function startGateway(
   }
   printLogTail(io, config.home, logOffset, target);
   return EXIT.failure;
+}
+
+/**
+ * The login link, to the terminal that started the gateway (the gateway's own output goes to a
+ * log file, which must not hold the token); a redirect into a file gets the hint instead.
+ */
+function printLoginLink(io: CliIo, config: Config): void {
+  io.out(
+    io.stdoutIsFile === true
+      ? "Login: run `keel open` for the browser login link."
+      : `Login: ${loginLink(config.http, config.controlToken)}`,
+  );
 }
 
 function drainedNote(outcome: ReadyOutcome): string {
@@ -167,7 +191,7 @@ function printLogTail(io: CliIo, home: string, offset: number, target: ServiceTa
 }
 
 export async function gatewayStop(options: ControlOptions, io: CliIo): Promise<number> {
-  const loaded = loadWithTimeout(options, io, (c) =>
+  const loaded = withTimeout((await loadForControl(options, io)).config, options, io, (c) =>
     defaultStopTimeoutSeconds(c.agent.restart_drain_timeout),
   );
   if (typeof loaded === "number") return loaded;
@@ -240,7 +264,18 @@ async function reportStopped(home: string, live: PidRecord, io: CliIo): Promise<
 }
 
 export async function gatewayRestart(options: ControlOptions, io: CliIo): Promise<number> {
-  const loaded = loadWithTimeout(options, io, (c) =>
+  const control = await loadForControl(options, io);
+  if (control.broken) {
+    // The new gateway would refuse this config: the running one is left alone.
+    const live = await liveGateway(control.config.home);
+    io.err(
+      live === null
+        ? "keel: nothing was started: fix the config first (`keel doctor` shows it again)."
+        : `keel: not restarted: the new gateway would refuse this config. The running one (pid ${live.pid}) is left as it is; fix the config first (\`keel doctor\` shows it again).`,
+    );
+    return EXIT.config;
+  }
+  const loaded = withTimeout(control.config, options, io, (c) =>
     defaultRestartTimeoutSeconds(c.agent.restart_drain_timeout),
   );
   if (typeof loaded === "number") return loaded;

@@ -6,7 +6,7 @@
 import { removeDrainRequest, writeDrainRequest } from "../lifecycle/markers.js";
 import { callControlApi, fetchOwnApiStatus, liveGateway } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
-import { type GlobalOptions, loadForCommand } from "./load.js";
+import { type GlobalOptions, loadForControl } from "./load.js";
 
 const DRAINING_TEXT =
   "Gateway draining: running turns finish, new turns are refused. Cancel with `keel gateway drain --cancel`.";
@@ -16,9 +16,7 @@ export async function gatewayDrain(
   options: GlobalOptions & { cancel?: boolean },
   io: CliIo,
 ): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) return loaded.code;
-  const { config } = loaded.loaded;
+  const { config } = await loadForControl(options, io);
   const action = options.cancel ? "cancel" : "drain";
   const live = await liveGateway(config.home);
   // The control API only of this home's gateway (another may answer on the same port); the

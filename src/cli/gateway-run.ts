@@ -75,7 +75,9 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
   const http = { host: config.http.host, port: gateway.port };
   // The link carries the control token: the log (journald, docker logs) gets only where to find it.
   logger.info({ url: `${gatewayBaseUrl(http)}/` }, "web login: open the link `keel open` prints");
-  printWelcome(io, config, gateway.port, supervised && supervisedByService(io));
+  // The link carries the token: not into a journal nor a file (a background start's output log).
+  const linkHidden = (supervised && supervisedByService(io)) || io.stdoutIsFile === true;
+  printWelcome(io, config, gateway.port, linkHidden);
   const code = await Promise.race([gateway.exited, overBudget]);
   logger.flush();
   return code;
@@ -101,14 +103,15 @@ function watchStopBudget(gateway: Gateway, config: Config, logger: Logger): Prom
 
 /**
  * The human start lines. The login link (with the token) goes to the terminal of a gateway run
- * by hand; under a service manager stdout ends in the system journal, so only the hint does.
+ * by hand; under a service manager stdout ends in the system journal, and a background start's
+ * in `logs/gateway.out.log` (`keel gateway start` prints the link itself), so only the hint does.
  */
-function printWelcome(io: CliIo, config: Config, port: number, underService: boolean): void {
+function printWelcome(io: CliIo, config: Config, port: number, linkHidden: boolean): void {
   const http = { host: config.http.host, port };
   const url = gatewayBaseUrl(http);
   io.out(`Keel ${KEEL_VERSION} is running (pid ${process.pid}).`);
   io.out(
-    underService
+    linkHidden
       ? "  login:     run `keel open` for the browser login link"
       : `  login:     ${loginLink(http, config.controlToken)}  (or \`keel open\`)`,
   );

@@ -21,7 +21,7 @@ import {
   liveGateway,
 } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
-import { type GlobalOptions, loadForCommand } from "./load.js";
+import { type GlobalOptions, loadForControl } from "./load.js";
 import { findServiceTarget, machineServiceDeps } from "./service-target.js";
 
 /** Exit code of `status` when no gateway runs (LSB "program is not running"). */
@@ -225,9 +225,7 @@ export async function gatewayStatus(
   options: GlobalOptions & { json?: boolean },
   io: CliIo,
 ): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) return loaded.code;
-  const { config } = loaded.loaded;
+  const { config } = await loadForControl(options, io);
   const report = await readStatusReport(config);
   // Platform errors are other systems' words: a URL with a password in them is masked.
   if (options.json) {

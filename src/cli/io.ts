@@ -11,6 +11,11 @@ export interface CliIo {
   write(text: string): void;
   /** Standard error is a terminal (logs are then written for a person, not as JSON). */
   stderrIsTTY?: boolean;
+  /**
+   * Standard output is a regular file (a background gateway's `logs/gateway.out.log`, or a
+   * redirect): the login link, which carries the control token, is then not written to it.
+   */
+  stdoutIsFile?: boolean;
   /** Subscribes to a process signal (only `gateway run` does); returns an unsubscribe. */
   onSignal(signal: NodeJS.Signals, handler: () => void): () => void;
 }

@@ -9,7 +9,7 @@ import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { findOwnGateway, loginLink, unconfirmedText } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
-import { type GlobalOptions, loadForCommand } from "./load.js";
+import { type GlobalOptions, loadForControl } from "./load.js";
 
 export interface OpenOptions extends GlobalOptions {
   /** `--no-browser`: only print the link. */
@@ -17,9 +17,13 @@ export interface OpenOptions extends GlobalOptions {
 }
 
 export async function open(options: OpenOptions, io: CliIo): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) return loaded.code;
-  const { config } = loaded.loaded;
+  const { config } = await loadForControl(options, io);
+  if (config.controlToken === "") {
+    io.err(
+      `keel: no control token to log in with: ${config.home}/control_token is missing and KEEL_CONTROL_TOKEN is not set.`,
+    );
+    return EXIT.failure;
+  }
   const link = loginLink(config.http, config.controlToken);
   io.out(link);
   // The link logs in only to this home's gateway (its control token): say when that is not

@@ -5,7 +5,7 @@ import { storeTarget } from "../config/store-target.js";
 import { errorMessage } from "../lib/errors.js";
 import { PAIRING_APPROVED_NOTICE } from "../platforms/telegram/access.js";
 import { openCommandStore } from "../sessions/open-store.js";
-import type { Store } from "../sessions/store.js";
+import type { PairingRequest, Store } from "../sessions/store.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 
@@ -101,11 +101,33 @@ export function sessionsShow(
   });
 }
 
+/** A pairing request or approved user as `pairing list --json` prints it. */
+function pairingJson(r: PairingRequest) {
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  return {
+    code: r.code,
+    platform: r.platform,
+    user_id: r.userId,
+    user_name: r.userName,
+    chat_id: r.chatId,
+    created_at: iso(r.createdAt),
+    expires_at: iso(r.expiresAt),
+    approved_at: iso(r.approvedAt),
+  };
+}
+
 export function pairingList(
-  options: GlobalOptions & { approved?: boolean },
+  options: GlobalOptions & { approved?: boolean; json?: boolean },
   io: CliIo,
 ): Promise<number> {
   return withStore(options, io, async (store) => {
+    if (options.json) {
+      const rows = options.approved
+        ? await store.listApprovedUsers()
+        : await store.listPairingRequests();
+      io.out(JSON.stringify(rows.map(pairingJson), null, 2));
+      return EXIT.ok;
+    }
     if (options.approved) {
       const users = await store.listApprovedUsers();
       if (users.length === 0) io.out("Nobody has been approved through pairing.");

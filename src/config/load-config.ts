@@ -88,6 +88,38 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
   return { config: deepFreeze(config), warnings };
 }
 
+/**
+ * The settings a command that only controls a running gateway falls back to when the config
+ * cannot be loaded (an operator must still be able to stop the gateway a typo would not let
+ * start again): the defaults with the environment's overrides where they are valid, the home,
+ * and the control token (`KEEL_CONTROL_TOKEN`, else the home's `control_token`, else none). The
+ * caller takes the address from what the running gateway recorded. Never creates a token.
+ */
+export function fallbackConfig(options: LoadConfigOptions): Config {
+  const home = resolveHome(options);
+  const fromEnv = ConfigSchema.safeParse(applyEnv({}, options.env).merged);
+  const p = fromEnv.success ? fromEnv.data : ConfigSchema.parse({});
+  const config: Config = {
+    ...p,
+    home,
+    cwd: join(home, "workspace"),
+    controlToken: p.control.token ?? readControlToken(home) ?? "",
+    telegramEnabled: false,
+    toolEnv: buildToolEnv(options.env, []),
+    crashPoint: undefined,
+  };
+  return deepFreeze(config);
+}
+
+function readControlToken(home: string): string | null {
+  try {
+    const token = readFileSync(join(home, "control_token"), "utf8").trim();
+    return token.length >= 16 ? token : null;
+  } catch {
+    return null;
+  }
+}
+
 /** The file's problems by line, then those from environment variables. */
 function inFileOrder(problems: string[], file: string): string[] {
   const line = (p: string) =>

@@ -149,7 +149,7 @@ export function createCore(input: CoreInput): GatewayCore {
     timeoutMs: config.tools.approval_timeout * 1000,
     notify: (address, text, approvalId) => sendNotice(address, text, approvalId),
     updateCard: async (address, approvalId, text) =>
-      adapterFor(address.platform)?.approvalAnswered?.(approvalId, text),
+      adapterFor(address.platform)?.approvalAnswered?.(approvalId, text, address),
     continueSession: (key, sessionId, requester, asker) =>
       runner.continueAfterApproval(key, sessionId, requester, asker),
     loadShell: loadShellParser,

@@ -181,6 +181,10 @@ export class Gateway implements LifecycleCalls {
     });
     this.stopPath.arm("close HTTP server", () => withTimeout(this.http.stop(), 500));
     this.boundPort = await this.http.start();
+    await this.status$.update({
+      http: { host: config.http.host, port: this.boundPort },
+      drain_timeout_seconds: config.agent.restart_drain_timeout,
+    });
     // Resumed turns must know which MCP tools are read-only: wait (bounded) for the servers.
     const mcp = this.deps.agent.mcp;
     if (mcp) {

@@ -29,6 +29,12 @@ export interface RuntimeStatus {
   restart_requested: boolean;
   active_turns: number;
   platforms: Record<string, PlatformRuntimeStatus>;
+  /**
+   * Where the gateway listens (the bound port) and its drain timeout, recorded once its HTTP
+   * server is up: the CLI finds and stops it from these when config.yaml no longer loads.
+   */
+  http?: { host: string; port: number };
+  drain_timeout_seconds?: number;
   /** ISO 8601, UTC. */
   updated_at: string;
 }
@@ -36,7 +42,13 @@ export interface RuntimeStatus {
 export type RuntimeStatusUpdate = Partial<
   Pick<
     RuntimeStatus,
-    "gateway_state" | "exit_reason" | "restart_requested" | "active_turns" | "platforms"
+    | "gateway_state"
+    | "exit_reason"
+    | "restart_requested"
+    | "active_turns"
+    | "platforms"
+    | "http"
+    | "drain_timeout_seconds"
   >
 >;
 

@@ -207,9 +207,10 @@ export interface PlatformAdapter {
   readonly repliesInBand?: boolean;
   /**
    * An approval was answered (by any path): a platform that showed it as a card with buttons
-   * updates the card to `text`. Optional; never throws for platform trouble.
+   * updates the card to `text`; `address` is the chat that was asked. Optional; never throws
+   * for platform trouble.
    */
-  approvalAnswered?(approvalId: string, text: string): Promise<void>;
+  approvalAnswered?(approvalId: string, text: string, address: ChatAddress): Promise<void>;
   /** Shows activity (typing) in a chat until the returned function is called. Optional. */
   showTyping?(address: ChatAddress): () => void;
   /**

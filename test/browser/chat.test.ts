@@ -181,6 +181,9 @@ describe("approvals in the web chat", () => {
     await expect
       .poll(() => replies(page).allTextContents(), { timeout: 15_000 })
       .toContain("ran: approved-and-ran");
-    expect(await approve.isDisabled()).toBe(true);
+    // Answered: the card says so instead of offering its buttons again.
+    const answered = page.locator("[data-testid=approval]");
+    await expect.poll(() => answered.getAttribute("data-state")).toBe("answered");
+    expect(await approve.count()).toBe(0);
   });
 });

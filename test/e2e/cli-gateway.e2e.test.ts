@@ -11,6 +11,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from "node:fs";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
@@ -197,6 +198,26 @@ describe("keel gateway start/status/restart/stop", () => {
     });
   });
 
+  it("start prints the login link to its terminal, and no log file holds the token", async () => {
+    const started = await keel(["gateway", "start"]);
+    expect(started.code, started.stderr).toBe(0);
+    const token = readFileSync(join(home, "control_token"), "utf8").trim();
+    expect(started.stdout).toContain(`Login: http://127.0.0.1:${port}/?token=${token}`);
+    // A restart's successor writes to the same output log.
+    const restarted = await keel(["gateway", "restart", "--timeout", "30"]);
+    expect(restarted.code, restarted.stderr).toBe(0);
+    const logs = join(home, "logs");
+    const files = readdirSync(logs, { recursive: true, encoding: "utf8" }).filter((name) =>
+      statSync(join(logs, name)).isFile(),
+    );
+    expect(files).toContain("gateway.out.log");
+    for (const name of files) {
+      expect(readFileSync(join(logs, name), "utf8"), name).not.toContain(token);
+    }
+    const out = readFileSync(join(logs, "gateway.out.log"), "utf8");
+    expect(out).toContain("run `keel open` for the browser login link");
+  });
+
   it("says so and exits 0 when started twice; drain and cancel show in the status", async () => {
     expect((await keel(["gateway", "start"])).code).toBe(0);
     const pid = readPid();
@@ -253,6 +274,60 @@ describe("keel gateway start/status/restart/stop", () => {
       { timeoutMs: 10_000, message: "the resumed reply stored" },
     );
     expect(transcript.resume_pending).toBe(false);
+  });
+});
+
+describe("keel gateway commands when config.yaml breaks under a running gateway", () => {
+  it("status, drain, open and stop work from the home's files; restart and start exit 78", async () => {
+    // The port is in the file only: once the file is broken, the commands find it recorded.
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    writeFileSync(join(home, "config.yaml"), `http:\n  port: ${port}\n`);
+    const noPortEnv = { KEEL_HTTP_PORT: "" };
+    const started = await keel(["gateway", "start"], noPortEnv);
+    expect(started.code, started.stderr).toBe(0);
+    const pid = readPid()!;
+    writeFileSync(
+      join(home, "config.yaml"),
+      `http:\n  port: ${port}\nagnet:\n  max_iterations: 5\n`,
+    );
+
+    const shown = await keel(["gateway", "status"], noPortEnv);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`pid ${pid}`);
+    expect(shown.stderr).toMatch(/^warning: the config does not load/);
+    expect(shown.stderr).toContain("agnet");
+    const json = await keel(["gateway", "status", "--json"], noPortEnv);
+    expect(json.code).toBe(0);
+    // Through the control API: the recorded port and the home's control token reached it.
+    expect(JSON.parse(json.stdout)).toMatchObject({ running: true, pid, source: "api" });
+
+    const restart = await keel(["gateway", "restart"], noPortEnv);
+    expect(restart.code).toBe(78);
+    expect(restart.stderr).toContain(`The running one (pid ${pid}) is left as it is`);
+    expect(alive(pid)).toBe(true);
+
+    const drain = await keel(["gateway", "drain"], noPortEnv);
+    expect(drain.code, drain.stderr).toBe(0);
+    expect(drain.stdout).toContain("Gateway draining");
+    expect(await readyz()).toBe(503);
+    const cancel = await keel(["gateway", "drain", "--cancel"], noPortEnv);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(cancel.stdout).toContain("Drain cancelled");
+
+    const open = await keel(["open", "--no-browser"], noPortEnv);
+    expect(open.code, open.stderr).toBe(0);
+    const token = readFileSync(join(home, "control_token"), "utf8").trim();
+    expect(open.stdout.trim()).toBe(`http://127.0.0.1:${port}/?token=${token}`);
+
+    const stopped = await keel(["gateway", "stop"], noPortEnv);
+    expect(stopped.code, stopped.stderr).toBe(0);
+    expect(stopped.stdout).toContain(`Gateway stopped (pid ${pid})`);
+    expect(alive(pid)).toBe(false);
+
+    const start = await keel(["gateway", "start"], noPortEnv);
+    expect(start.code).toBe(78);
+    expect(start.stderr).toContain("agnet");
+    expect(readPid()).toBeNull();
   });
 });
 

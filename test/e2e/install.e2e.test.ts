@@ -1,7 +1,9 @@
 /**
  * The newcomer's path of the README, end to end: a fresh `git clone` of this repository into a
- * temporary folder, `npm install` there (which also builds dist/), `npm pack`, a global install
- * of the tarball into a temporary prefix, and then the installed `keel` found on the PATH:
+ * temporary folder, `npm install` there (which does not build), the build `npm start` runs first,
+ * `npm pack` (which builds again on `prepack`, so the tarball ships dist/), a global install of
+ * the tarball into a temporary prefix (which builds nothing), and then the installed `keel` found
+ * on the PATH:
  * `--version`, `setup --yes --model-url <stand-in model>`, `doctor`, a `chat` round trip, and
  * `gateway start` / `status` / `chat` through it / `stop`. Dependencies come from the npm cache
  * or the registry (`--prefer-offline`); one install serves every test of the file (slow: minutes).
@@ -121,6 +123,9 @@ describe.skipIf(!existsSync(join(REPO_ROOT, ".git")))(
     let fake: FakeOpenAI;
     let cloned: Ran;
     let cloneInstall: Ran;
+    /** Whether the clone had a dist/ right after `npm install`. */
+    let builtByInstall = false;
+    let startBuild: Ran;
     let packed: Ran;
     let installed: Ran;
     let prebuiltHits: string[] = [];
@@ -145,6 +150,14 @@ describe.skipIf(!existsSync(join(REPO_ROOT, ".git")))(
         if (cloned.code !== 0) return;
         cloneInstall = await npm(["install"], clone);
         if (cloneInstall.code !== 0) return;
+        builtByInstall = existsSync(join(clone, "dist"));
+        // What `npm start` runs before the gateway (the README's quick start).
+        startBuild = await run(["node", "scripts/build-if-stale.mjs"], {
+          cwd: clone,
+          env: npmEnv,
+          timeoutMs: INSTALL_TIMEOUT_MS,
+        });
+        if (startBuild.code !== 0) return;
         packed = await npm(["pack", "--pack-destination", root], clone);
         const tgz = readdirSync(root).find((f) => f.endsWith(".tgz"));
         if (packed.code !== 0 || tgz === undefined) return;
@@ -176,18 +189,33 @@ describe.skipIf(!existsSync(join(REPO_ROOT, ".git")))(
         ...(options.input !== undefined && { input: options.input }),
       });
 
-    it("npm install in the fresh clone installs and builds, taking the prebuilt binary", () => {
+    it("npm install in the fresh clone installs without building; npm start's first step builds", () => {
       expect(cloned.code, cloned.stderr).toBe(0);
       expect(cloneInstall.code, `${cloneInstall.stdout}\n${cloneInstall.stderr}`).toBe(0);
+      expect(builtByInstall).toBe(false);
+      expect(startBuild.code, startBuild.stderr).toBe(0);
+      expect(startBuild.stderr).toContain("Building dist/");
       expect(existsSync(join(clone, "dist", "bundle", "main.js"))).toBe(true);
       // better-sqlite3 took the prebuilt path (no compile), as a user with network access gets.
       expect(prebuiltHits.length).toBeGreaterThan(0);
       expect(packed.code, packed.stderr).toBe(0);
     });
 
-    it("npm install -g of the packed tarball puts a working keel on the PATH", async () => {
+    it("npm install -g of the packed tarball puts a working keel on the PATH, building nothing", async () => {
       expect(installed.code, `${installed.stdout}\n${installed.stderr}`).toBe(0);
       expect(existsSync(join(prefix, "bin", "keel"))).toBe(true);
+      // The tarball carries the build: nothing of Keel's own runs at install (npm would name it
+      // among the "install scripts not yet covered by allowScripts"), only better-sqlite3's.
+      const installedDir = join(prefix, "lib", "node_modules", "keel");
+      const manifest = JSON.parse(readFileSync(join(installedDir, "package.json"), "utf8")) as {
+        scripts: Record<string, string>;
+      };
+      for (const hook of ["preinstall", "install", "postinstall", "prepare"]) {
+        expect(manifest.scripts[hook], hook).toBeUndefined();
+      }
+      expect(`${installed.stdout}\n${installed.stderr}`).not.toMatch(/keel@[\d.]+ \(/);
+      expect(existsSync(join(installedDir, "dist", "bundle", "main.js"))).toBe(true);
+      expect(existsSync(join(installedDir, "src", "control", "web", "chat.js"))).toBe(true);
       const version = await keel(["--version"]);
       expect(version.code).toBe(0);
       const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {

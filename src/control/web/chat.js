@@ -5,12 +5,15 @@
  * localStorage and resent with the same client_id after a reconnect or a reload.
  */
 import { createChatSocket } from "./chat-socket.js";
+import { icon } from "./icons.js";
 import { clip, createLiveTurns, storedToolElement } from "./live-turn.js";
 import { renderMarkdown } from "./markdown.js";
 
 const PENDING_KEY = "keel.chat.pending";
 const CURRENT_KEY = "keel.chat.current";
 const RETRY_MS = 3_000;
+/** A user message answering an approval (what the card's buttons send). */
+const ANSWER_COMMAND = /^[/!](?:approve|deny)\s+(\S+)/;
 
 function randomId() {
   if (crypto.randomUUID) return crypto.randomUUID();
@@ -77,6 +80,8 @@ function createChat() {
         events: [],
         lastSeq: 0,
         outboxIds: new Set(),
+        // Approval id -> what its card says once answered; null: an answer was sent, none came.
+        answers: new Map(),
       };
       state.conversations.set(id, conv);
     }
@@ -153,6 +158,13 @@ function createChat() {
       if (conv.outboxIds.has(event.outbox_id)) return;
       conv.outboxIds.add(event.outbox_id);
     }
+    if (event.kind === "approval_answered") {
+      conv.answers.set(event.approval_id, event.text);
+      if (event.conversation_id === state.current) showAnswer(event.approval_id, event.text);
+      return;
+    }
+    const answering = event.kind === "user" && ANSWER_COMMAND.exec(event.text);
+    if (answering && !conv.answers.has(answering[1])) conv.answers.set(answering[1], null);
     conv.events.push(event);
     if (event.kind === "user" && !conv.titleFromUser) setTitle(conv, event.text);
     if (event.kind !== "tool") conv.preview = clip(event.text, 80);
@@ -246,10 +258,10 @@ function createChat() {
       const chip = document.createElement("span");
       chip.className = "attachment-chip";
       chip.dataset.testid = "message-attachment";
-      chip.textContent = `📎 ${a.name}`;
+      chip.append(icon("paperclip"), a.name);
       div.append(chip);
     }
-    if (approvalId) div.append(approvalButtons(approvalId));
+    if (approvalId) div.append(approvalCard(approvalId));
     return div;
   }
 
@@ -268,15 +280,21 @@ function createChat() {
       link.append(img);
     } else {
       link.download = file.name;
-      link.textContent = `📎 ${file.name}`;
+      link.append(icon("paperclip"), ` ${file.name}`);
     }
     return link;
   }
 
-  /** An approval card's answers: each sends the chat command, so it is stored like any message. */
-  function approvalButtons(id) {
+  /**
+   * An approval card's answers: each sends the chat command, so it is stored like any message.
+   * Once the approval is answered (here or elsewhere) the card says how, without buttons.
+   */
+  function approvalCard(id) {
     const bar = document.createElement("div");
     bar.className = "approval-buttons";
+    bar.dataset.testid = "approval";
+    bar.dataset.approvalId = id;
+    bar.dataset.state = "pending";
     const choices = [
       ["approve", "Approve once", `/approve ${id}`],
       ["approve-session", "This session", `/approve ${id} session`],
@@ -288,12 +306,37 @@ function createChat() {
       button.textContent = label;
       button.dataset.testid = testid;
       button.addEventListener("click", () => {
-        for (const b of bar.querySelectorAll("button")) b.disabled = true;
+        markAnswering(bar);
         sendText(command);
       });
       bar.append(button);
     }
+    const answers = state.current ? conversation(state.current).answers : new Map();
+    if (answers.get(id)) markAnswered(bar, answers.get(id));
+    else if (answers.has(id)) markAnswering(bar);
     return bar;
+  }
+
+  function markAnswering(bar) {
+    bar.dataset.state = "answering";
+    for (const b of bar.querySelectorAll("button")) b.disabled = true;
+  }
+
+  /** `text` is the card's new text: its first line says who decided what. */
+  function markAnswered(bar, text) {
+    const answer = document.createElement("span");
+    answer.className = "approval-answer";
+    answer.dataset.testid = "approval-answer";
+    answer.textContent = String(text).split("\n", 1)[0] || "Answered";
+    bar.dataset.state = "answered";
+    bar.replaceChildren(answer);
+  }
+
+  function showAnswer(id, text) {
+    const bar = el.messages.querySelector(
+      `[data-testid=approval][data-approval-id="${CSS.escape(id)}"]`,
+    );
+    if (bar) markAnswered(bar, text);
   }
 
   function firstPendingBubble() {
@@ -305,18 +348,26 @@ function createChat() {
   function showEvent(event) {
     const stick = nearBottom();
     el.messages.querySelector(".empty")?.remove();
-    if (event.client_id) {
-      el.messages.querySelector(`[data-client-id="${CSS.escape(event.client_id)}"]`)?.remove();
-    }
     // A tool call already shown live (the turn runs on this page) stays where it is.
     const toolId = event.tool?.tool_call_id;
     if (toolId && el.messages.querySelector(`[data-tool-call-id="${CSS.escape(toolId)}"]`)) return;
     const node = eventElement(event);
     node.dataset.seq = String(event.seq);
-    // A file goes out during the turn: the live reply bubble stays for the reply itself.
-    const placed = event.kind === "reply" && !event.file && live.placeReply(event.session_id, node);
-    if (!placed) el.messages.insertBefore(node, firstPendingBubble());
+    const bubble =
+      event.client_id &&
+      el.messages.querySelector(`[data-client-id="${CSS.escape(event.client_id)}"]`);
+    // The stored message takes its bubble's place: the turn answering it may already be shown
+    // below it (a turn starts as soon as the message is committed).
+    if (bubble) bubble.replaceWith(node);
+    else if (!placeReply(event, node) && !live.placeWithin(node))
+      el.messages.insertBefore(node, firstPendingBubble());
     if (stick) scrollToBottom();
+  }
+
+  /** A turn's reply takes the place of its streamed text; false when it is not such a reply. */
+  function placeReply(event, node) {
+    // A file goes out during the turn: the live reply bubble stays for the reply itself.
+    return event.kind === "reply" && !event.file && live.placeReply(event.session_id, node);
   }
 
   function bubbleFor(item) {
@@ -484,7 +535,7 @@ function createChat() {
       const chip = document.createElement("span");
       chip.className = "attachment-chip";
       chip.dataset.testid = "pending-attachment";
-      chip.textContent = `📎 ${file.name}`;
+      chip.append(icon("paperclip"), file.name);
       const remove = document.createElement("button");
       remove.type = "button";
       remove.className = "chip-remove";

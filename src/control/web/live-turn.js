@@ -86,8 +86,11 @@ export function createLiveTurns(view) {
     return live;
   }
 
+  /** Drops the streamed part of unfinished turns; stored events placed within them stay. */
   function dropUnfinishedLives() {
-    for (const live of lives.filter((l) => !l.ended)) live.container.remove();
+    for (const live of lives.filter((l) => !l.ended)) {
+      live.container.replaceWith(...live.container.querySelectorAll(":scope > [data-seq]"));
+    }
     lives = lives.filter((l) => l.ended);
   }
 
@@ -195,10 +198,27 @@ export function createLiveTurns(view) {
     return true;
   }
 
+  /**
+   * Puts a stored event (a notice, say) that arrives while a streamed turn still waits for its
+   * reply at the end of that turn: its seq is above the turn's tool calls stored so far and
+   * below those still to come and the reply, so it stands where a reload will show it. False
+   * when no such turn is shown.
+   */
+  function placeWithin(node) {
+    const live = lives.at(-1);
+    if (!live?.container.isConnected) return false;
+    // A turn whose reply never came (an empty one) is not waited for once later events follow.
+    for (let next = live.container.nextElementSibling; next; next = next.nextElementSibling)
+      if (next.dataset.seq) return false;
+    if (live.segment) live.container.insertBefore(node, live.segment);
+    else live.container.append(node);
+    return true;
+  }
+
   /** Forgets every streamed turn (the page shows another conversation). */
   function reset() {
     lives = [];
   }
 
-  return { onLive, placeReply, dropUnfinished: dropUnfinishedLives, reset };
+  return { onLive, placeReply, placeWithin, dropUnfinished: dropUnfinishedLives, reset };
 }

@@ -320,6 +320,47 @@ describe("WebchatAdapter", () => {
     expect(client.of("event").map((f) => f.seq)).toEqual([1, 2]);
   });
 
+  it("sends a turn started while its message is being stored after that message's event", async () => {
+    const page = await connect();
+    page.send({ type: "open", conversation_id: "c1", after_seq: 0 });
+    await waitFor(() => page.of("synced").length === 1);
+    // The runner starts the turn as soon as the inbox has the message: before the user event.
+    const release = sink.hold();
+    page.send({ type: "send", conversation_id: "c1", client_id: "m1", text: "hello" });
+    await waitFor(() => sink.calls.length === 1);
+    const base = { sessionKey: "agent:main:webchat:c1", sessionId: "s1" };
+    adapter.publishTurnEvent({ ...base, event: { type: "turn_start" } });
+    adapter.publishTurnEvent({ ...base, event: { type: "text_delta", text: "Hi" } });
+    release();
+    await waitFor(() => page.of("delta").length === 1);
+    const order = page.frames
+      .filter((f) => f.type !== "hello" && f.type !== "synced")
+      .map((f) => (f.type === "event" ? `event:${f.kind}` : f.type));
+    expect(order).toEqual(["event:user", "ack", "turn_start", "delta"]);
+  });
+
+  it("stores an approval's answer as an event of the card's conversation", async () => {
+    const page = await connect();
+    page.send({ type: "open", conversation_id: "c1", after_seq: 0 });
+    await waitFor(() => page.of("synced").length === 1);
+    await adapter.deliver({ ...reply(8, "May I run rm -rf x?"), approvalId: "ab12cd34ef" });
+    await adapter.approvalAnswered("ab12cd34ef", "Approved once by ann\nrm -rf x", {
+      platform: "webchat",
+      chatId: "c1",
+    });
+    await waitFor(() => page.of("event").length === 2);
+    expect(page.of("event")[1]).toMatchObject({
+      seq: 2,
+      kind: "approval_answered",
+      approval_id: "ab12cd34ef",
+      text: "Approved once by ann\nrm -rf x",
+    });
+    const later = await connect();
+    later.send({ type: "open", conversation_id: "c1", after_seq: 0 });
+    await waitFor(() => later.of("event").length === 2);
+    expect(later.of("event")[1]).toMatchObject({ kind: "approval_answered" });
+  });
+
   it("streams live turn events and gives a late page the running turn", async () => {
     const early = await connect();
     early.send({ type: "open", conversation_id: "c1", after_seq: 0 });

@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import type { Store } from "../../sessions/store.js";
 import type {
+  ChatAddress,
   InboundAttachment,
   InboundSink,
   OutboundReply,
@@ -181,6 +182,27 @@ export class WebchatAdapter implements PlatformAdapter {
     });
   }
 
+  /**
+   * An approval was answered (in this chat, from the dashboard or the CLI, or by its timeout):
+   * stored as an event of the card's conversation, so the card shows the answer instead of its
+   * buttons, after a reload too.
+   */
+  async approvalAnswered(approvalId: string, text: string, address?: ChatAddress): Promise<void> {
+    const conversationId = address && conversationIdOf(sessionKeyFor(address.chatId));
+    if (!conversationId) return;
+    await this.serially(conversationId, () =>
+      this.appendAndBroadcast(conversationId, {
+        kind: "approval_answered",
+        text,
+        session_id: "",
+        approval_id: approvalId,
+        created_at: Date.now(),
+      }),
+    ).catch((err: unknown) =>
+      this.logger.warn({ err, approval: approvalId }, "approval answer not stored"),
+    );
+  }
+
   /** Reads a file the page uploaded (`upload:<id>` references). */
   async fetchFile(attachment: InboundAttachment, maxBytes: number): Promise<Buffer> {
     const uploads = this.uploads;
@@ -212,12 +234,21 @@ export class WebchatAdapter implements PlatformAdapter {
     const conversationId = conversationIdOf(e.sessionKey);
     if (!conversationId) return;
     this.keepToolCall(conversationId, e);
-    const frame = this.live.record(toLiveFrame(conversationId, e));
-    for (const client of this.clients) {
-      const sub = client.subs.get(conversationId);
-      // A replaying client gets the running turn as a snapshot once its replay ends.
-      if (sub && !sub.replaying) this.send(client, frame);
-    }
+    const show = () => {
+      const frame = this.live.record(toLiveFrame(conversationId, e));
+      for (const client of this.clients) {
+        const sub = client.subs.get(conversationId);
+        // A replaying client gets the running turn as a snapshot once its replay ends.
+        if (sub && !sub.replaying) this.send(client, frame);
+      }
+    };
+    // The runner starts a turn as soon as the inbox commits its message, before that message's
+    // user event is stored: a live frame waits for the durable events still being stored, so
+    // pages get the question before the turn that answers it. With nothing in flight it goes
+    // at once (most deltas).
+    if (this.chains.has(conversationId)) {
+      void this.serially(conversationId, async () => show());
+    } else show();
   }
 
   /**

@@ -71,8 +71,8 @@ function parseAttachments(value: unknown): SentAttachment[] | null {
 
 /** What the store keeps per durable event (the channel event payload). */
 export interface DurablePayload {
-  kind: "user" | "reply" | "notice" | "tool";
-  /** The message; for a tool call, its name. */
+  kind: "user" | "reply" | "notice" | "tool" | "approval_answered";
+  /** The message; for a tool call, its name; for an answered approval, what its card now says. */
   text: string;
   session_id: string;
   /** The client's id for a user message (lets the sender match it to its pending copy). */
@@ -83,7 +83,7 @@ export interface DurablePayload {
   attachments?: { name: string; mime: string }[];
   /** A file the agent sent (`text` is its caption), served at `url` to signed-in pages. */
   file?: { id: string; name: string; mime: string; size: number; url: string };
-  /** The approval a reply or notice asks for: the page shows its buttons. */
+  /** The approval a reply or notice asks for (the page shows its buttons), or that was answered. */
   approval_id?: string;
   /** A tool call the agent made (kind `tool`), stored when it ended so a reload shows it. */
   tool?: StoredToolCall;

@@ -1,9 +1,13 @@
 /**
- * `npm run chaos -- [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--verbose]`:
- * runs the chaos harness against the built gateway and prints one line of figures. With
- * `--instances N` (2 or more), N gateways share one Postgres database (cluster-run.ts). Exits 1 when
- * a message was lost, a tool ran twice or an interrupted session did not resume (the work
- * folder, with chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
+ * `npm run chaos -- [--store sqlite|postgres] [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--verbose]`:
+ * runs the chaos harness against the built gateway and prints one line of figures. `--store
+ * postgres` runs the same single-gateway chaos with the store in a schema of its own on the tests'
+ * Postgres (KEEL_TEST_PG_URL), the gateway started again within a second of each kill. With
+ * `--instances N` (2 or more), N gateways share one Postgres database (cluster-run.ts): with
+ * `--store postgres` on the shipped lease TTL, each killed gateway back within a second; without
+ * it, on a 2 s TTL with up to 3 s down. Exits 1 when a message was lost, a tool ran twice, an
+ * answer was shown twice or an interrupted session did not resume (the work folder, with
+ * chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
  */
 import { rmSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -30,8 +34,14 @@ async function main(): Promise<void> {
       verbose: { type: "boolean", default: false },
       keep: { type: "boolean", default: false },
       instances: { type: "string" },
+      store: { type: "string" },
     },
   });
+  const store = values.store ?? "sqlite";
+  if (store !== "sqlite" && store !== "postgres") {
+    console.error(`chaos: --store must be sqlite or postgres, got ${store}`);
+    process.exit(2);
+  }
   const turns = positiveInt("turns", values.turns, 200);
   const seed = positiveInt("seed", values.seed, 1);
   const conversations = values.conversations
@@ -52,8 +62,17 @@ async function main(): Promise<void> {
           conversations,
           timeLimitMs: minutes * 60_000,
           onProgress,
+          // Named explicitly: the shipped lease TTL, and a service manager's quick restart.
+          ...(values.store === "postgres" && { leaseTtlSeconds: null, maxDownMs: 1000 }),
         })
-      : await runChaos({ turns, seed, conversations, timeLimitMs: minutes * 60_000, onProgress });
+      : await runChaos({
+          turns,
+          seed,
+          conversations,
+          timeLimitMs: minutes * 60_000,
+          onProgress,
+          store,
+        });
   console.log(formatFigures(result.figures));
   if (values.verbose) {
     const seconds = Math.round((Date.now() - started) / 1000);

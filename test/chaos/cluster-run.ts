@@ -44,6 +44,11 @@ export interface ClusterChaosOptions {
   leaseTtlSeconds?: number | null;
   /** Longest pause before a killed gateway starts again, ms; default 3000. */
   maxDownMs?: number;
+  /**
+   * Each gateway keeps its default instance id (host-pid-random, a new one at every start, as
+   * shipped) instead of a fixed `chaos-<i>` kept across its restarts.
+   */
+  defaultInstanceIds?: boolean;
   breakerWindowSeconds?: number;
   onProgress?: (line: string) => void;
 }
@@ -83,7 +88,9 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
     writeFileSync(join(home, "workspace", READ_FILE_NAME), `${READ_FILE_TEXT}\n`);
     return home;
   });
-  const instanceId = (i: number) => `chaos-${i}`;
+  // The id each slot's gateway runs under now (a fixed one, or read back from the registry).
+  const ids = Array.from({ length: options.instances }, (_, i) => `chaos-${i}`);
+  const instanceId = (i: number) => ids[i]!;
   const spawn = async (i: number): Promise<GatewayProcess> => {
     const agent = window === undefined ? "" : `agent:\n  resume_breaker_window: ${window}\n`;
     writeFileSync(
@@ -92,11 +99,15 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
     );
     const gateway = await startGatewayProcess({
       home: homes[i]!,
-      env: { ...env, KEEL_INSTANCE_ID: instanceId(i) },
+      env: options.defaultInstanceIds ? env : { ...env, KEEL_INSTANCE_ID: instanceId(i) },
       inheritEnv: false,
       outputFile: join(dir, `gateway-${i}.out.log`),
     });
     await gateway.waitForRunning(30_000);
+    if (options.defaultInstanceIds) {
+      const [row] = await q(`SELECT id FROM instances WHERE pid = ${gateway.pid}`);
+      if (row) ids[i] = String(row.id);
+    }
     return gateway;
   };
 

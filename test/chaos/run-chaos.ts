@@ -4,8 +4,8 @@
  * postgres` runs the same single-gateway chaos with the store in a schema of its own on the tests'
  * Postgres (KEEL_TEST_PG_URL), the gateway started again within a second of each kill. With
  * `--instances N` (2 or more), N gateways share one Postgres database (cluster-run.ts): with
- * `--store postgres` on the shipped lease TTL, each killed gateway back within a second; without
- * it, on a 2 s TTL with up to 3 s down. Exits 1 when a message was lost, a tool ran twice, an
+ * `--store postgres` on the shipped lease TTL and default instance ids, each killed gateway back
+ * within a second; without it, on a 2 s TTL and fixed ids, with up to 3 s down. Exits 1 when a message was lost, a tool ran twice, an
  * answer was shown twice or an interrupted session did not resume (the work folder, with
  * chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
  */
@@ -63,7 +63,11 @@ async function main(): Promise<void> {
           timeLimitMs: minutes * 60_000,
           onProgress,
           // Named explicitly: the shipped lease TTL, and a service manager's quick restart.
-          ...(values.store === "postgres" && { leaseTtlSeconds: null, maxDownMs: 1000 }),
+          ...(values.store === "postgres" && {
+            leaseTtlSeconds: null,
+            maxDownMs: 1000,
+            defaultInstanceIds: true,
+          }),
         })
       : await runChaos({
           turns,

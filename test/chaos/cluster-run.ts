@@ -49,6 +49,8 @@ export interface ClusterChaosOptions {
    * shipped) instead of a fixed `chaos-<i>` kept across its restarts.
    */
   defaultInstanceIds?: boolean;
+  /** How long each gateway runs before the next kill, ms; default 300 to 4000. */
+  killGapMs?: [number, number];
   breakerWindowSeconds?: number;
   onProgress?: (line: string) => void;
 }
@@ -133,7 +135,8 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
     });
     const deadline = Date.now() + (options.timeLimitMs ?? 10 * 60_000);
     while (!driversDone && Date.now() < deadline) {
-      await sleep(rng.int(300, 4000));
+      const [minGap, maxGap] = options.killGapMs ?? [300, 4000];
+      await sleep(rng.int(minGap, maxGap));
       const victim = await chooseVictim(q, rng, options.instances, instanceId);
       gateways[victim]!.kill("SIGKILL");
       await gateways[victim]!.waitForExit();

@@ -109,7 +109,10 @@ export class Cluster {
     await this.store.registerInstance(self);
     if (predecessor && predecessor.id !== instanceId)
       await this.retirePredecessor(predecessor, identity);
-    await recordIdentity(this.deps.home, identity);
+    // Without the record the next restart waits out the TTL, as before: no reason not to start.
+    await recordIdentity(this.deps.home, identity).catch((err: unknown) =>
+      logger.warn({ err }, "could not record this gateway in its home for the next restart"),
+    );
     const heartbeat = startHeartbeat(this.store, self, leaseTtlMs, logger);
     this.heartbeat = heartbeat;
     const watch = createInstanceWatch(
@@ -150,6 +153,9 @@ export class Cluster {
     self: InstanceIdentity,
   ): Promise<void> {
     const logger = this.deps.logger;
+    // Its row is gone: it stopped cleanly (its leases went with the row), or was forgotten.
+    const row = (await this.store.listInstances()).find((i) => i.id === predecessor.id);
+    if (!row) return;
     const proof = await provenDead(predecessor, self);
     if (!proof) {
       logger.info(
@@ -159,8 +165,7 @@ export class Cluster {
       return;
     }
     // The id may since name another gateway (an operator's choice): never retire a stranger.
-    const row = (await this.store.listInstances()).find((i) => i.id === predecessor.id);
-    if (row && (row.host !== predecessor.host || row.pid !== predecessor.pid)) return;
+    if (row.host !== predecessor.host || row.pid !== predecessor.pid) return;
     await this.store.removeInstance(predecessor.id);
     // What its takeover sweep held when it died goes too (removeInstance frees an owner's leases).
     await this.store.removeInstance(`${predecessor.id}:takeover`);

@@ -6,7 +6,7 @@
  * recovered and resumed by the start-up path, not by the takeover sweep once the lease TTL
  * (15 s) has run out. Asserted on the log and the record, not on the clock.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { answeredIds } from "../chaos/chaos-model.js";
@@ -104,5 +104,39 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
         { inbox_id: null, state: "done" },
       ]);
     }, 120_000);
+
+    it("waits out the lease TTL when its predecessor cannot be proven gone", async () => {
+      const r = await createRig({ chats: [CHAT], seed: 7, store: "postgres" });
+      rig = r;
+      const first = await r.start({ crashPoint: "after_turn_start" });
+      gateway = first;
+      r.telegram.sendUserMessage({ chatId: CHAT, text: "c1.1 plain" });
+      expect(await first.exitsWithin(30_000), "killed at after_turn_start").toBe(true);
+      // The home's record says the previous gateway ran on another host: nothing proves it gone.
+      const recordPath = join(r.home, "cluster_instance.json");
+      const record = JSON.parse(readFileSync(recordPath, "utf8")) as Record<string, unknown>;
+      writeFileSync(recordPath, JSON.stringify({ ...record, host: "another-host" }));
+
+      const second = await r.start();
+      gateway = second;
+      await waitFor(
+        () =>
+          r.telegram
+            .chatLog(CHAT)
+            .find((e) => e.from === "bot" && answeredIds(e.text).includes("c1.1")),
+        { timeoutMs: 90_000, message: "the reply, once the lease has run out" },
+      );
+      const messages = logOf(r, second.pid).map((l) => l.msg);
+      expect(messages).toContain(
+        "this home's previous gateway cannot be proven gone; its leases run out by themselves",
+      );
+      expect(messages).not.toContain(
+        "took over the leases of this home's previous gateway, which is gone",
+      );
+      // The turn was taken over by the sweep, once the dead gateway's lease had run out.
+      expect(messages).toContain(
+        "took over the turns of a gateway that stopped renewing its leases",
+      );
+    }, 150_000);
   },
 );

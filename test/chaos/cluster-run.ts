@@ -31,7 +31,7 @@ const TOKEN = "123456:chaos-cluster-token";
 export interface ClusterChaosOptions {
   turns: number;
   seed: number;
-  /** Gateways sharing the database (2 or more). */
+  /** Gateway processes on the database (one: a single gateway killed and restarted). */
   instances: number;
   conversations?: number;
   /** Bound of the kill phase; the settle phase adds at most `settleMs`. */

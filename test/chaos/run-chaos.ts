@@ -5,7 +5,9 @@
  * Postgres (KEEL_TEST_PG_URL), the gateway started again within a second of each kill. With
  * `--instances N` (2 or more), N gateways share one Postgres database (cluster-run.ts): with
  * `--store postgres` on the shipped lease TTL and default instance ids, each killed gateway back
- * within a second; without it, on a 2 s TTL and fixed ids, with up to 3 s down. Exits 1 when a message was lost, a tool ran twice, an
+ * within a second; without it, on a 2 s TTL and fixed ids, with up to 3 s down. `--kill-gap
+ * MIN,MAX` runs that cluster schedule (random SIGKILLs only, each gateway running MIN to MAX ms
+ * before the next) with any number of gateways, one included. Exits 1 when a message was lost, a tool ran twice, an
  * answer was shown twice or an interrupted session did not resume (the work folder, with
  * chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
  */
@@ -24,6 +26,16 @@ function positiveInt(name: string, raw: string | undefined, fallback: number): n
   return n;
 }
 
+/** `--kill-gap MIN,MAX` (ms a gateway runs before the next kill). */
+function gapOf(raw: string): [number, number] {
+  const [min, max] = raw.split(",").map(Number);
+  if (!Number.isInteger(min) || !Number.isInteger(max) || min! < 0 || max! < min!) {
+    console.error(`chaos: --kill-gap must be MIN,MAX in ms (0 <= MIN <= MAX), got ${raw}`);
+    process.exit(2);
+  }
+  return [min!, max!];
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -35,6 +47,7 @@ async function main(): Promise<void> {
       keep: { type: "boolean", default: false },
       instances: { type: "string" },
       store: { type: "string" },
+      "kill-gap": { type: "string" },
     },
   });
   const store = values.store ?? "sqlite";
@@ -52,9 +65,11 @@ async function main(): Promise<void> {
   const started = Date.now();
   const instances = positiveInt("instances", values.instances, 1);
   const onProgress = values.verbose ? (line: string) => console.error(line) : undefined;
-  // Several gateways run on the Postgres the tests use (KEEL_TEST_PG_URL), in a schema of their own.
+  const killGap = values["kill-gap"] === undefined ? undefined : gapOf(values["kill-gap"]);
+  // Several gateways run on the Postgres the tests use (KEEL_TEST_PG_URL), in a schema of their own;
+  // so does one with `--kill-gap` (random SIGKILLs only, at that pace, no crash loops or points).
   const result =
-    instances > 1
+    instances > 1 || killGap
       ? await runClusterChaos({
           turns,
           seed,
@@ -68,6 +83,7 @@ async function main(): Promise<void> {
             maxDownMs: 1000,
             defaultInstanceIds: true,
           }),
+          ...(killGap && { killGapMs: killGap }),
         })
       : await runChaos({
           turns,

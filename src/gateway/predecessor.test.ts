@@ -48,6 +48,9 @@ describe.skipIf(process.platform !== "linux")("this home's previous gateway", ()
     const before = await predecessorProcess();
     const reused = { ...before, processStart: before.processStart! - 3_600_000 };
     expect(await provenDead(reused, self)).toBe("pid_reused");
+    // A container's gateway often has the same pid at every start: its own pid is no proof of life.
+    const samePid = { ...self, id: "before", processStart: self.processStart! - 3_600_000 };
+    expect(await provenDead(samePid, self)).toBe("pid_reused");
     // Without a start time to compare, a live pid proves nothing: the lease TTL stands.
     expect(await provenDead({ ...before, processStart: null }, self)).toBeNull();
   });

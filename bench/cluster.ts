@@ -7,6 +7,10 @@
  * - takeover time: a gateway SIGKILLed while its turns run a tool, until a survivor has finished
  *   every interrupted turn (bounded below by the lease TTL: the lease must run out first, and the
  *   survivors sweep once per TTL).
+ * - restart time: ONE gateway (its default instance id, the shipped lease TTL) SIGKILLed while its
+ *   turns run a tool and started again at once in the same home, as a service manager would,
+ *   until it has finished every interrupted turn (issue 43: it proves its predecessor gone and
+ *   takes its leases over at start instead of waiting out the TTL).
  * The database is KEEL_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test), in a schema
  * of its own, dropped at the end.
  */
@@ -182,6 +186,88 @@ export async function runTakeover(options: {
     client.close();
     await cluster.close();
     await model.close();
+  }
+}
+
+export interface RestartResult {
+  interrupted: number;
+  /** SIGKILL to the restarted gateway answering /readyz, ms. */
+  readyMs: number;
+  /** SIGKILL to the first interrupted turn finished by the restarted gateway, ms. */
+  firstMs: number;
+  /** SIGKILL to the last one finished, ms. */
+  allMs: number;
+}
+
+/**
+ * One gateway, on the shipped defaults but for the store; `interrupted` API sessions each run a
+ * long tool; SIGKILLed once every tool has started and started again at once in its home; timed
+ * until the new process has finished each resumed turn.
+ */
+export async function runRestart(options: { interrupted: number }): Promise<RestartResult> {
+  const model = await startFakeOpenAI();
+  const schema = await createTestSchema();
+  const home = mkdtempSync(join(tmpdir(), "keel-bench-restart-"));
+  const env = {
+    OPENAI_BASE_URL: model.baseUrl,
+    KEEL_MODEL: "bench-model",
+    KEEL_DATABASE_URL: `${TEST_PG_URL}?options=${encodeURIComponent(`-c search_path=${schema.schema}`)}`,
+  };
+  const gateways: GatewayChild[] = [];
+  const start = async () => {
+    const gateway = GatewayChild.spawn({
+      home,
+      port: await freePort(),
+      env,
+      outputFile: join(home, `bench-output-${gateways.length}.log`),
+    });
+    gateways.push(gateway);
+    await gateway.waitReady(20, 60_000);
+    return gateway;
+  };
+  const q = (sql: string) => adminQuery(`SET search_path TO ${schema.schema}; ${sql}`);
+  const first = await start();
+  const client = new HttpClient(first.baseUrl, first.authHeaders());
+  try {
+    const body = { model: "bench-model", messages: [{ role: "user", content: "run: sleep 60" }] };
+    const requests = Array.from({ length: options.interrupted }, () =>
+      client.postJson(PATH, body).catch(() => null),
+    );
+    await waitUntil(
+      async () =>
+        Number((await q("SELECT count(*) AS n FROM tool_calls WHERE state = 'started'"))[0]!.n) ===
+        options.interrupted,
+      30_000,
+      "every tool call started",
+    );
+    const killedAt = performance.now();
+    await first.kill();
+    await Promise.all(requests);
+    await start();
+    const readyMs = performance.now() - killedAt;
+    const finished: number[] = [];
+    const deadline = killedAt + 120_000;
+    while (finished.length < options.interrupted) {
+      if (performance.now() > deadline) throw new Error("the restart did not finish every turn");
+      const n = Number(
+        (await q("SELECT count(*) AS n FROM turns WHERE inbox_id IS NULL AND state = 'done'"))[0]!
+          .n,
+      );
+      while (finished.length < n) finished.push(performance.now() - killedAt);
+      await sleep(20);
+    }
+    return {
+      interrupted: options.interrupted,
+      readyMs,
+      firstMs: finished[0]!,
+      allMs: finished.at(-1)!,
+    };
+  } finally {
+    client.close();
+    for (const g of gateways) await g.kill();
+    await schema.drop();
+    await model.close();
+    rmSync(home, { recursive: true, force: true });
   }
 }
 

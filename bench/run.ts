@@ -20,7 +20,9 @@
  * Not in the default run (it needs Postgres): `cluster` (`npm run bench -- cluster`, or
  * `--only cluster`): turns/s with 1, 2 and 3 gateway processes on one Postgres, and the takeover
  * time after a SIGKILL (`--instances`, `--cluster-sessions`, `--cluster-turns`, `--lease-ttl`,
- * `--interrupted`; bench/cluster.ts).
+ * `--interrupted`; bench/cluster.ts), and `restart`: one gateway on Postgres SIGKILLed with
+ * `--interrupted` turns in flight and started again at once in its home, until it has finished
+ * them (bench/cluster.ts).
  *
  * `--json` prints one JSON object with every run's raw figures instead of the text report.
  */
@@ -29,7 +31,9 @@ import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import {
   type ClusterThroughputResult,
+  type RestartResult,
   runClusterThroughput,
+  runRestart,
   runTakeover,
   type TakeoverResult,
 } from "./cluster.js";
@@ -44,7 +48,7 @@ import { runTelegramThroughput, type ThroughputResult } from "./telegram-through
 const TARGET_MESSAGES_PER_SECOND = 300;
 const SECTIONS = ["telegram", "slack", "discord", "api", "lifecycle", "context"] as const;
 /** Run only when named: they need more than this machine alone (a Postgres server). */
-const NAMED_ONLY = ["cluster"] as const;
+const NAMED_ONLY = ["cluster", "restart"] as const;
 type Section = (typeof SECTIONS)[number] | (typeof NAMED_ONLY)[number];
 const KNOWN: readonly string[] = [...SECTIONS, ...NAMED_ONLY];
 
@@ -408,6 +412,19 @@ function clusterReport({ throughput, takeover }: Awaited<ReturnType<typeof clust
   return lines.join("\n");
 }
 
+function restartReport(results: RestartResult[]): string {
+  const ms = (f: (r: RestartResult) => number) =>
+    spread(
+      pick(results, (r) => f(r) / 1000),
+      2,
+    );
+  return [
+    "One gateway on Postgres, SIGKILLed and started again at once in its home (shipped lease TTL)",
+    `  ${"ready after SIGKILL".padEnd(30)} ${ms((r) => r.readyMs)} s`,
+    `  ${"cut-off turns finished".padEnd(30)} ${ms((r) => r.allMs)} s after SIGKILL, all ${results[0]!.interrupted} (first ${ms((r) => r.firstMs)} s)`,
+  ].join("\n");
+}
+
 async function main(): Promise<number> {
   const { values, positionals } = parseOptions();
   const runs = Math.max(1, Number(values.runs));
@@ -442,6 +459,12 @@ async function main(): Promise<number> {
       const results = await cluster(values, runs);
       json.cluster = results;
       text = clusterReport(results);
+    } else if (section === "restart") {
+      const results: RestartResult[] = [];
+      for (let i = 0; i < runs; i += 1)
+        results.push(await runRestart({ interrupted: Number(values.interrupted) }));
+      json.restart = results;
+      text = restartReport(results);
     } else if (section === "context") {
       const results = await context(values, runs);
       json.context = results;

@@ -1,7 +1,9 @@
 /**
  * This gateway's part among the gateways sharing one store (Postgres): its row in `instances`
  * with a heartbeat, the takeover of turns whose gateway stopped renewing their leases (then the
- * removal of dead gateways' rows), and the instances the status lists, alive or dead. The composition root builds it only for a shared store.
+ * removal of dead gateways' rows), and the instances the status lists, alive or dead. A gateway
+ * that can prove this home's previous gateway is gone takes its leases over at once
+ * (predecessor.ts). The composition root builds it only for a shared store.
  */
 import { hostname } from "node:os";
 import type { Logger } from "pino";
@@ -21,6 +23,13 @@ import {
   type Heartbeat,
   startHeartbeat,
 } from "./instance-registry.js";
+import {
+  currentIdentity,
+  type InstanceIdentity,
+  provenDead,
+  readPredecessor,
+  recordIdentity,
+} from "./predecessor.js";
 
 export interface ClusterMembership {
   instanceId: string;
@@ -30,6 +39,8 @@ export interface ClusterMembership {
 export interface ClusterParts {
   logger: Logger;
   cluster: ClusterMembership;
+  /** This gateway's home: it records who runs there, for the next gateway to take over from. */
+  home: string;
   store: Store;
   runner: Runner;
   /** The gateway's stop path: leaving the cluster is one of its steps. */
@@ -92,8 +103,16 @@ export class Cluster {
         `another gateway runs as instance ${instanceId} (${twin.host}, pid ${twin.pid}); give each gateway its own cluster.instance_id (KEEL_INSTANCE_ID)`,
       );
     }
+    const identity = await currentIdentity(instanceId);
+    const predecessor = await readPredecessor(this.deps.home);
     const self = { id: instanceId, host: hostname(), pid: process.pid, startedAt: this.startedAt };
     await this.store.registerInstance(self);
+    if (predecessor && predecessor.id !== instanceId)
+      await this.retirePredecessor(predecessor, identity);
+    // Without the record the next restart waits out the TTL, as before: no reason not to start.
+    await recordIdentity(this.deps.home, identity).catch((err: unknown) =>
+      logger.warn({ err }, "could not record this gateway in its home for the next restart"),
+    );
     const heartbeat = startHeartbeat(this.store, self, leaseTtlMs, logger);
     this.heartbeat = heartbeat;
     const watch = createInstanceWatch(
@@ -121,6 +140,39 @@ export class Cluster {
       await this.store.removeInstance(instanceId);
     });
     logger.info({ instanceId, leaseTtlMs }, "joined the gateways sharing this store");
+  }
+
+  /**
+   * This home's previous gateway, when it is provably gone (a crash, then a restart under a new
+   * instance id): its row goes and its leases are freed now, so this start recovers its turns,
+   * runs its queue and takes its connections at once instead of after the lease TTL. A restart
+   * under the same id needs none of it (an owner takes its own leases back).
+   */
+  private async retirePredecessor(
+    predecessor: InstanceIdentity,
+    self: InstanceIdentity,
+  ): Promise<void> {
+    const logger = this.deps.logger;
+    // Its row is gone: it stopped cleanly (its leases went with the row), or was forgotten.
+    const row = (await this.store.listInstances()).find((i) => i.id === predecessor.id);
+    if (!row) return;
+    const proof = await provenDead(predecessor, self);
+    if (!proof) {
+      logger.info(
+        { predecessor: predecessor.id, host: predecessor.host, predecessorPid: predecessor.pid },
+        "this home's previous gateway cannot be proven gone; its leases run out by themselves",
+      );
+      return;
+    }
+    // The id may since name another gateway (an operator's choice): never retire a stranger.
+    if (row.host !== predecessor.host || row.pid !== predecessor.pid) return;
+    await this.store.removeInstance(predecessor.id);
+    // What its takeover sweep held when it died goes too (removeInstance frees an owner's leases).
+    await this.store.removeInstance(`${predecessor.id}:takeover`);
+    logger.warn(
+      { predecessor: predecessor.id, predecessorPid: predecessor.pid, proof },
+      "took over the leases of this home's previous gateway, which is gone",
+    );
   }
 
   /**

@@ -82,6 +82,7 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
     new Cluster({
       logger,
       cluster: membership,
+      home: config.home,
       store,
       runner: core.runner,
       stopPath,

@@ -62,4 +62,31 @@ describe.each(storeHarnesses())("recovery on a shared $name store", (harness) =>
     });
     expect(await live.claimSessionLease(DEAD, "B", 1000)).not.toBeNull();
   });
+
+  it("a takeover after a newer turn of the session answered marks nothing for a resume", async () => {
+    // C dies mid-turn; once its lease has run out, B runs the session's next turn to its end
+    // (a new message, or a resume started before any takeover recovered C's turn).
+    const cut = await runningTurn(live, DEAD, "C");
+    await live.releaseSessionLease(cut.lease); // C's TTL ran out.
+    const next = await runningTurn(live, DEAD, "B");
+    await live.finishTurn({
+      turnId: next.turn.id,
+      state: "done",
+      finalMessage: { role: "assistant", content: "answered" },
+      reply: null,
+      lease: next.lease,
+    });
+    await live.releaseSessionLease(next.lease);
+
+    const report = await recoverInterruptedWork(starting, {
+      cleanShutdown: true,
+      now: clock,
+      leases: { owner: "A:takeover", ttlMs: 600_000 },
+    });
+
+    // Nothing to take over: a resume now would answer again what B's turn answered.
+    expect(report).toEqual({ interruptedTurns: 0, markedSessions: [] });
+    expect((await live.getSession(DEAD))?.resumePending).toBe(false);
+    expect(await live.listRunningTurns()).toEqual([]);
+  });
 });

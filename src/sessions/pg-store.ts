@@ -760,6 +760,22 @@ export class PgStore implements Store {
         if (taken === 0) throw new InboxItemTakenError(input.inboxId);
       }
       const now = this.now();
+      if (input.lease) {
+        // Under the session's lease no other turn of it runs: one still marked running was cut
+        // off with its gateway, and this turn continues from its record. Left open, a later
+        // takeover would mark the session for a resume of what this turn answers.
+        const cut = await all<{ inbox_id: number | null }>(
+          db,
+          `UPDATE turns SET state = 'interrupted', finished_at = $1
+             WHERE session_key = $2 AND state = 'running' RETURNING inbox_id`,
+          [now, input.sessionKey],
+        );
+        const inboxIds = cut.flatMap((t) => (t.inbox_id === null ? [] : [t.inbox_id]));
+        if (inboxIds.length > 0)
+          await db.query("UPDATE inbox SET state = 'done' WHERE id = ANY($1::bigint[])", [
+            inboxIds,
+          ]);
+      }
       const turn = (await first<TurnRow>(
         db,
         `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)

@@ -907,6 +907,18 @@ export class SqliteStore implements Store {
         throw new InboxItemTakenError(input.inboxId);
       }
       const now = this.now();
+      // Under the session's lease no other turn of it runs: one still marked running was cut off
+      // with its gateway, and this turn continues from its record (see the Postgres store).
+      if (input.lease) {
+        const cut = this.stmt(
+          `UPDATE turns SET state = 'interrupted', finished_at = ?
+             WHERE session_key = ? AND state = 'running' RETURNING inbox_id`,
+        ).all(now, input.sessionKey) as { inbox_id: number | null }[];
+        for (const t of cut) {
+          if (t.inbox_id !== null)
+            this.stmt("UPDATE inbox SET state = 'done' WHERE id = ?").run(t.inbox_id);
+        }
+      }
       const session = this.touchSessionSync(input, now);
       const turn = this.stmt(
         `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)

@@ -130,6 +130,39 @@ describe.each(storeHarnesses())("the $name store: instances and leases", (harnes
     expect(await a.heartbeatInstance("A")).toBe(false);
   });
 
+  it("a turn started under the session's lease closes the turn its dead predecessor left running", async () => {
+    const { item } = await a.acceptInbound({
+      platform: "telegram",
+      chatId: "42",
+      platformMessageId: "1",
+      sessionKey: KEY,
+      text: "run it",
+      address: { platform: "telegram", chatId: "42" },
+    });
+    // A dies in the middle of its turn; B takes the session once A's lease has run out and
+    // starts a turn (a new message, or a resume) that continues from the record.
+    const leaseA = (await a.claimSessionLease(KEY, "A", 1))!;
+    const cut = await a.startTurn({
+      sessionKey: KEY,
+      inboxId: item.id,
+      userMessage: { role: "user", content: "run it" },
+      lease: leaseA,
+    });
+    const leaseB = await claimAfterExpiry(b, "B");
+    const next = await b.startTurn({
+      sessionKey: KEY,
+      inboxId: null,
+      userMessage: null,
+      lease: leaseB,
+    });
+    // Only B's turn runs: a later takeover finds nothing of A's to recover, so it never marks
+    // the session for a resume of what B's turn answers.
+    expect((await b.listRunningTurns()).map((t) => t.id)).toEqual([next.id]);
+    const [row] = await harness.rows(`SELECT state FROM turns WHERE id = ${cut.id}`);
+    expect(row?.state).toBe("interrupted");
+    expect(await b.listOpenInbox()).toEqual([]);
+  });
+
   it("gives a session to one owner at a time; a released lease is taken with a higher fence", async () => {
     const mine = await a.claimSessionLease(KEY, "A", 60_000);
     expect(mine).toMatchObject({ sessionKey: KEY, owner: "A" });

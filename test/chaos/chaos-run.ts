@@ -30,7 +30,7 @@ import {
   planConversations,
 } from "./plan.js";
 import { createRng } from "./prng.js";
-import { type BusyMode, createRig, type Rig } from "./rig.js";
+import { type BusyMode, type ChaosStore, createRig, type Rig } from "./rig.js";
 
 export interface ChaosOptions {
   /** User messages to send in total. */
@@ -47,6 +47,11 @@ export interface ChaosOptions {
   crashPoints?: readonly string[];
   /** Work folder (default: a temporary folder). */
   dir?: string;
+  /**
+   * The gateway's store (default SQLite). On Postgres a killed gateway is started again within a
+   * second, as a service manager would (`Restart=always`, `RestartSec=1`).
+   */
+  store?: ChaosStore;
   /** Called with a progress line every few seconds. */
   onProgress?: (line: string) => void;
 }
@@ -56,6 +61,8 @@ export interface ChaosFigures {
   kills: number;
   lost: number;
   duplicate_tool_runs: number;
+  /** Answers shown again by another turn (check-history.ts): a fault, unlike duplicate_replies. */
+  replies_shown_twice: number;
   unresumed: number;
   duplicate_replies: number;
   /** Starts at which the restart-loop breaker held resumes back. */
@@ -86,6 +93,7 @@ export interface ChaosResult {
 export function formatFigures(f: ChaosFigures): string {
   return (
     `turns=${f.turns} kills=${f.kills} lost=${f.lost} duplicate_tool_runs=${f.duplicate_tool_runs} ` +
+    `replies_shown_twice=${f.replies_shown_twice} ` +
     `unresumed=${f.unresumed} duplicate_replies=${f.duplicate_replies} breaker_trips=${f.breaker_trips} ` +
     `held_resumes=${f.held_resumes} held_notices=${f.held_notices} dropped_notices=${f.dropped_notices} ` +
     `edited_replies=${f.edited_replies} interrupted_previews=${f.interrupted_previews}`
@@ -115,6 +123,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     chats: conversations.map((c) => c.chatId),
     seed: options.seed,
     dir: options.dir,
+    ...(options.store && { store: options.store }),
     ...(options.breakerWindowSeconds !== undefined && {
       breakerWindowSeconds: options.breakerWindowSeconds,
     }),
@@ -131,16 +140,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     state.driversDone = true;
   });
   const progress = setInterval(() => options.onProgress?.(progressLine(state)), 10_000);
+  let ok = false;
   try {
     const kills = await killLoop(state, options);
     await settle(state, options.settleMs ?? rig.breakerWindowMs + 90_000);
     state.stopping = true;
     await drivers;
-    return finish(state, options, kills);
+    const result = await finish(state, options, kills);
+    ok = result.ok;
+    return result;
   } finally {
     clearInterval(progress);
     state.stopping = true;
-    await rig.close({ keepDir: true });
+    // A failed run keeps its database (Postgres) beside its folder, for the post-mortem.
+    await rig.close({ keepDir: true, keepStore: !ok });
   }
 }
 
@@ -232,10 +245,10 @@ async function killLoop(state: RunState, options: ChaosOptions): Promise<KillRec
   const episodes = createEpisodes(rng, options.crashPoints);
   const deadline = Date.now() + (options.timeLimitMs ?? 10 * 60_000);
   const going = () => !state.driversDone && Date.now() < deadline;
-  const afterDeath = () => {
+  const afterDeath = async () => {
     record.kills += 1;
     state.kills = record.kills;
-    noteCutOff(state.rig, record);
+    await noteCutOff(state.rig, record);
   };
   let cycle = 0;
   while (going()) {
@@ -248,18 +261,21 @@ async function killLoop(state: RunState, options: ChaosOptions): Promise<KillRec
     for (let i = 0; i < length && going(); i += 1) {
       // Three cut-offs in a row suspend a session (tested elsewhere); a boot the breaker holds
       // back resumes nothing, so only a boot that resumes can add the third.
-      if (chatsNearSuspension(state.rig).length > 0 && !(await nextBootHoldsBack(state.rig))) {
+      if (
+        (await chatsNearSuspension(state.rig)).length > 0 &&
+        !(await nextBootHoldsBack(state.rig))
+      ) {
         break;
       }
       const episode = planned?.[i] ?? episodes.next();
       const hit = await runEpisode(state, episode, record);
       if (episode.crashPoint && !hit) episodes.missed(episode.crashPoint);
-      afterDeath();
+      await afterDeath();
     }
     if (!going()) break;
     await stableEpisode(state, rng.pick(BUSY_MODES), rng.int(100, 3500));
     record.stableKills += 1;
-    afterDeath();
+    await afterDeath();
     cycle += 1;
   }
   state.stopping = Date.now() >= deadline;
@@ -280,7 +296,9 @@ async function runEpisode(state: RunState, planned: Episode, record: KillRecord)
     const name = planned.crashPoint!.split(":")[0]!;
     record.crashPointsHit[name] = (record.crashPointsHit[name] ?? 0) + 1;
   } else if (died) record.unexpectedExits += 1;
-  if (planned.downMs > 0) await sleep(planned.downMs);
+  // On Postgres the gateway stands for a service manager's unit: back within a second.
+  const downMs = state.rig.store === "postgres" ? Math.min(planned.downMs, 1000) : planned.downMs;
+  if (downMs > 0) await sleep(downMs);
   return hit;
 }
 
@@ -294,25 +312,22 @@ async function stableEpisode(state: RunState, busyMode: BusyMode, killAfterMs: n
   const { rig } = state;
   const gateway = await rig.spawn({ busyMode });
   if (await gateway.waitForRunning(20_000)) {
-    await until(() => state.driversDone || settled(rig), rig.breakerWindowMs + 45_000, 200);
+    const deadline = Date.now() + rig.breakerWindowMs + 45_000;
+    while (!state.driversDone && Date.now() < deadline && !(await settled(rig))) await sleep(200);
     if (!state.driversDone) await sleep(killAfterMs);
   }
   await gateway.stop();
 }
 
-function settled(rig: Rig): boolean {
+async function settled(rig: Rig): Promise<boolean> {
   try {
-    return rig.readDb((db) => {
-      const row = db
-        .prepare(
-          `SELECT
-             (SELECT COUNT(*) FROM sessions WHERE resume_pending = 1) AS pending,
-             (SELECT COUNT(*) FROM sessions s WHERE s.interrupt_count > 0 AND EXISTS
-                (SELECT 1 FROM turns t WHERE t.session_key = s.key AND t.state = 'running')) AS streaks`,
-        )
-        .get() as { pending: number; streaks: number };
-      return row.pending === 0 && row.streaks === 0;
-    });
+    const [row] = await rig.query(
+      `SELECT
+         (SELECT COUNT(*) FROM sessions WHERE resume_pending <> FALSE) AS pending,
+         (SELECT COUNT(*) FROM sessions s WHERE s.interrupt_count > 0 AND EXISTS
+            (SELECT 1 FROM turns t WHERE t.session_key = s.key AND t.state = 'running')) AS streaks`,
+    );
+    return Number(row?.pending) === 0 && Number(row?.streaks) === 0;
   } catch {
     return false;
   }
@@ -326,28 +341,18 @@ async function nextBootHoldsBack(rig: Rig): Promise<boolean> {
 }
 
 /** Chats whose session will count two or more cut-offs in a row once recovery has run. */
-function chatsNearSuspension(rig: Rig): number[] {
+async function chatsNearSuspension(rig: Rig): Promise<number[]> {
   try {
-    const rows = rig.readDb(
-      (db) =>
-        db
-          .prepare(
-            `SELECT s.key, s.interrupt_count, s.resume_pending,
-               EXISTS (SELECT 1 FROM turns t WHERE t.session_key = s.key AND t.state = 'running') AS running
-             FROM sessions s`,
-          )
-          .all() as {
-          key: string;
-          interrupt_count: number;
-          resume_pending: number;
-          running: number;
-        }[],
+    const rows = await rig.query(
+      `SELECT s.key, s.interrupt_count,
+         (SELECT COUNT(*) FROM turns t WHERE t.session_key = s.key AND t.state = 'running') AS running
+       FROM sessions s`,
     );
     return (
       rows
         // A running turn cut off now counts once more at recovery, resumed turns included.
-        .filter((r) => r.interrupt_count + (r.running ? 1 : 0) >= 2)
-        .map((r) => Number(r.key.split(":").at(-1)))
+        .filter((r) => Number(r.interrupt_count) + (Number(r.running) > 0 ? 1 : 0) >= 2)
+        .map((r) => Number(String(r.key).split(":").at(-1)))
         .filter((id) => Number.isFinite(id))
     );
   } catch {
@@ -369,20 +374,16 @@ async function waitForDeath(
 }
 
 /** Reads, while the gateway is dead, which turns and tool calls the kill cut off. */
-function noteCutOff(rig: Rig, record: KillRecord): void {
+async function noteCutOff(rig: Rig, record: KillRecord): Promise<void> {
   const killedAt = Date.now();
   try {
-    rig.readDb((db) => {
-      const turns = db
-        .prepare("SELECT id, session_key FROM turns WHERE state = 'running'")
-        .all() as { id: number; session_key: string }[];
-      for (const t of turns)
-        record.cutOff.push({ turnId: t.id, sessionKey: t.session_key, killedAt });
-      const calls = db
-        .prepare("SELECT tool_call_id, name FROM tool_calls WHERE state = 'started'")
-        .all() as { tool_call_id: string; name: string }[];
-      for (const c of calls) record.cutOffToolCalls.set(c.tool_call_id, c.name);
-    });
+    const turns = await rig.query("SELECT id, session_key FROM turns WHERE state = 'running'");
+    for (const t of turns)
+      record.cutOff.push({ turnId: Number(t.id), sessionKey: String(t.session_key), killedAt });
+    const calls = await rig.query(
+      "SELECT tool_call_id, name FROM tool_calls WHERE state = 'started'",
+    );
+    for (const c of calls) record.cutOffToolCalls.set(String(c.tool_call_id), String(c.name));
   } catch {
     // Killed before the database existed: nothing was cut off.
   }
@@ -406,17 +407,13 @@ function allAnswered(state: RunState): boolean {
   return state.sent.every((m) => isAnswered(state.rig, m.chatId, m.id));
 }
 
-function finish(state: RunState, options: ChaosOptions, record: KillRecord): ChaosResult {
+async function finish(
+  state: RunState,
+  options: ChaosOptions,
+  record: KillRecord,
+): Promise<ChaosResult> {
   const { rig } = state;
-  const turns = rig.readDb(
-    (db) =>
-      db.prepare("SELECT id, session_key, state, started_at FROM turns").all() as {
-        id: number;
-        session_key: string;
-        state: string;
-        started_at: number;
-      }[],
-  );
+  const turns = await rig.query("SELECT id, session_key, state, started_at FROM turns");
   const chats = [...new Set(state.sent.map((m) => m.chatId))];
   const verdict = checkHistory({
     sent: state.sent,
@@ -430,10 +427,10 @@ function finish(state: RunState, options: ChaosOptions, record: KillRecord): Cha
     cutOff: record.cutOff,
     turns: turns.map(
       (t): TurnRow => ({
-        id: t.id,
-        sessionKey: t.session_key,
-        state: t.state,
-        startedAt: t.started_at,
+        id: Number(t.id),
+        sessionKey: String(t.session_key),
+        state: String(t.state),
+        startedAt: Number(t.started_at),
       }),
     ),
     sessionKeyOf: (chatId) => rig.sessionKey(chatId),
@@ -448,9 +445,16 @@ function finish(state: RunState, options: ChaosOptions, record: KillRecord): Cha
     botEntries,
     logs: [gatewayLog(rig.home)],
   });
-  const ok = figures.lost === 0 && figures.duplicate_tool_runs === 0 && figures.unresumed === 0;
-  writeReport(state, options, record, figures, verdict);
+  const ok = passes(figures);
+  await writeReport(state, options, record, figures, verdict);
   return { figures, verdict, crashPointsHit: record.crashPointsHit, dir: rig.dir, ok };
+}
+
+/** What a run must show: nothing lost, no tool run twice, no answer shown twice, all resumed. */
+export function passes(f: ChaosFigures): boolean {
+  return (
+    f.lost === 0 && f.duplicate_tool_runs === 0 && f.replies_shown_twice === 0 && f.unresumed === 0
+  );
 }
 
 /** The figures line's numbers, from the verdict, what the chats show and the gateways' logs. */
@@ -474,6 +478,7 @@ export function figuresOf(input: {
     kills: input.kills,
     lost: verdict.lost.length,
     duplicate_tool_runs: verdict.duplicateToolRuns.length,
+    replies_shown_twice: verdict.repliesShownTwice.length,
     unresumed: verdict.unresumed.length,
     duplicate_replies: verdict.duplicateReplies.length,
     breaker_trips: breaker.trips,
@@ -512,20 +517,21 @@ function breakerLog(text: string): { trips: number; heldResumes: number } {
   return { trips, heldResumes };
 }
 
-function writeReport(
+async function writeReport(
   state: RunState,
   options: ChaosOptions,
   record: KillRecord,
   figures: ChaosFigures,
   verdict: Verdict,
-): void {
+): Promise<void> {
   const { rig } = state;
   const cutOffCalls = [...record.cutOffToolCalls];
-  const sessions = rig.readDb((db) =>
-    db.prepare("SELECT key, interrupt_count, suspended, resume_pending FROM sessions").all(),
+  const sessions = await rig.query(
+    "SELECT key, interrupt_count, suspended, resume_pending FROM sessions",
   );
   const report = {
     seed: options.seed,
+    store: rig.store,
     turnsPlanned: options.turns,
     figures,
     crashPointsHit: record.crashPointsHit,

@@ -30,7 +30,7 @@ afterEach(() => {
 });
 
 describe("chaos (short runs)", () => {
-  it("loses no message, runs no tool twice and resumes every interrupted session, at every crash point", async () => {
+  it("loses no message, runs no tool twice, shows no answer twice and resumes every interrupted session, at every crash point", async () => {
     const hit = new Set<string>();
     let trips = 0;
     let heldResumes = 0;
@@ -50,6 +50,7 @@ describe("chaos (short runs)", () => {
       expect(result.figures.turns, where).toBe(150);
       expect(result.figures.lost, where).toBe(0);
       expect(result.figures.duplicate_tool_runs, where).toBe(0);
+      expect(result.figures.replies_shown_twice, where).toBe(0);
       expect(result.figures.unresumed, where).toBe(0);
       // Each kill between a send and its "delivered" mark repeats that one reply, no more.
       expect(result.figures.duplicate_replies, where).toBeLessThanOrEqual(result.figures.kills);

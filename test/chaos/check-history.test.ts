@@ -68,6 +68,28 @@ describe("checkHistory", () => {
     expect(verdict.duplicateReplies).toEqual(["1/re c1.1 r1"]);
   });
 
+  it("counts a second answer to an answered message, and an answer to nothing, as a reply shown twice", () => {
+    const verdict = checkHistory(
+      history({
+        botMessages: [
+          { chatId: 1, text: "re c1.1 r1" },
+          // The same reply re-sent (send-to-mark window): a duplicate reply, not shown twice.
+          { chatId: 1, text: "re c1.1 r1" },
+          // Another turn answered c1.1 again.
+          { chatId: 1, text: "re c1.1 c1.2 r3" },
+          // A finished turn run again: the model had nothing open.
+          { chatId: 1, text: "re  r4" },
+          // A cut-off preview answers nothing; its message's real answer follows.
+          { chatId: 2, text: `re c2.1 r5${INTERRUPTED_MARK}` },
+          { chatId: 2, text: "re c2.1 r6" },
+          { chatId: 2, text: "re c1.1 r7" },
+        ],
+      }),
+    );
+    expect(verdict.duplicateReplies).toEqual(["1/re c1.1 r1"]);
+    expect(verdict.repliesShownTwice).toEqual(["1/re c1.1 c1.2 r3", "1/re  r4"]);
+  });
+
   it("counts a cut-off turn as resumed only by a later done turn started before the chat's next step", () => {
     const sent = [
       { id: "c1.1", chatId: 1, sentAt: 100, stepStartedAt: 100 },

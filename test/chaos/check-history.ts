@@ -12,7 +12,12 @@
  *   that chat (the rest of a burst already under way does not count as new), i.e. the session
  *   continued by itself. **unresumed** = cut off, never resumed.
  * - **duplicate reply**: a model reply delivered again with the same text (each answer carries a
- *   unique `r` number, so equal texts are one reply delivered twice).
+ *   unique `r` number, so equal texts are one reply delivered twice): the send-to-mark window
+ *   docs/crash-safety.md accepts, bounded by the kills.
+ * - **reply shown twice**: a second answer to a question the chat had already seen answered — a
+ *   model reply (another `r` number, so another turn) that lists a message an earlier reply of
+ *   the chat answered, or that answers nothing at all (a turn that finished was run again: the
+ *   model saw no open message). Not accepted: the user sees the answer twice.
  */
 import { answeredIds } from "./chaos-model.js";
 
@@ -57,6 +62,7 @@ export interface Verdict {
   duplicateToolRuns: string[];
   unresumed: CutOffTurn[];
   duplicateReplies: string[];
+  repliesShownTwice: string[];
 }
 
 export function checkHistory(history: History): Verdict {
@@ -65,6 +71,7 @@ export function checkHistory(history: History): Verdict {
     duplicateToolRuns: duplicates(history.ledger),
     unresumed: unresumedTurns(history),
     duplicateReplies: duplicateReplies(history.botMessages),
+    repliesShownTwice: repliesShownTwice(history.botMessages),
   };
 }
 
@@ -92,6 +99,32 @@ function duplicateReplies(messages: BotMessage[]): string[] {
     .filter((m) => answeredIds(m.text).length > 0 || m.text.startsWith("re "))
     .map((m) => `${m.chatId}/${m.text}`);
   return duplicates(replies);
+}
+
+/** Final model replies (`chat/text`) that answer again what the chat already showed answered. */
+function repliesShownTwice(messages: BotMessage[]): string[] {
+  const seenTexts = new Set<string>();
+  const answered = new Set<string>();
+  const again: string[] = [];
+  for (const message of messages) {
+    // A streamed reply marked interrupted answers nothing (lost is judged elsewhere).
+    if (!message.text.startsWith("re ") || answeredIds(message.text).length === 0) {
+      if (!isEmptyAnswer(message.text)) continue;
+    }
+    const entry = `${message.chatId}/${message.text}`;
+    // The same text again is the same reply re-sent: counted as a duplicate reply.
+    if (seenTexts.has(entry)) continue;
+    seenTexts.add(entry);
+    const ids = answeredIds(message.text).map((id) => `${message.chatId}/${id}`);
+    if (ids.length === 0 || ids.some((id) => answered.has(id))) again.push(entry);
+    for (const id of ids) answered.add(id);
+  }
+  return again;
+}
+
+/** A whole model reply listing no message (`re r7`): the model had nothing open to answer. */
+function isEmptyAnswer(text: string): boolean {
+  return /^re\s+r\d+$/.test(text.trim());
 }
 
 function unresumedTurns(history: History): CutOffTurn[] {

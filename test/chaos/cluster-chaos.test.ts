@@ -15,7 +15,7 @@ beforeAll(() => {
 });
 
 describe.skipIf(process.env.KEEL_TEST_PG === "skip")("chaos with three gateways", () => {
-  it("loses no message, runs no tool twice and resumes every cut-off turn", async () => {
+  it("loses no message, runs no tool twice, shows no answer twice and resumes every cut-off turn", async () => {
     const result = await runClusterChaos({
       turns: 80,
       seed: 3,
@@ -29,6 +29,7 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")("chaos with three gateways"
     expect(result.figures.kills, where).toBeGreaterThan(0);
     expect(result.figures.lost, where).toBe(0);
     expect(result.figures.duplicate_tool_runs, where).toBe(0);
+    expect(result.figures.replies_shown_twice, where).toBe(0);
     expect(result.figures.unresumed, where).toBe(0);
     // Each kill between a send and its "delivered" mark repeats that one reply, no more.
     expect(result.figures.duplicate_replies, where).toBeLessThanOrEqual(result.figures.kills);

@@ -20,7 +20,7 @@ import { startFakeTelegram } from "../fakes/telegram-server.js";
 import { type GatewayProcess, startGatewayProcess } from "../helpers/gateway-process.js";
 import { adminQuery, createTestSchema, TEST_PG_URL } from "../helpers/store-harness.js";
 import { createChaosModel, READ_FILE_NAME, READ_FILE_TEXT } from "./chaos-model.js";
-import { type ChaosResult, drive, figuresOf, isAnswered, until } from "./chaos-run.js";
+import { type ChaosResult, drive, figuresOf, isAnswered, passes, until } from "./chaos-run.js";
 import { type CutOffTurn, checkHistory, type SentMessage } from "./check-history.js";
 import { BUSY_MODES, planConversations } from "./plan.js";
 import { createRng } from "./prng.js";
@@ -31,14 +31,26 @@ const TOKEN = "123456:chaos-cluster-token";
 export interface ClusterChaosOptions {
   turns: number;
   seed: number;
-  /** Gateways sharing the database (2 or more). */
+  /** Gateway processes on the database (one: a single gateway killed and restarted). */
   instances: number;
   conversations?: number;
   /** Bound of the kill phase; the settle phase adds at most `settleMs`. */
   timeLimitMs?: number;
   settleMs?: number;
-  /** `cluster.lease_ttl` (s) of every gateway; default 2 (short, so takeovers are frequent). */
-  leaseTtlSeconds?: number;
+  /**
+   * `cluster.lease_ttl` (s) of every gateway; default 2 (short, so takeovers are frequent); null
+   * leaves the shipped default.
+   */
+  leaseTtlSeconds?: number | null;
+  /** Longest pause before a killed gateway starts again, ms; default 3000. */
+  maxDownMs?: number;
+  /**
+   * Each gateway keeps its default instance id (host-pid-random, a new one at every start, as
+   * shipped) instead of a fixed `chaos-<i>` kept across its restarts.
+   */
+  defaultInstanceIds?: boolean;
+  /** How long each gateway runs before the next kill, ms; default 300 to 4000. */
+  killGapMs?: [number, number];
   breakerWindowSeconds?: number;
   onProgress?: (line: string) => void;
 }
@@ -68,7 +80,9 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
     KEEL_WEBCHAT_ENABLED: "false",
     KEEL_LOG_LEVEL: "info",
     KEEL_DATABASE_URL: `${TEST_PG_URL}?options=${encodeURIComponent(`-c search_path=${schema.schema}`)}`,
-    KEEL_LEASE_TTL: String(options.leaseTtlSeconds ?? 2),
+    ...(options.leaseTtlSeconds !== null && {
+      KEEL_LEASE_TTL: String(options.leaseTtlSeconds ?? 2),
+    }),
   };
   const homes = Array.from({ length: options.instances }, (_, i) => {
     const home = join(dir, `home-${i}`);
@@ -76,7 +90,9 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
     writeFileSync(join(home, "workspace", READ_FILE_NAME), `${READ_FILE_TEXT}\n`);
     return home;
   });
-  const instanceId = (i: number) => `chaos-${i}`;
+  // The id each slot's gateway runs under now (a fixed one, or read back from the registry).
+  const ids = Array.from({ length: options.instances }, (_, i) => `chaos-${i}`);
+  const instanceId = (i: number) => ids[i]!;
   const spawn = async (i: number): Promise<GatewayProcess> => {
     const agent = window === undefined ? "" : `agent:\n  resume_breaker_window: ${window}\n`;
     writeFileSync(
@@ -85,11 +101,15 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
     );
     const gateway = await startGatewayProcess({
       home: homes[i]!,
-      env: { ...env, KEEL_INSTANCE_ID: instanceId(i) },
+      env: options.defaultInstanceIds ? env : { ...env, KEEL_INSTANCE_ID: instanceId(i) },
       inheritEnv: false,
       outputFile: join(dir, `gateway-${i}.out.log`),
     });
     await gateway.waitForRunning(30_000);
+    if (options.defaultInstanceIds) {
+      const [row] = await q(`SELECT id FROM instances WHERE pid = ${gateway.pid}`);
+      if (row) ids[i] = String(row.id);
+    }
     return gateway;
   };
 
@@ -115,14 +135,15 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
     });
     const deadline = Date.now() + (options.timeLimitMs ?? 10 * 60_000);
     while (!driversDone && Date.now() < deadline) {
-      await sleep(rng.int(300, 4000));
+      const [minGap, maxGap] = options.killGapMs ?? [300, 4000];
+      await sleep(rng.int(minGap, maxGap));
       const victim = await chooseVictim(q, rng, options.instances, instanceId);
       gateways[victim]!.kill("SIGKILL");
       await gateways[victim]!.waitForExit();
       gateways[victim] = null;
       kills += 1;
       cutOff.push(...(await cutOffBy(q, instanceId(victim))));
-      await sleep(rng.int(0, 3000));
+      await sleep(rng.int(0, options.maxDownMs ?? 3000));
       gateways[victim] = await spawn(victim);
     }
     // Settle: every gateway up until every message is answered (bounded).
@@ -165,7 +186,7 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
       }
     });
     const figures = figuresOf({ sent: state.sent.length, kills, verdict, botEntries, logs });
-    const ok = figures.lost === 0 && figures.duplicate_tool_runs === 0 && figures.unresumed === 0;
+    const ok = passes(figures);
     const chatLogs = Object.fromEntries(chats.map((chatId) => [chatId, telegram.chatLog(chatId)]));
     const report = { seed: options.seed, instances: options.instances, figures, verdict, chatLogs };
     writeFileSync(join(dir, "chaos-report.json"), `${JSON.stringify(report, null, 2)}\n`);

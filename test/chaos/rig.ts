@@ -1,7 +1,8 @@
 /**
  * Everything a crash test needs around the real gateway process: a temporary home, the fake
  * Telegram Bot API server, the fake model with the chaos script, the side-effect ledger, and
- * read access to `state.db` while the gateway is down.
+ * read access to the store: `state.db` while the gateway is down, or (`store: "postgres"`) a
+ * schema of the rig's own on the tests' Postgres (KEEL_TEST_PG_URL), read at any time.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,6 +13,7 @@ import { openSqliteDatabase } from "../../src/sessions/sqlite-database.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type FakeTelegram, startFakeTelegram } from "../fakes/telegram-server.js";
 import { type GatewayProcess, startGatewayProcess } from "../helpers/gateway-process.js";
+import { adminQuery, createTestSchema, TEST_PG_URL } from "../helpers/store-harness.js";
 import {
   type ChaosModel,
   createChaosModel,
@@ -38,7 +40,11 @@ export interface RigOptions {
    * run in the test suite shortens it; `npm run chaos` leaves the shipped default (60 s).
    */
   breakerWindowSeconds?: number;
+  /** Where the gateway keeps its store: `state.db` in the home (default) or Postgres. */
+  store?: ChaosStore;
 }
+
+export type ChaosStore = "sqlite" | "postgres";
 
 /** The shipped `agent.resume_breaker_window` (src/config/schema.ts). */
 export const DEFAULT_BREAKER_WINDOW_SECONDS = 60;
@@ -60,13 +66,20 @@ export interface Rig {
     busyMode?: BusyMode;
     timeoutMs?: number;
   }): Promise<GatewayProcess>;
-  /** Reads `state.db` (only while no gateway runs). */
+  readonly store: ChaosStore;
+  /** Reads `state.db` (only while no gateway runs; SQLite only). */
   readDb<T>(read: (db: Database.Database) => T): T;
+  /**
+   * Rows of one query on whichever store the gateway uses (SQL both engines read alike; numbers
+   * may come back as strings from Postgres, booleans as 0/1 from SQLite).
+   */
+  query(sql: string): Promise<Record<string, unknown>[]>;
   /** Tool-call ids in the ledger, one per line, in order. */
   ledgerLines(): string[];
   /** Session key of a private chat. */
   sessionKey(chatId: number): string;
-  close(options?: { keepDir?: boolean }): Promise<void>;
+  /** `keepStore`: a Postgres schema is left in place (named on stderr) for a post-mortem. */
+  close(options?: { keepDir?: boolean; keepStore?: boolean }): Promise<void>;
 }
 
 export async function createRig(options: RigOptions): Promise<Rig> {
@@ -77,6 +90,8 @@ export async function createRig(options: RigOptions): Promise<Rig> {
   mkdirSync(join(home, "workspace"), { recursive: true });
   writeFileSync(join(home, "workspace", READ_FILE_NAME), `${READ_FILE_TEXT}\n`);
   writeFileSync(ledger, "");
+  const store = options.store ?? "sqlite";
+  const schema = store === "postgres" ? await createTestSchema() : null;
   const telegram = await startFakeTelegram({ token: TOKEN });
   // A small model (2k tokens, reported by its /v1/models): long chats get compacted, so kills
   // land during compactions too (crash points mid_compaction, after_compaction).
@@ -93,6 +108,9 @@ export async function createRig(options: RigOptions): Promise<Rig> {
     KEEL_API_ENABLED: "false",
     KEEL_WEBCHAT_ENABLED: "false",
     KEEL_LOG_LEVEL: "info",
+    ...(schema && {
+      KEEL_DATABASE_URL: `${TEST_PG_URL}?options=${encodeURIComponent(`-c search_path=${schema.schema}`)}`,
+    }),
   };
   const window = options.breakerWindowSeconds;
   const writeConfig = (busyMode: BusyMode) => {
@@ -120,6 +138,7 @@ export async function createRig(options: RigOptions): Promise<Rig> {
     model,
     chaos,
     breakerWindowMs: (window ?? DEFAULT_BREAKER_WINDOW_SECONDS) * 1000,
+    store,
     spawn,
     async start(startOptions = {}) {
       const gateway = await spawn(startOptions);
@@ -137,6 +156,15 @@ export async function createRig(options: RigOptions): Promise<Rig> {
         db.close();
       }
     },
+    async query(sql) {
+      if (schema) return adminQuery(`SET search_path TO ${schema.schema}; ${sql}`);
+      const db = openSqliteDatabase(join(home, "state.db"), { fileMustExist: true });
+      try {
+        return db.prepare(sql).all() as Record<string, unknown>[];
+      } finally {
+        db.close();
+      }
+    },
     ledgerLines: () =>
       existsSync(ledger)
         ? readFileSync(ledger, "utf8")
@@ -147,6 +175,9 @@ export async function createRig(options: RigOptions): Promise<Rig> {
     async close(closeOptions = {}) {
       await telegram.close();
       await model.close();
+      if (schema && closeOptions.keepStore)
+        console.error(`chaos: database kept in schema ${schema.schema}`);
+      else await schema?.drop();
       if (!closeOptions.keepDir) rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,9 +1,15 @@
 /**
- * `npm run chaos -- [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--verbose]`:
- * runs the chaos harness against the built gateway and prints one line of figures. With
- * `--instances N` (2 or more), N gateways share one Postgres database (cluster-run.ts). Exits 1 when
- * a message was lost, a tool ran twice or an interrupted session did not resume (the work
- * folder, with chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
+ * `npm run chaos -- [--store sqlite|postgres] [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--verbose]`:
+ * runs the chaos harness against the built gateway and prints one line of figures. `--store
+ * postgres` runs the same single-gateway chaos with the store in a schema of its own on the tests'
+ * Postgres (KEEL_TEST_PG_URL), the gateway started again within a second of each kill. With
+ * `--instances N` (2 or more), N gateways share one Postgres database (cluster-run.ts): with
+ * `--store postgres` on the shipped lease TTL and default instance ids, each killed gateway back
+ * within a second; without it, on a 2 s TTL and fixed ids, with up to 3 s down. `--kill-gap
+ * MIN,MAX` runs that cluster schedule (random SIGKILLs only, each gateway running MIN to MAX ms
+ * before the next) with any number of gateways, one included. Exits 1 when a message was lost, a tool ran twice, an
+ * answer was shown twice or an interrupted session did not resume (the work folder, with
+ * chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
  */
 import { rmSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -20,6 +26,16 @@ function positiveInt(name: string, raw: string | undefined, fallback: number): n
   return n;
 }
 
+/** `--kill-gap MIN,MAX` (ms a gateway runs before the next kill). */
+function gapOf(raw: string): [number, number] {
+  const [min, max] = raw.split(",").map(Number);
+  if (!Number.isInteger(min) || !Number.isInteger(max) || min! < 0 || max! < min!) {
+    console.error(`chaos: --kill-gap must be MIN,MAX in ms (0 <= MIN <= MAX), got ${raw}`);
+    process.exit(2);
+  }
+  return [min!, max!];
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -30,8 +46,15 @@ async function main(): Promise<void> {
       verbose: { type: "boolean", default: false },
       keep: { type: "boolean", default: false },
       instances: { type: "string" },
+      store: { type: "string" },
+      "kill-gap": { type: "string" },
     },
   });
+  const store = values.store ?? "sqlite";
+  if (store !== "sqlite" && store !== "postgres") {
+    console.error(`chaos: --store must be sqlite or postgres, got ${store}`);
+    process.exit(2);
+  }
   const turns = positiveInt("turns", values.turns, 200);
   const seed = positiveInt("seed", values.seed, 1);
   const conversations = values.conversations
@@ -42,9 +65,11 @@ async function main(): Promise<void> {
   const started = Date.now();
   const instances = positiveInt("instances", values.instances, 1);
   const onProgress = values.verbose ? (line: string) => console.error(line) : undefined;
-  // Several gateways run on the Postgres the tests use (KEEL_TEST_PG_URL), in a schema of their own.
+  const killGap = values["kill-gap"] === undefined ? undefined : gapOf(values["kill-gap"]);
+  // Several gateways run on the Postgres the tests use (KEEL_TEST_PG_URL), in a schema of their own;
+  // so does one with `--kill-gap` (random SIGKILLs only, at that pace, no crash loops or points).
   const result =
-    instances > 1
+    instances > 1 || killGap
       ? await runClusterChaos({
           turns,
           seed,
@@ -52,8 +77,22 @@ async function main(): Promise<void> {
           conversations,
           timeLimitMs: minutes * 60_000,
           onProgress,
+          // Named explicitly: the shipped lease TTL, and a service manager's quick restart.
+          ...(values.store === "postgres" && {
+            leaseTtlSeconds: null,
+            maxDownMs: 1000,
+            defaultInstanceIds: true,
+          }),
+          ...(killGap && { killGapMs: killGap }),
         })
-      : await runChaos({ turns, seed, conversations, timeLimitMs: minutes * 60_000, onProgress });
+      : await runChaos({
+          turns,
+          seed,
+          conversations,
+          timeLimitMs: minutes * 60_000,
+          onProgress,
+          store,
+        });
   console.log(formatFigures(result.figures));
   if (values.verbose) {
     const seconds = Math.round((Date.now() - started) / 1000);

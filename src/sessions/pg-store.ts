@@ -418,11 +418,12 @@ export class PgStore implements Store {
       if (!item) return { state: "unrecorded" };
       const open: InboxAnswer = { state: "open", sessionKey: item.session_key };
       if (item.state === "pending" || item.state === "running") return open;
-      let turn = await first<TurnRow>(
-        db,
-        "SELECT * FROM turns WHERE inbox_id = $1 ORDER BY id LIMIT 1",
-        [inboxId],
-      );
+      // A batch's later messages name their turn; its first is the turn's own inbox_id.
+      let turn = item.turn_id
+        ? await first<TurnRow>(db, "SELECT * FROM turns WHERE id = $1", [item.turn_id])
+        : await first<TurnRow>(db, "SELECT * FROM turns WHERE inbox_id = $1 ORDER BY id LIMIT 1", [
+            inboxId,
+          ]);
       if (!turn) {
         const notice = await first<{ text: string }>(
           db,
@@ -760,8 +761,24 @@ export class PgStore implements Store {
            VALUES ($1, $2, $3, 'running', $4) RETURNING *`,
         [input.sessionKey, session.session_id, input.inboxId, now],
       ))!;
-      if (input.userMessage)
-        await this.appendIn(db, session.session_id, turn.id, [input.userMessage]);
+      const joined = input.joined ?? [];
+      if (joined.length > 0) {
+        await db.query("UPDATE inbox SET turn_id = $1 WHERE id = $2", [turn.id, input.inboxId]);
+        for (const { inboxId } of joined) {
+          const taken = await changes(
+            db,
+            "UPDATE inbox SET state = 'running', turn_id = $1 WHERE id = $2 AND state = 'pending'",
+            [turn.id, inboxId],
+          );
+          if (taken === 0) throw new InboxItemTakenError(inboxId);
+        }
+      }
+      const userMessages = [
+        ...(input.userMessage ? [input.userMessage] : []),
+        ...joined.map((j) => j.userMessage),
+      ];
+      if (userMessages.length > 0)
+        await this.appendIn(db, session.session_id, turn.id, userMessages);
       const touched = (await first<SessionRow>(
         db,
         `UPDATE sessions SET origin = COALESCE($1, origin), memory_user = COALESCE($2, memory_user),
@@ -790,6 +807,8 @@ export class PgStore implements Store {
       if (!turn) throw new Error(`unknown turn ${input.turnId}`);
       if (turn.inbox_id !== null) {
         await db.query("UPDATE inbox SET state = 'done' WHERE id = $1", [turn.inbox_id]);
+        // The rest of a batch (startTurn's `joined`).
+        await db.query("UPDATE inbox SET state = 'done' WHERE turn_id = $1", [turn.id]);
       }
       if (input.finalMessage) {
         await this.appendIn(db, turn.session_id, input.turnId, [input.finalMessage]);

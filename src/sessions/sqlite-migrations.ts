@@ -339,4 +339,10 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (session_id, asker, grant_unit)
   );
   `,
+  // 14 (issue 34, a backlog is one turn): the turn that took an inbox row together with others,
+  // so that the turn's end closes them all and an answer is found from any of them.
+  `
+  ALTER TABLE inbox ADD COLUMN turn_id INTEGER;
+  CREATE INDEX inbox_turn ON inbox(turn_id) WHERE turn_id IS NOT NULL;
+  `,
 ];

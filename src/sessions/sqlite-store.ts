@@ -467,8 +467,11 @@ export class SqliteStore implements Store {
       if (!item) return { state: "unrecorded" };
       const open: InboxAnswer = { state: "open", sessionKey: item.session_key };
       if (item.state === "pending" || item.state === "running") return open;
-      let turn = this.stmt("SELECT * FROM turns WHERE inbox_id = ? ORDER BY id LIMIT 1").get(
-        inboxId,
+      // A batch's later messages name their turn; its first is the turn's own inbox_id.
+      let turn = (
+        item.turn_id
+          ? this.stmt("SELECT * FROM turns WHERE id = ?").get(item.turn_id)
+          : this.stmt("SELECT * FROM turns WHERE inbox_id = ? ORDER BY id LIMIT 1").get(inboxId)
       ) as TurnRow | undefined;
       if (!turn) {
         const notice = this.stmt(
@@ -895,7 +898,21 @@ export class SqliteStore implements Store {
         `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
            VALUES (?, ?, ?, 'running', ?) RETURNING *`,
       ).get(input.sessionKey, session.session_id, input.inboxId, now) as TurnRow;
-      if (input.userMessage) this.appendSync(session.session_id, turn.id, [input.userMessage]);
+      const joined = input.joined ?? [];
+      if (joined.length > 0) {
+        const take = this.stmt(
+          "UPDATE inbox SET state = 'running', turn_id = ? WHERE id = ? AND state = 'pending'",
+        );
+        this.stmt("UPDATE inbox SET turn_id = ? WHERE id = ?").run(turn.id, input.inboxId);
+        for (const { inboxId } of joined) {
+          if (take.run(turn.id, inboxId).changes === 0) throw new InboxItemTakenError(inboxId);
+        }
+      }
+      const userMessages = [
+        ...(input.userMessage ? [input.userMessage] : []),
+        ...joined.map((j) => j.userMessage),
+      ];
+      if (userMessages.length > 0) this.appendSync(session.session_id, turn.id, userMessages);
       return { ...toTurn(turn), session: toSession(session) };
     }, false);
   }
@@ -932,6 +949,8 @@ export class SqliteStore implements Store {
       if (!turn) throw new Error(`unknown turn ${input.turnId}`);
       if (turn.inbox_id !== null) {
         this.stmt("UPDATE inbox SET state = 'done' WHERE id = ?").run(turn.inbox_id);
+        // The rest of a batch (startTurn's `joined`).
+        this.stmt("UPDATE inbox SET state = 'done' WHERE turn_id = ?").run(turn.id);
       }
       if (input.finalMessage) this.appendSync(turn.session_id, input.turnId, [input.finalMessage]);
       if (input.usage) this.insertUsage(turn.session_id, input.turnId, "turn", input.usage);

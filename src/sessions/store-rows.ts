@@ -84,6 +84,8 @@ export interface InboxRow {
   received_at: number;
   operator: Flag;
   attachments: string | null;
+  /** The turn that took the item as part of a batch (set for every item of a batch). */
+  turn_id?: number | null;
 }
 
 export function toInbox(r: InboxRow): InboxItem {

@@ -645,7 +645,18 @@ export class PgStore implements Store {
         `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
              (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
              (SELECT body FROM messages m WHERE m.session_id = s.session_id
-                ORDER BY seq DESC LIMIT 1) AS last_body
+                ORDER BY seq DESC LIMIT 1) AS last_body,
+             (SELECT body FROM messages m WHERE m.session_id = s.session_id AND m.role = 'user'
+                ORDER BY seq LIMIT 1) AS first_user_body,
+             (SELECT i.sender_name FROM inbox i
+                WHERE i.platform = (s.origin::json ->> 'platform')
+                  AND i.chat_id = (s.origin::json ->> 'chatId')
+                  AND i.session_key = s.key AND i.sender_name IS NOT NULL
+                ORDER BY i.id DESC LIMIT 1) AS sender_name,
+             (SELECT COALESCE(SUM(u.prompt_tokens), 0)::bigint FROM model_usage u
+                WHERE u.session_id = s.session_id) AS prompt_tokens,
+             (SELECT COALESCE(SUM(u.completion_tokens), 0)::bigint FROM model_usage u
+                WHERE u.session_id = s.session_id) AS completion_tokens
            FROM sessions s
            WHERE ($1::text IS NULL OR s.platform = $1) AND ($2 OR NOT starts_with(s.key, $3))
            ORDER BY s.updated_at DESC LIMIT $4`,
@@ -1799,6 +1810,30 @@ export class PgStore implements Store {
     return this.read(async (db) => {
       const row = await this.latestCompactionRow(db, sessionId);
       return row ? toCompaction(row) : null;
+    });
+  }
+
+  totalUsage(): Promise<UsageTotals> {
+    return this.read(async (db) => {
+      const totals = (await first<{
+        calls: number;
+        prompt: number;
+        completion: number;
+        estimated: number;
+      }>(
+        db,
+        `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
+             COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
+             COUNT(*) FILTER (WHERE estimated) AS estimated
+           FROM model_usage`,
+      ))!;
+      return {
+        calls: totals.calls,
+        promptTokens: totals.prompt,
+        completionTokens: totals.completion,
+        estimatedCalls: totals.estimated,
+        lastPromptTokens: null,
+      };
     });
   }
 

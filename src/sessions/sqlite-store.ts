@@ -716,7 +716,18 @@ export class SqliteStore implements Store {
       const rows = this.stmt(
         `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
              (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
-             (SELECT body FROM messages m WHERE m.session_id = s.session_id ORDER BY seq DESC LIMIT 1) AS last_body
+             (SELECT body FROM messages m WHERE m.session_id = s.session_id ORDER BY seq DESC LIMIT 1) AS last_body,
+             (SELECT body FROM messages m WHERE m.session_id = s.session_id AND m.role = 'user'
+                ORDER BY seq LIMIT 1) AS first_user_body,
+             (SELECT i.sender_name FROM inbox i
+                WHERE i.platform = json_extract(s.origin, '$.platform')
+                  AND i.chat_id = json_extract(s.origin, '$.chatId')
+                  AND i.session_key = s.key AND i.sender_name IS NOT NULL
+                ORDER BY i.id DESC LIMIT 1) AS sender_name,
+             (SELECT COALESCE(SUM(u.prompt_tokens), 0) FROM model_usage u
+                WHERE u.session_id = s.session_id) AS prompt_tokens,
+             (SELECT COALESCE(SUM(u.completion_tokens), 0) FROM model_usage u
+                WHERE u.session_id = s.session_id) AS completion_tokens
            FROM sessions s
            WHERE (? IS NULL OR s.platform = ?) AND (? = 1 OR substr(s.key, 1, ?) <> ?)
            ORDER BY s.updated_at DESC LIMIT ?`,
@@ -870,6 +881,24 @@ export class SqliteStore implements Store {
         completionTokens: totals.completion,
         estimatedCalls: totals.estimated,
         lastPromptTokens: last?.prompt_tokens ?? null,
+      };
+    });
+  }
+
+  totalUsage(): Promise<UsageTotals> {
+    return this.read(() => {
+      const totals = this.stmt(
+        `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
+             COALESCE(SUM(completion_tokens), 0) AS completion,
+             COALESCE(SUM(estimated), 0) AS estimated
+           FROM model_usage`,
+      ).get() as { calls: number; prompt: number; completion: number; estimated: number };
+      return {
+        calls: totals.calls,
+        promptTokens: totals.prompt,
+        completionTokens: totals.completion,
+        estimatedCalls: totals.estimated,
+        lastPromptTokens: null,
       };
     });
   }

@@ -126,6 +126,36 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
     expect((await store.loadTranscript(a.sessionId)).map((m) => m.message.content)).toEqual(["b"]);
   });
 
+  it("lists sessions with their first message, chat name and tokens; totals every call", async () => {
+    const { item } = await store.acceptInbound(inbound({ text: "first words", senderName: "Ann" }));
+    const turn = await store.startTurn({
+      sessionKey: item.sessionKey,
+      inboxId: item.id,
+      userMessage: { role: "user", content: "first words" },
+      origin: item.address,
+    });
+    await store.finishTurn({
+      turnId: turn.id,
+      state: "done",
+      finalMessage: { role: "assistant", content: "reply" },
+      usage: { model: "m", promptTokens: 120, completionTokens: 30, estimated: false },
+      reply: null,
+    });
+    const [summary] = await store.listSessions({ internal: false });
+    expect(summary).toMatchObject({
+      firstMessage: "first words",
+      chatName: "Ann",
+      promptTokens: 120,
+      completionTokens: 30,
+    });
+    expect(await store.totalUsage()).toMatchObject({
+      calls: 1,
+      promptTokens: 120,
+      completionTokens: 30,
+      lastPromptTokens: null,
+    });
+  });
+
   it("creates the session on first contact with its origin chat", async () => {
     await store.acceptInbound(inbound());
     const session = await store.getSession("agent:main:telegram:dm:42");

@@ -118,6 +118,13 @@ export interface SessionSummary {
   platform: string | null;
   messageCount: number;
   lastMessage: string | null;
+  /** The transcript's first user message, shortened (what the conversation is about). */
+  firstMessage: string | null;
+  /** Who the chat is with: the latest sender name its chat gave, when a message carried one. */
+  chatName: string | null;
+  /** Tokens of the transcript's model calls. */
+  promptTokens: number;
+  completionTokens: number;
   resumePending: boolean;
   suspended: boolean;
   updatedAt: number;
@@ -235,6 +242,8 @@ export interface Store {
   latestCompaction(sessionId: string): Promise<CompactionRecord | null>;
   /** Tokens used by a transcript's model calls. */
   sessionUsage(sessionId: string): Promise<UsageTotals>;
+  /** Tokens used by every model call on record (`lastPromptTokens` is null). */
+  totalUsage(): Promise<UsageTotals>;
   /** Sets the model `/model` chose for a session key (null: back to the main model). */
   setSessionModel(key: string, model: string | null): Promise<void>;
 

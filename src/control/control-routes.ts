@@ -11,6 +11,7 @@ import type { ControlSurface, GatewayStatus } from "./control-surface.js";
 import { httpError } from "./http-errors.js";
 import type { AppEnv } from "./http-server.js";
 import { readJson } from "./node-request.js";
+import { listSessionsJson, type SessionListDeps } from "./session-list.js";
 import { createStatusFeed } from "./status-feed.js";
 
 const DrainBody = z.strictObject({ action: z.enum(["drain", "cancel"]) });
@@ -18,6 +19,8 @@ const DrainBody = z.strictObject({ action: z.enum(["drain", "cancel"]) });
 export function createControlRoutes(options: {
   surface: ControlSurface;
   store: Store;
+  /** What `GET /api/sessions` adds to the store's list (states, cost). */
+  sessionList: Omit<SessionListDeps, "store">;
   /** Where a failed status computation for the live stream is reported. */
   onError?: (err: unknown) => void;
 }): Hono<AppEnv> {
@@ -88,21 +91,14 @@ export function createControlRoutes(options: {
 
   app.get("/api/sessions", async (c) => {
     const limit = Number(c.req.query("limit") ?? 100);
-    const sessions = await store.listSessions({
-      limit: Number.isFinite(limit) ? Math.min(Math.max(limit, 1), 1000) : 100,
-    });
-    return c.json({
-      sessions: sessions.map((s) => ({
-        key: s.key,
-        session_id: s.sessionId,
-        platform: s.platform,
-        message_count: s.messageCount,
-        last_message: s.lastMessage,
-        resume_pending: s.resumePending,
-        suspended: s.suspended,
-        updated_at: new Date(s.updatedAt).toISOString(),
-      })),
-    });
+    // Keel's own lanes (`system:notices:…`) only with `?internal=1`.
+    const internal = ["1", "true"].includes(c.req.query("internal") ?? "");
+    return c.json(
+      await listSessionsJson(
+        { ...options.sessionList, store },
+        { limit: Number.isFinite(limit) ? Math.min(Math.max(limit, 1), 1000) : 100, internal },
+      ),
+    );
   });
 
   app.get("/api/sessions/:id", async (c) => {

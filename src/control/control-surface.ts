@@ -8,7 +8,8 @@ export interface GatewayStatus {
   active_turns: number;
   draining: boolean;
   restart_requested: boolean;
-  platforms: Record<string, { state: string; error: string | null }>;
+  /** `last_event_at`: when the platform last handed over a message or a button press (ISO). */
+  platforms: Record<string, { state: string; error: string | null; last_event_at?: string | null }>;
   /** MCP servers (when configured): state, why one is down, and its tools while connected. */
   mcp?: Record<string, { state: string; error: string | null; tools: string[] }>;
   turns: {

@@ -238,6 +238,11 @@ export function createCore(input: CoreInput): GatewayCore {
       createControlRoutes({
         surface: lifecycle,
         store,
+        sessionList: {
+          runningKeys: () => runner.activeTurns().map((t) => t.sessionKey),
+          pendingApprovals: () => store.listApprovals({ state: "pending" }),
+          prices: config.model.prices,
+        },
         onError: (err) => logger.error({ err }, "computing the live status failed"),
       }),
       createFileRoutes(store),

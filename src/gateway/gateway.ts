@@ -53,6 +53,7 @@ import type { Store } from "../sessions/store.js";
 import type { AgentParts } from "./agent-wiring.js";
 import type { Cluster } from "./cluster.js";
 import type { GatewayCore, LifecycleCalls } from "./core-wiring.js";
+import { PlatformEventClock } from "./event-clock.js";
 import { listHomeChannels } from "./home-channels.js";
 
 /** The parts the composition root built, and the seams of this gateway's surroundings. */
@@ -98,6 +99,7 @@ export class Gateway implements LifecycleCalls {
   private readonly http: HttpServer;
   private readonly now: () => number;
   private readonly statusListeners = new Set<() => void>();
+  private readonly platformEvents: PlatformEventClock;
   private readonly stopListeners: ((request: StopRequest) => void)[] = [];
   /** Settles when start() has finished: true when the gateway came up. */
   private readonly startSettled: Promise<boolean>;
@@ -120,6 +122,7 @@ export class Gateway implements LifecycleCalls {
   constructor(private readonly deps: GatewayParts) {
     const { core } = deps;
     this.now = deps.now;
+    this.platformEvents = new PlatformEventClock(deps.now);
     this.startedAt = deps.startedAt;
     this.exited = new Promise((resolve) => (this.resolveExit = resolve));
     this.startSettled = new Promise((resolve) => (this.settleStart = resolve));
@@ -223,7 +226,7 @@ export class Gateway implements LifecycleCalls {
     });
     for (const adapter of this.adapters) {
       this.dispatcher.register(adapter);
-      await adapter.start(this.runner);
+      await adapter.start(this.platformEvents.sinkFor(adapter.name, this.runner));
     }
     this.dispatcher.kick();
     const resumed = await resumeInterruptedSessions({
@@ -489,7 +492,12 @@ export class Gateway implements LifecycleCalls {
     const now = this.now();
     const turns = this.runner.activeTurns();
     const sessions = await this.store.countSessions();
-    const platforms = this.platformStates();
+    const platforms = Object.fromEntries(
+      Object.entries(this.platformStates()).map(([name, p]) => {
+        const at = this.platformEvents.lastEventAt(name);
+        return [name, { ...p, last_event_at: at === null ? null : new Date(at).toISOString() }];
+      }),
+    );
     return {
       gateway_state:
         this.phase === "drained" || this.phase === "stopping" ? "draining" : this.phase,

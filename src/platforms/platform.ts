@@ -117,6 +117,12 @@ export interface AcceptResult {
 export interface InboundSink {
   receive(message: InboundMessage): Promise<AcceptResult>;
   /**
+   * Stores messages that arrived together (a page of a catch-up), in order, each as `receive`
+   * does: a chat's messages among them wait for one another and start one turn. Stops at the
+   * first that is not stored (it throws). Absent: the platform calls `receive` for each.
+   */
+  receiveAll?(messages: InboundMessage[]): Promise<AcceptResult[]>;
+  /**
    * A button press on an approval card. Resolves once the decision is committed (or refused),
    * with the text to show the presser and, when it was decided now, the card's new text.
    */

@@ -138,7 +138,8 @@ export function resumeNote(reason: ResumeReason | null): string {
 export function withNoteBeforeTail(
   history: readonly ChatMessage[],
   note: ChatMessage,
-  options: { keepUserLast: boolean },
+  /** `userCount`: how many user messages end the new input (a backlog taken as one turn); 1. */
+  options: { keepUserLast: boolean; userCount?: number },
 ): ChatMessage[] {
   let tail = history.length;
   while (tail > 0 && history[tail - 1]!.role === "tool") tail -= 1;
@@ -146,7 +147,10 @@ export function withNoteBeforeTail(
   const pendingCalls =
     before?.role === "assistant" && (before.tool_calls?.length ?? 0) > history.length - tail;
   if (pendingCalls) tail -= 1;
-  else if (options.keepUserLast && history.at(-1)?.role === "user") tail = history.length - 1;
-  else tail = history.length;
+  else if (options.keepUserLast && history.at(-1)?.role === "user") {
+    tail = history.length - 1;
+    for (let n = (options.userCount ?? 1) - 1; n > 0 && history[tail - 1]?.role === "user"; n--)
+      tail -= 1;
+  } else tail = history.length;
   return [...history.slice(0, tail), note, ...history.slice(tail)];
 }

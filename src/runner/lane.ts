@@ -4,7 +4,17 @@ import type { AbortCause, ChatAddress, OutboundFile } from "../platforms/platfor
 import type { InboxItem, LeaseToken, SessionRecord } from "../sessions/store.js";
 
 export type Work =
-  | { kind: "message"; item: InboxItem }
+  | {
+      kind: "message";
+      item: InboxItem;
+      /**
+       * False for a message `queue` mode keeps for a turn of its own (it came while a turn ran);
+       * otherwise messages waiting next to each other are taken together (lane-batch.ts).
+       */
+      together?: boolean;
+      /** The waiting messages taken with `item` into this one turn, in order (a backlog). */
+      joined?: InboxItem[];
+    }
   | { kind: "resume"; session: SessionRecord }
   | { kind: "retry"; text: UserContent; address: ChatAddress; sessionKey: string }
   /** A human answered an approval: continue the transcript that waited for it. */

@@ -43,6 +43,7 @@ import {
   type Lane,
   type Work,
 } from "./lane.js";
+import { batchItems, takeBatch } from "./lane-batch.js";
 import {
   DRAIN_REFUSAL,
   notAcceptingText,
@@ -121,6 +122,14 @@ export class Runner implements InboundSink {
   private heldForDrain: InboxItem[] = [];
   /** Inbox ids dispatched by `receive` while `dispatchOpenInbox` runs (so it skips them). */
   private startupDispatched: Set<number> | null = null;
+  /**
+   * Messages being received per session key (stored, not yet queued): an idle lane waits for
+   * them before it starts, so that messages arriving together (a platform's batch of updates)
+   * are one turn (lane-batch.ts).
+   */
+  private readonly arriving = new Map<string, number>();
+  /** True while `dispatchOpenInbox` queues the backlog: nothing starts until all of it is queued. */
+  private holdStarts = false;
 
   constructor(private readonly options: RunnerOptions) {
     this.now = options.now ?? Date.now;
@@ -136,15 +145,47 @@ export class Runner implements InboundSink {
    * fire comes with its job's `advance`, committed in the same transaction as the inbox row.
    */
   async receive(message: InboundMessage, advance?: ScheduleAdvance): Promise<AcceptResult> {
-    const { accepted, item } = await this.options.store.acceptInbound(message, advance);
-    this.options.crashPoint("after_inbox_commit");
-    if (accepted && !this.intakeHeld) {
-      this.startupDispatched?.add(item.id);
-      this.dispatch(item, message.backlog === true).catch((err: unknown) =>
-        this.logFailure(err, item),
-      );
+    const key = message.sessionKey;
+    this.arriving.set(key, (this.arriving.get(key) ?? 0) + 1);
+    let dispatching = false;
+    try {
+      const { accepted, item } = await this.options.store.acceptInbound(message, advance);
+      this.options.crashPoint("after_inbox_commit");
+      if (accepted && !this.intakeHeld) {
+        this.startupDispatched?.add(item.id);
+        dispatching = true;
+        this.dispatch(item, message.backlog === true)
+          .catch((err: unknown) => this.logFailure(err, item))
+          .finally(() => this.arrived(key));
+      }
+      return { accepted, inboxId: item.id, sessionId: item.sessionId };
+    } finally {
+      if (!dispatching) this.arrived(key);
     }
-    return { accepted, inboxId: item.id, sessionId: item.sessionId };
+  }
+
+  /** See InboundSink.receiveAll: every key is held until the last message is stored. */
+  async receiveAll(messages: InboundMessage[]): Promise<AcceptResult[]> {
+    const keys = messages.map((m) => m.sessionKey);
+    for (const key of keys) this.arriving.set(key, (this.arriving.get(key) ?? 0) + 1);
+    try {
+      const results: AcceptResult[] = [];
+      for (const message of messages) results.push(await this.receive(message));
+      return results;
+    } finally {
+      for (const key of keys) this.arrived(key);
+    }
+  }
+
+  /** A received message is queued, answered or dropped: its lane may start once none is left. */
+  private arrived(key: string): void {
+    const left = (this.arriving.get(key) ?? 1) - 1;
+    if (left > 0) {
+      this.arriving.set(key, left);
+      return;
+    }
+    this.arriving.delete(key);
+    if (this.lanes.has(key)) this.pump();
   }
 
   /**
@@ -165,6 +206,8 @@ export class Runner implements InboundSink {
   ): Promise<number> {
     this.intakeHeld = false;
     this.startupDispatched = new Set();
+    // The whole backlog is queued before any of it starts: a chat's waiting messages are one turn.
+    this.holdStarts = true;
     try {
       const items = await open();
       let count = 0;
@@ -176,6 +219,8 @@ export class Runner implements InboundSink {
       return count;
     } finally {
       this.startupDispatched = null;
+      this.holdStarts = false;
+      this.pump();
     }
   }
 
@@ -378,7 +423,8 @@ export class Runner implements InboundSink {
       return;
     }
     if (mode === "queue" || mode === "steer") {
-      this.enqueue(item.sessionKey, { kind: "message", item }, false);
+      // Came while a turn ran: it gets a turn of its own (lifecycle.md), not a share of a batch.
+      this.enqueue(item.sessionKey, { kind: "message", item, together: false }, false);
       await this.notice(item.sessionKey, item.address, TEXT.queued);
       return;
     }
@@ -430,14 +476,24 @@ export class Runner implements InboundSink {
     this.pump();
   }
 
-  /** Starts queued work on idle lanes while there is a free slot; nothing new once stopping. */
+  /**
+   * Starts queued work on idle lanes while there is a free slot; nothing new once stopping. A
+   * message starts together with the messages waiting behind it (lane-batch.ts); a lane with
+   * messages still arriving waits for them.
+   */
   private pump(): void {
-    if (this.admission !== "open") return;
+    if (this.admission !== "open" || this.holdStarts) return;
     for (const [key, lane] of this.lanes) {
       if (this.running >= this.options.maxConcurrentTurns) return;
-      if (lane.active || lane.queue.length === 0) continue;
-      this.start(key, lane, lane.queue.shift()!);
+      if (lane.active || lane.queue.length === 0 || this.arriving.has(key)) continue;
+      const work = takeBatch(lane.queue.shift()!, lane.queue, (item) => this.answersInBand(item));
+      this.start(key, lane, work);
     }
+  }
+
+  /** The API answers each request in its own HTTP response: its messages are never batched. */
+  private answersInBand(item: InboxItem): boolean {
+    return this.options.repliesInBand?.(item.address) ?? false;
   }
 
   private start(sessionKey: string, lane: Lane, work: Work): void {
@@ -586,7 +642,9 @@ export class Runner implements InboundSink {
   private async answerWithoutModel(active: ActiveTurn): Promise<void> {
     const work = active.work;
     if (work.kind === "message") {
-      await this.answer(work.item, TEXT.noModel, "done");
+      const [first, ...rest] = batchItems(work);
+      for (const item of rest) await this.options.store.closeInboxItem(item.id, "done");
+      await this.answer(first!, TEXT.noModel, "done");
       return;
     }
     if (work.kind === "resume") await this.options.store.clearResumePending(active.sessionKey);

@@ -36,6 +36,7 @@ import {
   withNoteBeforeTail,
 } from "./history.js";
 import type { ActiveTurn } from "./lane.js";
+import { batchItems } from "./lane-batch.js";
 import {
   type MediaSettings,
   NO_VISION_NOTICE,
@@ -67,20 +68,24 @@ export interface TurnContext {
 export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Promise<void> {
   const { store, events } = ctx;
   const work = active.work;
-  let userContent: UserContent | null =
-    work.kind === "message" ? work.item.text : work.kind === "retry" ? work.text : null;
-  if (work.kind === "message" && work.item.attachments?.length) {
-    const prepared = await messageWithFiles(ctx, active, work.item);
-    // Cut off before its files were handled: by a gateway stop (the message stays pending and
-    // the next start runs it from the recorded steps) or by `/stop`, `/new` (closed, no turn).
-    if (prepared === null) return;
-    userContent = prepared;
+  let userContent: UserContent | null = work.kind === "retry" ? work.text : null;
+  const joined: { inboxId: number; userMessage: ChatMessage }[] = [];
+  if (work.kind === "message") {
+    const contents = await batchContents(ctx, active, batchItems(work));
+    // Cut off before its files were handled: by a gateway stop (the messages stay pending and
+    // the next start runs them from the recorded steps) or by `/stop`, `/new` (closed, no turn).
+    if (contents === null) return;
+    userContent = contents[0]!;
+    for (const [i, item] of (work.joined ?? []).entries()) {
+      joined.push({ inboxId: item.id, userMessage: { role: "user", content: contents[i + 1]! } });
+    }
   }
   const turn = await store
     .startTurn({
       sessionKey: active.sessionKey,
       inboxId: work.kind === "message" ? work.item.id : null,
       userMessage: userContent === null ? null : { role: "user", content: userContent },
+      ...(joined.length > 0 && { joined }),
       // A resume continues the request the origin already names; any other turn answers its own.
       origin: work.kind === "resume" ? null : active.address,
       memoryUser: work.kind === "message" ? memoryUserOf(work.item) : null,
@@ -125,7 +130,13 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     ctx,
     active,
     turn.sessionId,
-    resumeFrom ? { reason: resumeFrom.resumeReason, newInput: work.kind !== "resume" } : null,
+    resumeFrom
+      ? {
+          reason: resumeFrom.resumeReason,
+          newInput: work.kind !== "resume",
+          userCount: 1 + joined.length,
+        }
+      : null,
   );
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
@@ -235,6 +246,32 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
 }
 
 /**
+ * The content of each message of the turn, in order; null when the turn was cut off before the
+ * files of one of them were handled (see messageWithFiles): then none of them runs, and after a
+ * `/stop` or `/new` all of them are closed.
+ */
+async function batchContents(
+  ctx: TurnContext,
+  active: ActiveTurn,
+  items: InboxItem[],
+): Promise<UserContent[] | null> {
+  const contents: UserContent[] = [];
+  for (const item of items) {
+    const content = item.attachments?.length
+      ? await messageWithFiles(ctx, active, item)
+      : item.text;
+    if (content === null) {
+      if (active.abortCause !== "shutdown") {
+        for (const other of items) await ctx.store.closeInboxItem(other.id, "done");
+      }
+      return null;
+    }
+    contents.push(content);
+  }
+  return contents;
+}
+
+/**
  * The message's content with its files handled (media-input.ts). A newer message interrupting
  * the turn does not cut the downloads short (a photo is often followed at once by its question);
  * a gateway stop, `/stop` or `/new` does, and then this is null: after a stop the message stays
@@ -286,7 +323,7 @@ async function buildHistory(
   ctx: TurnContext,
   active: ActiveTurn,
   sessionId: string,
-  resume: { reason: ResumeReason | null; newInput: boolean } | null,
+  resume: { reason: ResumeReason | null; newInput: boolean; userCount: number } | null,
 ): Promise<{ history: ChatMessage[]; summary: string | null }> {
   let loaded = await ctx.store.loadTurnHistory(sessionId);
   const cutOff = loaded.unfinished.filter((call) => !ctx.isReadOnlyTool(call.name));
@@ -307,7 +344,10 @@ async function buildHistory(
   if (resume) {
     const note: ChatMessage = { role: "system", content: resumeNote(resume.reason) };
     return {
-      history: withNoteBeforeTail(history, note, { keepUserLast: resume.newInput }),
+      history: withNoteBeforeTail(history, note, {
+        keepUserLast: resume.newInput,
+        userCount: resume.userCount,
+      }),
       summary,
     };
   }
@@ -386,7 +426,8 @@ export function replyAddress(
   origin: ChatAddress | null,
 ): ChatAddress | null {
   const work = active.work;
-  if (work.kind === "message") return work.item.address;
+  // A batch answers its latest message.
+  if (work.kind === "message") return (work.joined?.at(-1) ?? work.item).address;
   if (work.kind === "retry") return work.address;
   return origin;
 }

@@ -323,4 +323,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   `,
   // 14: the credential a session was created under (never the secret itself).
   `ALTER TABLE sessions ADD COLUMN credential TEXT;`,
+  // 15 (issue 34, a backlog is one turn): the turn that took an inbox row together with others,
+  // so that the turn's end closes them all and an answer is found from any of them.
+  `
+  ALTER TABLE inbox ADD COLUMN turn_id BIGINT;
+  CREATE INDEX inbox_turn ON inbox(turn_id) WHERE turn_id IS NOT NULL;
+  `,
 ];

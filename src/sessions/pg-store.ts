@@ -424,11 +424,12 @@ export class PgStore implements Store {
       if (!item) return { state: "unrecorded" };
       const open: InboxAnswer = { state: "open", sessionKey: item.session_key };
       if (item.state === "pending" || item.state === "running") return open;
-      let turn = await first<TurnRow>(
-        db,
-        "SELECT * FROM turns WHERE inbox_id = $1 ORDER BY id LIMIT 1",
-        [inboxId],
-      );
+      // A batch's later messages name their turn; its first is the turn's own inbox_id.
+      let turn = item.turn_id
+        ? await first<TurnRow>(db, "SELECT * FROM turns WHERE id = $1", [item.turn_id])
+        : await first<TurnRow>(db, "SELECT * FROM turns WHERE inbox_id = $1 ORDER BY id LIMIT 1", [
+            inboxId,
+          ]);
       if (!turn) {
         const notice = await first<{ text: string }>(
           db,
@@ -650,7 +651,18 @@ export class PgStore implements Store {
         `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
              (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
              (SELECT body FROM messages m WHERE m.session_id = s.session_id
-                ORDER BY seq DESC LIMIT 1) AS last_body
+                ORDER BY seq DESC LIMIT 1) AS last_body,
+             (SELECT body FROM messages m WHERE m.session_id = s.session_id AND m.role = 'user'
+                ORDER BY seq LIMIT 1) AS first_user_body,
+             (SELECT i.sender_name FROM inbox i
+                WHERE i.platform = (s.origin::json ->> 'platform')
+                  AND i.chat_id = (s.origin::json ->> 'chatId')
+                  AND i.session_key = s.key AND i.sender_name IS NOT NULL
+                ORDER BY i.id DESC LIMIT 1) AS sender_name,
+             (SELECT COALESCE(SUM(u.prompt_tokens), 0)::bigint FROM model_usage u
+                WHERE u.session_id = s.session_id) AS prompt_tokens,
+             (SELECT COALESCE(SUM(u.completion_tokens), 0)::bigint FROM model_usage u
+                WHERE u.session_id = s.session_id) AS completion_tokens
            FROM sessions s
            WHERE ($1::text IS NULL OR s.platform = $1) AND ($2 OR NOT starts_with(s.key, $3))
            ORDER BY s.updated_at DESC LIMIT $4`,
@@ -782,8 +794,24 @@ export class PgStore implements Store {
            VALUES ($1, $2, $3, 'running', $4) RETURNING *`,
         [input.sessionKey, session.session_id, input.inboxId, now],
       ))!;
-      if (input.userMessage)
-        await this.appendIn(db, session.session_id, turn.id, [input.userMessage]);
+      const joined = input.joined ?? [];
+      if (joined.length > 0) {
+        await db.query("UPDATE inbox SET turn_id = $1 WHERE id = $2", [turn.id, input.inboxId]);
+        for (const { inboxId } of joined) {
+          const taken = await changes(
+            db,
+            "UPDATE inbox SET state = 'running', turn_id = $1 WHERE id = $2 AND state = 'pending'",
+            [turn.id, inboxId],
+          );
+          if (taken === 0) throw new InboxItemTakenError(inboxId);
+        }
+      }
+      const userMessages = [
+        ...(input.userMessage ? [input.userMessage] : []),
+        ...joined.map((j) => j.userMessage),
+      ];
+      if (userMessages.length > 0)
+        await this.appendIn(db, session.session_id, turn.id, userMessages);
       const touched = (await first<SessionRow>(
         db,
         `UPDATE sessions SET origin = COALESCE($1, origin), memory_user = COALESCE($2, memory_user),
@@ -812,6 +840,8 @@ export class PgStore implements Store {
       if (!turn) throw new Error(`unknown turn ${input.turnId}`);
       if (turn.inbox_id !== null) {
         await db.query("UPDATE inbox SET state = 'done' WHERE id = $1", [turn.inbox_id]);
+        // The rest of a batch (startTurn's `joined`).
+        await db.query("UPDATE inbox SET state = 'done' WHERE turn_id = $1", [turn.id]);
       }
       if (input.finalMessage) {
         await this.appendIn(db, turn.session_id, input.turnId, [input.finalMessage]);
@@ -1802,6 +1832,30 @@ export class PgStore implements Store {
     return this.read(async (db) => {
       const row = await this.latestCompactionRow(db, sessionId);
       return row ? toCompaction(row) : null;
+    });
+  }
+
+  totalUsage(): Promise<UsageTotals> {
+    return this.read(async (db) => {
+      const totals = (await first<{
+        calls: number;
+        prompt: number;
+        completion: number;
+        estimated: number;
+      }>(
+        db,
+        `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
+             COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
+             COUNT(*) FILTER (WHERE estimated) AS estimated
+           FROM model_usage`,
+      ))!;
+      return {
+        calls: totals.calls,
+        promptTokens: totals.prompt,
+        completionTokens: totals.completion,
+        estimatedCalls: totals.estimated,
+        lastPromptTokens: null,
+      };
     });
   }
 

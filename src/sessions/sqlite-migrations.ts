@@ -343,4 +343,10 @@ export const MIGRATIONS: readonly string[] = [
   // never the secret), so another credential cannot continue or read it. Null: a chat platform's
   // session, or one older than this column (then only operators may continue it over /v1).
   `ALTER TABLE sessions ADD COLUMN credential TEXT;`,
+  // 15 (issue 34, a backlog is one turn): the turn that took an inbox row together with others,
+  // so that the turn's end closes them all and an answer is found from any of them.
+  `
+  ALTER TABLE inbox ADD COLUMN turn_id INTEGER;
+  CREATE INDEX inbox_turn ON inbox(turn_id) WHERE turn_id IS NOT NULL;
+  `,
 ];

@@ -484,8 +484,11 @@ export class SqliteStore implements Store {
       if (!item) return { state: "unrecorded" };
       const open: InboxAnswer = { state: "open", sessionKey: item.session_key };
       if (item.state === "pending" || item.state === "running") return open;
-      let turn = this.stmt("SELECT * FROM turns WHERE inbox_id = ? ORDER BY id LIMIT 1").get(
-        inboxId,
+      // A batch's later messages name their turn; its first is the turn's own inbox_id.
+      let turn = (
+        item.turn_id
+          ? this.stmt("SELECT * FROM turns WHERE id = ?").get(item.turn_id)
+          : this.stmt("SELECT * FROM turns WHERE inbox_id = ? ORDER BY id LIMIT 1").get(inboxId)
       ) as TurnRow | undefined;
       if (!turn) {
         const notice = this.stmt(
@@ -730,7 +733,18 @@ export class SqliteStore implements Store {
       const rows = this.stmt(
         `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
              (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
-             (SELECT body FROM messages m WHERE m.session_id = s.session_id ORDER BY seq DESC LIMIT 1) AS last_body
+             (SELECT body FROM messages m WHERE m.session_id = s.session_id ORDER BY seq DESC LIMIT 1) AS last_body,
+             (SELECT body FROM messages m WHERE m.session_id = s.session_id AND m.role = 'user'
+                ORDER BY seq LIMIT 1) AS first_user_body,
+             (SELECT i.sender_name FROM inbox i
+                WHERE i.platform = json_extract(s.origin, '$.platform')
+                  AND i.chat_id = json_extract(s.origin, '$.chatId')
+                  AND i.session_key = s.key AND i.sender_name IS NOT NULL
+                ORDER BY i.id DESC LIMIT 1) AS sender_name,
+             (SELECT COALESCE(SUM(u.prompt_tokens), 0) FROM model_usage u
+                WHERE u.session_id = s.session_id) AS prompt_tokens,
+             (SELECT COALESCE(SUM(u.completion_tokens), 0) FROM model_usage u
+                WHERE u.session_id = s.session_id) AS completion_tokens
            FROM sessions s
            WHERE (? IS NULL OR s.platform = ?) AND (? = 1 OR substr(s.key, 1, ?) <> ?)
            ORDER BY s.updated_at DESC LIMIT ?`,
@@ -888,6 +902,24 @@ export class SqliteStore implements Store {
     });
   }
 
+  totalUsage(): Promise<UsageTotals> {
+    return this.read(() => {
+      const totals = this.stmt(
+        `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
+             COALESCE(SUM(completion_tokens), 0) AS completion,
+             COALESCE(SUM(estimated), 0) AS estimated
+           FROM model_usage`,
+      ).get() as { calls: number; prompt: number; completion: number; estimated: number };
+      return {
+        calls: totals.calls,
+        promptTokens: totals.prompt,
+        completionTokens: totals.completion,
+        estimatedCalls: totals.estimated,
+        lastPromptTokens: null,
+      };
+    });
+  }
+
   setSessionModel(key: string, model: string | null): Promise<void> {
     return this.tx(() => {
       this.ensureSessionSync(key, null);
@@ -924,7 +956,21 @@ export class SqliteStore implements Store {
         `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
            VALUES (?, ?, ?, 'running', ?) RETURNING *`,
       ).get(input.sessionKey, session.session_id, input.inboxId, now) as TurnRow;
-      if (input.userMessage) this.appendSync(session.session_id, turn.id, [input.userMessage]);
+      const joined = input.joined ?? [];
+      if (joined.length > 0) {
+        const take = this.stmt(
+          "UPDATE inbox SET state = 'running', turn_id = ? WHERE id = ? AND state = 'pending'",
+        );
+        this.stmt("UPDATE inbox SET turn_id = ? WHERE id = ?").run(turn.id, input.inboxId);
+        for (const { inboxId } of joined) {
+          if (take.run(turn.id, inboxId).changes === 0) throw new InboxItemTakenError(inboxId);
+        }
+      }
+      const userMessages = [
+        ...(input.userMessage ? [input.userMessage] : []),
+        ...joined.map((j) => j.userMessage),
+      ];
+      if (userMessages.length > 0) this.appendSync(session.session_id, turn.id, userMessages);
       return { ...toTurn(turn), session: toSession(session) };
     }, false);
   }
@@ -961,6 +1007,8 @@ export class SqliteStore implements Store {
       if (!turn) throw new Error(`unknown turn ${input.turnId}`);
       if (turn.inbox_id !== null) {
         this.stmt("UPDATE inbox SET state = 'done' WHERE id = ?").run(turn.inbox_id);
+        // The rest of a batch (startTurn's `joined`).
+        this.stmt("UPDATE inbox SET state = 'done' WHERE turn_id = ?").run(turn.id);
       }
       if (input.finalMessage) this.appendSync(turn.session_id, input.turnId, [input.finalMessage]);
       if (input.usage) this.insertUsage(turn.session_id, input.turnId, "turn", input.usage);

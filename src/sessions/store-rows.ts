@@ -86,6 +86,8 @@ export interface InboxRow {
   received_at: number;
   operator: Flag;
   attachments: string | null;
+  /** The turn that took the item as part of a batch (set for every item of a batch). */
+  turn_id?: number | null;
 }
 
 export function toInbox(r: InboxRow): InboxItem {
@@ -302,16 +304,25 @@ export interface SessionSummaryRow {
   updated_at: number;
   message_count: number;
   last_body: string | null;
+  first_user_body: string | null;
+  sender_name: string | null;
+  prompt_tokens: number;
+  completion_tokens: number;
 }
 
 export function toSessionSummary(r: SessionSummaryRow): SessionSummary {
   const last = r.last_body ? (JSON.parse(r.last_body) as ChatMessage) : null;
+  const first = r.first_user_body ? (JSON.parse(r.first_user_body) as ChatMessage) : null;
   return {
     key: r.key,
     sessionId: r.session_id,
     platform: r.platform,
     messageCount: r.message_count,
     lastMessage: last ? summarize(last) : null,
+    firstMessage: first ? summarize(first) : null,
+    chatName: r.sender_name,
+    promptTokens: Number(r.prompt_tokens),
+    completionTokens: Number(r.completion_tokens),
     resumePending: flag(r.resume_pending),
     suspended: flag(r.suspended),
     updatedAt: r.updated_at,

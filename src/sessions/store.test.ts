@@ -56,6 +56,106 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
     expect(texts.sort()).toEqual(["m1", "m2", "m3"]);
   });
 
+  it("starts one turn for a batch of waiting messages and closes them all when it ends", async () => {
+    const items = [];
+    for (const n of [1, 2, 3]) {
+      const { item } = await store.acceptInbound(
+        inbound({ platformMessageId: String(n), text: `m${n}` }),
+      );
+      items.push(item);
+    }
+    const [first, ...rest] = items;
+    const turn = await store.startTurn({
+      sessionKey: first!.sessionKey,
+      inboxId: first!.id,
+      userMessage: { role: "user", content: "m1" },
+      joined: rest.map((item) => ({
+        inboxId: item.id,
+        userMessage: { role: "user", content: item.text },
+      })),
+    });
+    const transcript = await store.loadTranscript(turn.sessionId);
+    expect(transcript.map((m) => m.message.content)).toEqual(["m1", "m2", "m3"]);
+    // Taken, not closed: a crash now leaves the turn running and the batch resumes as a whole.
+    expect((await store.listOpenInbox()).map((i) => i.state)).toEqual([
+      "running",
+      "running",
+      "running",
+    ]);
+    expect(await store.findInboxAnswer(rest[1]!.id)).toEqual({
+      state: "open",
+      sessionKey: first!.sessionKey,
+    });
+    await store.finishTurn({
+      turnId: turn.id,
+      state: "done",
+      finalMessage: { role: "assistant", content: "all three" },
+      reply: { address: first!.address, text: "all three" },
+    });
+    expect(await store.listOpenInbox()).toEqual([]);
+    for (const item of items) {
+      expect(await store.findInboxAnswer(item.id)).toEqual({
+        state: "answered",
+        outcome: "reply",
+        text: "all three",
+      });
+    }
+  });
+
+  it("refuses a batch one of whose messages another turn took, storing nothing", async () => {
+    const a = (await store.acceptInbound(inbound({ platformMessageId: "1", text: "a" }))).item;
+    const b = (await store.acceptInbound(inbound({ platformMessageId: "2", text: "b" }))).item;
+    await store.startTurn({
+      sessionKey: b.sessionKey,
+      inboxId: b.id,
+      userMessage: { role: "user", content: "b" },
+    });
+    await expect(
+      store.startTurn({
+        sessionKey: a.sessionKey,
+        inboxId: a.id,
+        userMessage: { role: "user", content: "a" },
+        joined: [{ inboxId: b.id, userMessage: { role: "user", content: "b" } }],
+      }),
+    ).rejects.toThrow(/already taken/);
+    const open = await store.listOpenInbox();
+    expect(open.map((i) => [i.text, i.state])).toEqual([
+      ["a", "pending"],
+      ["b", "running"],
+    ]);
+    expect((await store.loadTranscript(a.sessionId)).map((m) => m.message.content)).toEqual(["b"]);
+  });
+
+  it("lists sessions with their first message, chat name and tokens; totals every call", async () => {
+    const { item } = await store.acceptInbound(inbound({ text: "first words", senderName: "Ann" }));
+    const turn = await store.startTurn({
+      sessionKey: item.sessionKey,
+      inboxId: item.id,
+      userMessage: { role: "user", content: "first words" },
+      origin: item.address,
+    });
+    await store.finishTurn({
+      turnId: turn.id,
+      state: "done",
+      finalMessage: { role: "assistant", content: "reply" },
+      usage: { model: "m", promptTokens: 120, completionTokens: 30, estimated: false },
+      reply: null,
+    });
+    const [summary] = await store.listSessions({ internal: false });
+    expect(summary).toMatchObject({
+      firstMessage: "first words",
+      chatName: "Ann",
+      promptTokens: 120,
+      completionTokens: 30,
+    });
+    expect(await store.totalUsage()).toMatchObject({
+      calls: 1,
+      promptTokens: 120,
+      completionTokens: 30,
+      lastPromptTokens: null,
+    });
+  });
+
   it("creates the session on first contact with its origin chat", async () => {
     await store.acceptInbound(inbound());
     const session = await store.getSession("agent:main:telegram:dm:42");

@@ -123,6 +123,13 @@ export interface SessionSummary {
   platform: string | null;
   messageCount: number;
   lastMessage: string | null;
+  /** The transcript's first user message, shortened (what the conversation is about). */
+  firstMessage: string | null;
+  /** Who the chat is with: the latest sender name its chat gave, when a message carried one. */
+  chatName: string | null;
+  /** Tokens of the transcript's model calls. */
+  promptTokens: number;
+  completionTokens: number;
   resumePending: boolean;
   suspended: boolean;
   updatedAt: number;
@@ -240,6 +247,8 @@ export interface Store {
   latestCompaction(sessionId: string): Promise<CompactionRecord | null>;
   /** Tokens used by a transcript's model calls. */
   sessionUsage(sessionId: string): Promise<UsageTotals>;
+  /** Tokens used by every model call on record (`lastPromptTokens` is null). */
+  totalUsage(): Promise<UsageTotals>;
   /** Sets the model `/model` chose for a session key (null: back to the main model). */
   setSessionModel(key: string, model: string | null): Promise<void>;
 
@@ -248,7 +257,8 @@ export interface Store {
    * user's text is appended to the transcript and, when given, the turn's reply address becomes
    * the session's origin (where a resume of this turn replies), all at once. An inbox item
    * starts one turn, ever: when it is no longer pending (another gateway started it) this throws
-   * InboxItemTakenError and stores nothing.
+   * InboxItemTakenError and stores nothing. `joined` messages are taken the same way, in the same
+   * transaction.
    *
    * Unlike every other write, it settles once committed, without waiting for the disk, and reads
    * do not wait for it either: nothing leaves the gateway on the strength of a start alone (the
@@ -259,7 +269,7 @@ export interface Store {
    */
   startTurn(input: StartTurnInput): Promise<StartedTurn>;
   /**
-   * Ends a turn: turn state, inbox item done, the final assistant message appended and, when
+   * Ends a turn: turn state, inbox item(s) done, the final assistant message appended and, when
    * there is text for the user, an outbox row queued, all in one transaction.
    */
   finishTurn(input: FinishTurnInput): Promise<OutboxItem | null>;
@@ -620,6 +630,12 @@ export interface StartTurnInput {
   lease?: LeaseToken;
   /** Whose memory file the session's turns use from now on; null or absent keeps it. */
   memoryUser?: string | null;
+  /**
+   * More waiting messages this turn answers together with `inboxId` (a backlog taken as one
+   * turn), in order: each is taken like `inboxId` (InboxItemTakenError when one is no longer
+   * pending) and its user message appended after `userMessage`; all close when the turn ends.
+   */
+  joined?: { inboxId: number; userMessage: ChatMessage }[];
 }
 
 export interface FinishTurnInput {

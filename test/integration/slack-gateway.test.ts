@@ -69,7 +69,12 @@ describe("Slack through the real gateway", () => {
     await waitFor(() => texts("D1").length > 0, { message: "DM answered" });
     expect(texts("D1")).toEqual(["hello slack"]);
     expect(slack.botMessages("D1")[0]!.thread_ts).toBeUndefined();
-    expect((await gw.status()).platforms.slack).toEqual({ state: "connected", error: null });
+    expect((await gw.status()).platforms.slack).toEqual({
+      state: "connected",
+      error: null,
+      // The DM just answered was its last event.
+      last_event_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
     const state = JSON.parse(readFileSync(join(home.path, "gateway_state.json"), "utf8"));
     expect(state.platforms.slack).toEqual({ state: "connected", error: null });
   });

@@ -1,12 +1,14 @@
 /**
- * The dashboard: gateway status (live from the SSE stream, polling as a fallback), running
- * turns, recent sessions with their transcripts, and the drain/restart controls. Requests carry
- * the browser's session cookie (set by the login link); the page never holds a token.
+ * The dashboard: gateway status (live from the SSE stream, polling as a fallback), approvals
+ * waiting for an operator (answered here), running turns, recent sessions with their state,
+ * usage and transcripts, and the drain/restart controls. Requests carry the browser's session
+ * cookie (set by the login link); the page never holds a token.
  */
 
 const POLL_MS = 2_000;
 const STREAM_RETRY_MS = 15_000;
 const SESSIONS_REFRESH_MS = 10_000;
+const APPROVALS_REFRESH_MS = 3_000;
 
 class AuthError extends Error {}
 
@@ -57,6 +59,21 @@ function time(value) {
   return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
 }
 
+/** "12s ago", or a dash when nothing happened yet. */
+function age(value) {
+  if (value == null) return "none since start";
+  return `${duration((Date.now() - epochMs(value)) / 1000)} ago`;
+}
+
+function tokens(n) {
+  return Number(n ?? 0).toLocaleString("en-US");
+}
+
+function money(value) {
+  if (value == null) return "";
+  return value < 0.01 && value > 0 ? value.toFixed(4) : value.toFixed(2);
+}
+
 function epochMs(value) {
   if (typeof value === "number") return value < 1e12 ? value * 1000 : value;
   return Date.parse(String(value));
@@ -66,6 +83,8 @@ function createDashboard() {
   const state = {
     status: null,
     statusAt: 0,
+    /** Session id → title, for naming the session an approval belongs to. */
+    titles: new Map(),
     abort: new AbortController(),
   };
 
@@ -173,18 +192,28 @@ function createDashboard() {
     const rows = Object.entries(platforms).map(([name, p]) => {
       const stateCell = document.createElement("td");
       stateCell.append(stateBadge(p.state));
-      const tr = row(cell(name), stateCell, cell(p.error ?? "", p.error ? "error-text" : ""));
+      // MCP servers have no events of their own: their column stays empty.
+      const event = "last_event_at" in p ? age(p.last_event_at) : "";
+      const eventCell = cell(event);
+      eventCell.dataset.testid = "platform-last-event";
+      const tr = row(
+        cell(name),
+        stateCell,
+        eventCell,
+        cell(p.error ?? "", p.error ? "error-text" : ""),
+      );
       tr.dataset.platform = name;
       return tr;
     });
-    $("platforms-body").replaceChildren(...(rows.length ? rows : [emptyRow(3, "No platforms.")]));
+    $("platforms-body").replaceChildren(...(rows.length ? rows : [emptyRow(4, "No platforms.")]));
   }
 
   function renderTurns(turns) {
     const rows = turns.map((t) => {
       const link = document.createElement("a");
       link.href = `#session=${encodeURIComponent(t.session_id)}`;
-      link.textContent = t.session_key;
+      link.textContent = state.titles.get(t.session_id) ?? t.session_key;
+      link.title = t.session_key;
       const sessionCell = document.createElement("td");
       sessionCell.append(link);
       const runningFor = duration((Date.now() - epochMs(t.started_at)) / 1000);
@@ -236,17 +265,110 @@ function createDashboard() {
     }
   }
 
+  // Approvals
+
+  async function loadApprovals() {
+    try {
+      const { approvals } = await getJson("/api/approvals");
+      const cards = approvals.map(approvalCard);
+      if (cards.length === 0) {
+        const none = document.createElement("p");
+        none.className = "muted";
+        none.textContent = "Nothing waits for approval.";
+        cards.push(none);
+      }
+      $("approvals-list").replaceChildren(...cards);
+    } catch (err) {
+      if (!(err instanceof AuthError) && err.name !== "AbortError")
+        banner("Could not load approvals.");
+    }
+  }
+
+  /** One waiting call: what runs (whole, as it will run), for whom, why it asks, and the answers. */
+  function approvalCard(a) {
+    const card = document.createElement("div");
+    card.className = "dash-approval";
+    card.dataset.testid = "approval";
+    card.dataset.approvalId = a.id;
+    const head = document.createElement("div");
+    const tool = document.createElement("strong");
+    tool.textContent = a.tool;
+    const session = state.titles?.get(a.session_id) ?? a.session_key;
+    const who = a.requester ? ` · asked by ${a.requester}` : "";
+    const meta = document.createElement("span");
+    meta.className = "muted";
+    meta.textContent = ` in ${session}${who} · until ${time(a.deadline_at)}`;
+    head.append(tool, meta);
+    const command = document.createElement("pre");
+    command.className = "command";
+    command.dataset.testid = "approval-command";
+    command.textContent = a.summary;
+    const reason = document.createElement("div");
+    reason.className = "muted";
+    reason.textContent = a.reason ?? "";
+    const actions = document.createElement("div");
+    actions.className = "approval-actions";
+    const result = document.createElement("span");
+    result.className = "muted";
+    result.dataset.testid = "approval-result";
+    const approve = button("Approve", "button primary", "approve-button");
+    const deny = button("Deny", "button danger", "deny-button");
+    const decide = async (decision, label) => {
+      approve.disabled = true;
+      deny.disabled = true;
+      result.textContent = `${label}…`;
+      try {
+        const response = await api(`/api/approvals/${encodeURIComponent(a.id)}`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ decision }),
+        });
+        const body = await response.json().catch(() => ({}));
+        if (response.ok) {
+          result.textContent = `${label}.`;
+          card.dataset.decided = decision;
+        } else {
+          // Answered meanwhile (in the chat, by the CLI): the server says by whom.
+          result.textContent = body?.error?.message ?? `HTTP ${response.status}`;
+        }
+      } catch (err) {
+        if (!(err instanceof AuthError)) result.textContent = `Failed: ${err.message}`;
+      }
+      setTimeout(loadApprovals, 1_500);
+    };
+    approve.addEventListener("click", () => decide("approve", "Approved"));
+    deny.addEventListener("click", () => decide("deny", "Denied"));
+    actions.append(approve, deny, result);
+    card.append(head, command, reason, actions);
+    return card;
+  }
+
+  function button(text, className, testid) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = className;
+    b.textContent = text;
+    b.dataset.testid = testid;
+    return b;
+  }
+
   // Sessions and transcripts
 
   async function loadSessions() {
     try {
-      const { sessions } = await getJson("/api/sessions");
+      const { sessions, total_usage: total } = await getJson("/api/sessions");
       const recent = [...sessions]
         .sort((a, b) => epochMs(b.updated_at) - epochMs(a.updated_at))
         .slice(0, 50);
+      state.titles = new Map(sessions.map((s) => [s.session_id, s.title]));
       $("sessions-body").replaceChildren(
-        ...(recent.length ? recent.map(sessionRow) : [emptyRow(6, "No sessions yet.")]),
+        ...(recent.length ? recent.map(sessionRow) : [emptyRow(8, "No sessions yet.")]),
       );
+      if (total) {
+        const cost = total.cost == null ? "" : ` (${money(total.cost)})`;
+        $("total-usage").textContent =
+          `${tokens(total.prompt_tokens)} / ${tokens(total.completion_tokens)}${cost}`;
+      }
     } catch (err) {
       if (!(err instanceof AuthError) && err.name !== "AbortError")
         banner("Could not load sessions.");
@@ -256,21 +378,31 @@ function createDashboard() {
   function sessionRow(s) {
     const link = document.createElement("a");
     link.href = `#session=${encodeURIComponent(s.session_id)}`;
-    link.textContent = s.key;
+    link.textContent = s.title ?? s.key;
+    link.title = s.key;
     link.dataset.testid = "session-link";
+    const key = document.createElement("span");
+    key.className = "session-key muted";
+    key.textContent = s.key;
     const keyCell = document.createElement("td");
-    keyCell.append(link);
-    const flags = [s.resume_pending ? "resume pending" : "", s.suspended ? "suspended" : ""].filter(
-      Boolean,
-    );
-    return row(
+    keyCell.className = "truncate";
+    keyCell.append(link, key);
+    const stateCell = document.createElement("td");
+    stateCell.dataset.testid = "session-state";
+    stateCell.append(stateBadge(s.state ?? ""));
+    const usage = s.usage ?? {};
+    const tr = row(
       keyCell,
       cell(s.platform ?? ""),
+      stateCell,
       cell(String(s.message_count ?? 0)),
       cell(s.last_message ?? "", "truncate"),
       cell(time(s.updated_at)),
-      cell(flags.join(", ")),
+      cell(`${tokens(usage.prompt_tokens)} / ${tokens(usage.completion_tokens)}`),
+      cell(money(usage.cost)),
     );
+    tr.dataset.sessionKey = s.key;
+    return tr;
   }
 
   async function showTranscript(sessionId) {
@@ -283,7 +415,12 @@ function createDashboard() {
       const { session, messages, usage, compaction } = await getJson(
         `/api/sessions/${encodeURIComponent(sessionId)}`,
       );
-      if (session?.key) $("transcript-title").textContent = `${session.key} · ${sessionId}`;
+      if (session?.key) {
+        const title = state.titles.get(sessionId);
+        $("transcript-title").textContent = title
+          ? `${title} · ${session.key}`
+          : `${session.key} · ${sessionId}`;
+      }
       if (usage) $("transcript-usage").textContent = usageLine(usage, compaction);
       $("transcript").replaceChildren(...messages.map(transcriptEntry));
       if (messages.length === 0) $("transcript").textContent = "No messages.";
@@ -378,14 +515,16 @@ function createDashboard() {
     const signal = state.abort.signal;
     route();
     liveStatus(signal);
-    loadSessions();
+    loadSessions().then(loadApprovals);
     const sessionsTimer = setInterval(loadSessions, SESSIONS_REFRESH_MS);
+    const approvalsTimer = setInterval(loadApprovals, APPROVALS_REFRESH_MS);
     const uptimeTimer = setInterval(() => {
       renderUptime();
       if (state.status) renderTurns(state.status.turns ?? []);
     }, 1000);
     signal.addEventListener("abort", () => {
       clearInterval(sessionsTimer);
+      clearInterval(approvalsTimer);
       clearInterval(uptimeTimer);
     });
   }

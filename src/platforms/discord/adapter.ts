@@ -34,6 +34,7 @@ import { ChatAccess } from "../chat-access.js";
 import type {
   ChatAddress,
   ConnectionLease,
+  InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
@@ -658,8 +659,14 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** Stores a message for Keel (or answers a stranger); ignores the rest. Throws when not stored. */
   private async take(message: GuildMessage, backlog: boolean): Promise<void> {
+    const inbound = await this.toInbound(message, backlog);
+    if (inbound) await this.sink?.receive(inbound);
+  }
+
+  /** The message to store for Keel, or null (ignored, or a stranger answered here). */
+  private async toInbound(message: GuildMessage, backlog: boolean): Promise<InboundMessage | null> {
     const sink = this.sink;
-    if (!sink || !this.botUserId || !isUserMessage(message, this.botUserId)) return;
+    if (!sink || !this.botUserId || !isUserMessage(message, this.botUserId)) return null;
     const context = this.context();
     let channel: ChannelFacts | null = null;
     if (!isDirectMessage(message)) {
@@ -670,21 +677,18 @@ export class DiscordAdapter implements PlatformAdapter {
         cached?.parentId !== undefined &&
         THREAD_CHANNEL_TYPES.has(cached.type) &&
         this.freeChannels.has(cached.parentId);
-      if (!mayConcernBot(message, context, ours || freeParent)) return;
+      if (!mayConcernBot(message, context, ours || freeParent)) return null;
       const info = ours ? { type: 11 } : await this.channelInfo(message.channel_id);
       channel = { isThread: THREAD_CHANNEL_TYPES.has(info.type), hasSession: ours };
       if (info.parentId !== undefined) channel.parentId = info.parentId;
     }
     const inbound = toInboundMessage(message, context, channel);
-    if (!inbound || inbound.senderId === undefined) return;
+    if (!inbound || inbound.senderId === undefined) return null;
     if (this.access.isOperator(inbound.senderId)) inbound.operator = true;
     if (backlog) inbound.backlog = true;
-    if (await this.access.isAllowed(inbound.senderId)) {
-      await sink.receive(inbound);
-      return;
-    }
+    if (await this.access.isAllowed(inbound.senderId)) return inbound;
     // Strangers in guild channels are ignored; in a DM they get a pairing code.
-    if (!isDirectMessage(message)) return;
+    if (!isDirectMessage(message)) return null;
     const text = await this.access.pairingAnswer({
       userId: inbound.senderId,
       userName: inbound.senderName ?? null,
@@ -697,10 +701,21 @@ export class DiscordAdapter implements PlatformAdapter {
       // A refusal (DMs closed) will not get better on a replay; anything else may.
       if (err instanceof DiscordAPIError && err.status < 500 && err.status !== 429) {
         this.logger.warn({ error: describeDiscordError(err) }, "pairing answer not delivered");
-        return;
+        return null;
       }
       throw err;
     }
+    return null;
+  }
+
+  private async receiveTogether(messages: InboundMessage[]): Promise<void> {
+    const sink = this.sink;
+    if (!sink || messages.length === 0) return;
+    if (sink.receiveAll) {
+      await sink.receiveAll(messages);
+      return;
+    }
+    for (const message of messages) await sink.receive(message);
   }
 
   /** Registers the slash commands once per process; a failure leaves the typed commands. */
@@ -826,13 +841,17 @@ export class DiscordAdapter implements PlatformAdapter {
         query: new URLSearchParams({ after: cursor, limit: "100" }),
       })) as GuildMessage[];
       batch.sort((a, b) => compareSnowflakes(a.id, b.id));
+      const inbound: InboundMessage[] = [];
       for (const message of batch) {
         // REST messages carry no guild id; the channel says whether it is a DM.
         if (info.guildId !== undefined) message.guild_id = info.guildId;
         else delete message.guild_id;
-        await this.take(message, true);
-        taken += 1;
+        const taken = await this.toInbound(message, true);
+        if (taken) inbound.push(taken);
       }
+      // Handed over together: a chat's missed messages are one turn (InboundSink.receiveAll).
+      await this.receiveTogether(inbound);
+      taken += batch.length;
       if (batch.length < 100) break;
       cursor = batch.at(-1)!.id;
     }

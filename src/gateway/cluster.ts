@@ -41,6 +41,11 @@ export interface ClusterParts {
   phase: () => LifecyclePhase;
   /** What the status shows of the gateways changed (one died or went): the status stream pushes. */
   onChange: () => void;
+  /**
+   * The platforms this gateway delivers to, recorded with its row: a reply it queues for a
+   * platform it lacks is sent by a gateway that has it, not held for this one.
+   */
+  platforms: () => string[];
 }
 
 export class Cluster {
@@ -92,7 +97,13 @@ export class Cluster {
         `another gateway runs as instance ${instanceId} (${twin.host}, pid ${twin.pid}); give each gateway its own cluster.instance_id (KEEL_INSTANCE_ID)`,
       );
     }
-    const self = { id: instanceId, host: hostname(), pid: process.pid, startedAt: this.startedAt };
+    const self = {
+      id: instanceId,
+      host: hostname(),
+      pid: process.pid,
+      startedAt: this.startedAt,
+      platforms: this.deps.platforms(),
+    };
     await this.store.registerInstance(self);
     const heartbeat = startHeartbeat(this.store, self, leaseTtlMs, logger);
     this.heartbeat = heartbeat;

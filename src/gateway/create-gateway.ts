@@ -89,6 +89,7 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
       startedAt,
       phase: () => link.calls.lifecyclePhase(),
       onChange: () => link.calls.emitStatusChange(),
+      platforms: () => core.adapters.map((adapter) => adapter.name),
     });
   const gateway = new Gateway({
     config,

@@ -147,7 +147,8 @@ export class OutboxDispatcher {
       );
       // A row another live gateway queued is its to send (a turn's reply finishes the preview
       // that gateway streams): this run stops there, and that gateway's own pass sends it.
-      const live = new Set(await store.listLiveInstances(2 * leases.ttlMs));
+      // Unless that gateway lacks the chat's platform: it would never send it (nor stream there).
+      const live = new Set(await store.listLiveInstances(2 * leases.ttlMs, chat.platform));
       const mine = (row: OutboxItem) =>
         !row.queuedBy || row.queuedBy === leases.owner || !live.has(row.queuedBy);
       const upTo = fresh.findIndex((row) => !mine(row));

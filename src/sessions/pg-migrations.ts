@@ -304,4 +304,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE inbox ADD COLUMN accepted_by TEXT;
   ALTER TABLE outbox ADD COLUMN queued_by TEXT;
   `,
+  // 13: the platforms each gateway delivers to (JSON array; NULL: not said, taken as all).
+  `
+  ALTER TABLE instances ADD COLUMN platforms TEXT;
+  `,
 ];

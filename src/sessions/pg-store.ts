@@ -1379,12 +1379,19 @@ export class PgStore implements Store {
     return this.tx(async (db) => {
       const row = await first<InstanceRow>(
         db,
-        `INSERT INTO instances (id, host, pid, started_at, heartbeat_at)
-           VALUES ($1, $2, $3, $4, ${DB_NOW})
+        `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, platforms)
+           VALUES ($1, $2, $3, $4, ${DB_NOW}, $5)
            ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-             started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at
+             started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at,
+             platforms = EXCLUDED.platforms
            RETURNING *`,
-        [instance.id, instance.host, instance.pid, instance.startedAt],
+        [
+          instance.id,
+          instance.host,
+          instance.pid,
+          instance.startedAt,
+          instance.platforms ? JSON.stringify(instance.platforms) : null,
+        ],
       );
       return toInstance(row!);
     });
@@ -1405,13 +1412,15 @@ export class PgStore implements Store {
     });
   }
 
-  listLiveInstances(staleMs: number): Promise<string[]> {
+  listLiveInstances(staleMs: number, platform?: string): Promise<string[]> {
     return this.read(async (db) =>
       (
         await all<{ id: string }>(
           db,
-          `SELECT id FROM instances WHERE heartbeat_at > ${DB_NOW} - $1 ORDER BY id`,
-          [staleMs],
+          `SELECT id FROM instances WHERE heartbeat_at > ${DB_NOW} - $1
+             AND ($2::text IS NULL OR platforms IS NULL OR platforms::jsonb ? $2::text)
+             ORDER BY id`,
+          [staleMs, platform ?? null],
         )
       ).map((r) => r.id),
     );

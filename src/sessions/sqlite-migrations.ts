@@ -322,4 +322,9 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE inbox ADD COLUMN accepted_by TEXT;
   ALTER TABLE outbox ADD COLUMN queued_by TEXT;
   `,
+  // 13 (issue 43): the platforms each gateway delivers to (a JSON array; NULL: not said, taken
+  // as all), so a row queued by a live gateway that cannot send it is sent by one that can.
+  `
+  ALTER TABLE instances ADD COLUMN platforms TEXT;
+  `,
 ];

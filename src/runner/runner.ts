@@ -28,6 +28,7 @@ import type {
 import type { AgentRun, IsReadOnlyTool, TurnApprovals } from "./agent-run.js";
 import {
   type Admission,
+  type ChatCommand,
   type ChatCommandHost,
   type ExtraChatCommand,
   type GatewayControl,
@@ -55,6 +56,21 @@ import { TEXT } from "./texts.js";
 import { replyAddress, runJournaledTurn } from "./turn.js";
 
 export type BusyInputMode = (typeof BUSY_INPUT_MODES)[number];
+
+/**
+ * Commands that change a session (its transcript, model or running turn). With several gateways
+ * on one store they act only under the session's lease, as turns do, so two gateways never act
+ * on one session at once; the others read or act on the gateway, not on a session.
+ */
+const SESSION_COMMANDS: ReadonlySet<string> = new Set([
+  "new",
+  "reset",
+  "stop",
+  "retry",
+  "compact",
+  "model",
+]);
+
 export type { Admission, ExtraChatCommand, GatewayControl };
 
 export interface RunnerOptions {
@@ -274,7 +290,7 @@ export class Runner implements InboundSink {
   private async dispatch(item: InboxItem, backlog = false): Promise<void> {
     const command = parseChatCommand(item.text);
     if (command) {
-      await handleChatCommand(this.commandHost(), item, command);
+      await this.command(item, command);
       return;
     }
     if (isScheduledFire(item) && (this.admission !== "open" || this.draining)) {
@@ -343,6 +359,86 @@ export class Runner implements InboundSink {
     // The same window as the resume planner's isFresh: 0 means never fresh.
     const windowMs = this.options.autoResumeFreshnessMs;
     return windowMs <= 0 || this.now() - markedAt >= windowMs;
+  }
+
+  /**
+   * Handles a chat command. With several gateways, one that changes the session acts under the
+   * session's lease unless a turn of this gateway holds it already: it waits for a turn another
+   * gateway runs to end (as a turn would), in the background, holding back this gateway's work
+   * queued behind it meanwhile, so the order of a chat's messages stays.
+   */
+  private async command(item: InboxItem, command: ChatCommand): Promise<void> {
+    const leases = this.options.sessionLeases;
+    const active = this.lanes.get(item.sessionKey)?.active ?? null;
+    // `/stop` of a turn of this gateway still waiting for the session: it is stopped here.
+    const local = active?.lease || (active && command.name === "stop");
+    if (!leases || !SESSION_COMMANDS.has(command.name) || local) {
+      await handleChatCommand(this.commandHost(), item, command);
+      return;
+    }
+    const lane = this.laneFor(item.sessionKey);
+    lane.commands = (lane.commands ?? 0) + 1;
+    const run = (lane.commandChain ?? Promise.resolve())
+      .then(() => this.commandUnderLease(item, command, leases))
+      .catch((err: unknown) => this.logFailure(err, item))
+      .finally(() => {
+        lane.commands = (lane.commands ?? 1) - 1;
+        if (lane.commandChain === run) lane.commandChain = null;
+        if (!lane.active && lane.queue.length === 0 && !lane.commands) {
+          this.lanes.delete(item.sessionKey);
+        }
+        this.pump();
+      });
+    lane.commandChain = run;
+  }
+
+  /**
+   * Claims the session's lease under a name of this gateway's commands (so no turn of this
+   * gateway runs while it acts, nor a command of another), keeps it while the command acts, and
+   * gives it up. `/stop` does not wait: when another gateway holds the session, it says so. A
+   * command still waiting when the gateway stops stays pending in the inbox for the next start.
+   */
+  private async commandUnderLease(
+    item: InboxItem,
+    command: ChatCommand,
+    { owner, ttlMs }: { owner: string; ttlMs: number },
+  ): Promise<void> {
+    const { store } = this.options;
+    let lease: LeaseToken | null = null;
+    for (;;) {
+      if (this.admission !== "open") return;
+      lease = await store.claimSessionLease(item.sessionKey, `${owner}:command`, ttlMs);
+      if (lease || command.name === "stop") break;
+      await delay(Math.min(ttlMs / 3, 500));
+    }
+    if (!lease) {
+      await this.answer(item, TEXT.stopElsewhere, "done");
+      return;
+    }
+    const held = lease;
+    const renewal = setInterval(() => {
+      store.renewSessionLease(held, ttlMs).catch((err: unknown) => {
+        this.options.logger.warn({ err, session: item.sessionKey }, "command lease renewal failed");
+      });
+    }, ttlMs / 3);
+    renewal.unref();
+    try {
+      await handleChatCommand(this.commandHost(), item, command);
+    } finally {
+      clearInterval(renewal);
+      await store.releaseSessionLease(held).catch((err: unknown) => {
+        this.options.logger.warn({ err, session: item.sessionKey }, "lease release failed");
+      });
+    }
+  }
+
+  private laneFor(sessionKey: string): Lane {
+    let lane = this.lanes.get(sessionKey);
+    if (!lane) {
+      lane = { active: null, queue: [] };
+      this.lanes.set(sessionKey, lane);
+    }
+    return lane;
   }
 
   /** True when a resume of the session is running or waiting in its lane. */
@@ -415,11 +511,7 @@ export class Runner implements InboundSink {
   }
 
   private enqueue(sessionKey: string, work: Work, front: boolean): void {
-    let lane = this.lanes.get(sessionKey);
-    if (!lane) {
-      lane = { active: null, queue: [] };
-      this.lanes.set(sessionKey, lane);
-    }
+    const lane = this.laneFor(sessionKey);
     if (front) lane.queue.unshift(work);
     else lane.queue.push(work);
     this.pump();
@@ -430,7 +522,7 @@ export class Runner implements InboundSink {
     if (this.admission !== "open") return;
     for (const [key, lane] of this.lanes) {
       if (this.running >= this.options.maxConcurrentTurns) return;
-      if (lane.active || lane.queue.length === 0) continue;
+      if (lane.active || lane.queue.length === 0 || lane.commands) continue;
       this.start(key, lane, lane.queue.shift()!);
     }
   }
@@ -563,7 +655,7 @@ export class Runner implements InboundSink {
     // (and those taken but never recorded, e.g. when the turn was aborted in between).
     const untaken = [...active.steerTaken, ...active.steer];
     lane.queue.unshift(...untaken.map((item): Work => ({ kind: "message", item })));
-    if (!lane.active && lane.queue.length === 0) this.lanes.delete(sessionKey);
+    if (!lane.active && lane.queue.length === 0 && !lane.commands) this.lanes.delete(sessionKey);
     if (this.running === 0) for (const w of this.idleWaiters.splice(0)) w();
     if (this.admission === "open") this.pump();
   }

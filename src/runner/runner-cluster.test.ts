@@ -5,10 +5,12 @@
  */
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { postgresHarness } from "../../test/helpers/store-harness.js";
+import { startTcpProxy } from "../../test/fakes/tcp-proxy.js";
+import { adminQuery, createTestSchema, postgresHarness } from "../../test/helpers/store-harness.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import type { TurnResult } from "../agent/types.js";
 import type { InboundMessage } from "../platforms/platform.js";
+import { PgStore } from "../sessions/pg-store.js";
 import type { Store } from "../sessions/store.js";
 import type { AgentRun } from "./agent-run.js";
 import { Runner } from "./runner.js";
@@ -141,6 +143,61 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
         timeoutMs: 15_000,
         message: "A's turn answered",
       });
+    });
+
+    it("a message whose turn could not start while the database was away runs once it is back", async () => {
+      // This gateway reaches the database through a relay the test cuts and restores.
+      const relay = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
+      const own = await createTestSchema();
+      const store = await PgStore.open(`postgres://postgres@127.0.0.1:${relay.port}/test`, {
+        schema: own.schema,
+        instanceId: "gw-a",
+      });
+      try {
+        const gated = gatedAgent();
+        const runner = new Runner({
+          store,
+          agent: gated.agent,
+          isReadOnlyTool: () => false,
+          busyInputMode: "queue",
+          maxConcurrentTurns: 4,
+          autoResumeFreshnessMs: 3_600_000,
+          logger: pino({ level: "silent" }),
+          control: { requestRestart: async () => null, setHomeChannel: async () => {} },
+          onReplyQueued: () => {},
+          crashPoint: () => {},
+          sessionLeases: { owner: "gw-a", ttlMs: 3000 },
+        });
+        runners.push(runner);
+        await runner.receive(message("m1", "hello"));
+        await waitFor(() => gated.entered() === 1, { message: "the first turn runs" });
+        await runner.receive(message("m2", "queued behind"));
+        await relay.cut();
+        // The first turn cannot record its end; the queued one cannot start: both fail.
+        gated.open();
+        await runner.waitForIdle(15_000);
+        await relay.restore();
+        const state = async () =>
+          (
+            await adminQuery(
+              `SELECT state FROM ${own.schema}.inbox WHERE platform_message_id = 'm2'`,
+            )
+          )[0]?.state;
+        await waitFor(async () => (await state()) === "done", {
+          timeoutMs: 20_000,
+          message: "the queued message answered once the database is back",
+        });
+        const turns = await adminQuery(
+          `SELECT t.state FROM ${own.schema}.turns t JOIN ${own.schema}.inbox i ON i.id = t.inbox_id
+             WHERE i.platform_message_id = 'm2'`,
+        );
+        expect(turns).toEqual([{ state: "done" }]);
+      } finally {
+        runners.pop()?.interruptAll();
+        await store.close();
+        await relay.close();
+        await own.drop();
+      }
     });
   },
 );

@@ -156,9 +156,10 @@ export class Runner implements InboundSink {
     this.options.crashPoint("after_inbox_commit");
     if (accepted && !this.intakeHeld) {
       this.startupDispatched?.add(item.id);
-      this.dispatch(item, message.backlog === true).catch((err: unknown) =>
-        this.logFailure(err, item),
-      );
+      this.dispatch(item, message.backlog === true).catch((err: unknown) => {
+        this.logFailure(err, item);
+        this.retryWhenStoreAnswers(item);
+      });
     }
     return { accepted, inboxId: item.id, sessionId: item.sessionId };
   }
@@ -577,6 +578,9 @@ export class Runner implements InboundSink {
       // Typically the store failing (disk full): the turn stays `running` in the record and is
       // recovered at the next start. Waiting clients must not hang meanwhile.
       this.logFailure(err, item);
+      // Its turn never started (the database did not answer): the message is still pending and
+      // nobody else runs it while this gateway lives, so it is tried again here.
+      if (item && active.turnId === null) this.retryWhenStoreAnswers(item);
       this.events.emit({
         sessionKey: active.sessionKey,
         sessionId: active.sessionId,
@@ -597,6 +601,37 @@ export class Runner implements InboundSink {
         });
       }
     }
+  }
+
+  /**
+   * Dispatches again, a moment later, a message whose handling or turn could not start because
+   * the store did not answer (a database restarting); again and again while it does not. Not once
+   * the gateway stops (the message stays pending for the next start), nor when the store failed
+   * for good.
+   */
+  private retryWhenStoreAnswers(item: InboxItem): void {
+    if (this.options.store.failure() !== null) return;
+    const delayMs = Math.min((this.options.sessionLeases?.ttlMs ?? 3000) / 3, 1000);
+    const timer = setTimeout(() => {
+      // A dispatch that failed after queueing the message (its "Queued" notice) left it queued.
+      if (this.admission !== "open" || this.holds(item.id)) return;
+      this.dispatch(item, true).catch((err: unknown) => {
+        this.logFailure(err, item);
+        this.retryWhenStoreAnswers(item);
+      });
+    }, delayMs);
+    timer.unref();
+  }
+
+  /** Whether the message is running, queued or steered into a turn here. */
+  private holds(inboxId: number): boolean {
+    const isIt = (work: Work) => work.kind === "message" && work.item.id === inboxId;
+    for (const lane of this.lanes.values()) {
+      if (lane.queue.some(isIt)) return true;
+      const active = lane.active;
+      if (active && (isIt(active.work) || active.steer.some((i) => i.id === inboxId))) return true;
+    }
+    return false;
   }
 
   /**

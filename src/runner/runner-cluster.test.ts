@@ -10,6 +10,8 @@ import { adminQuery, createTestSchema, postgresHarness } from "../../test/helper
 import { waitFor } from "../../test/helpers/wait-for.js";
 import type { TurnResult } from "../agent/types.js";
 import type { InboundMessage } from "../platforms/platform.js";
+import { recoverInterruptedWork } from "../recovery/recovery.js";
+import { resumeHeldBack } from "../recovery/startup-resume.js";
 import { PgStore } from "../sessions/pg-store.js";
 import type { Store } from "../sessions/store.js";
 import type { AgentRun } from "./agent-run.js";
@@ -177,6 +179,22 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
         gated.open();
         await runner.waitForIdle(15_000);
         await relay.restore();
+        // The takeover sweep (src/gateway/cluster.ts) recovers the cut-off first turn once its
+        // lease has run out, and resumes it here; the queued message waits for that resume.
+        const logger = pino({ level: "silent" });
+        await waitFor(
+          async () => {
+            const report = await recoverInterruptedWork(store, {
+              cleanShutdown: true,
+              now: Date.now(),
+              leases: { owner: "gw-a:takeover", ttlMs: 3000 },
+            });
+            if (report.markedSessions.length === 0) return false;
+            await resumeHeldBack({ store, runner, keys: report.markedSessions, logger });
+            return true;
+          },
+          { timeoutMs: 20_000, intervalMs: 200, message: "the cut-off turn taken over" },
+        );
         const state = async () =>
           (
             await adminQuery(
@@ -187,11 +205,16 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
           timeoutMs: 20_000,
           message: "the queued message answered once the database is back",
         });
+        // The first turn cut off, its resume, then the queued message: in that order, each once.
         const turns = await adminQuery(
-          `SELECT t.state FROM ${own.schema}.turns t JOIN ${own.schema}.inbox i ON i.id = t.inbox_id
-             WHERE i.platform_message_id = 'm2'`,
+          `SELECT t.state, i.platform_message_id AS message FROM ${own.schema}.turns t
+             LEFT JOIN ${own.schema}.inbox i ON i.id = t.inbox_id ORDER BY t.id`,
         );
-        expect(turns).toEqual([{ state: "done" }]);
+        expect(turns).toEqual([
+          { state: "interrupted", message: "m1" },
+          { state: "done", message: null },
+          { state: "done", message: "m2" },
+        ]);
       } finally {
         runners.pop()?.interruptAll();
         await store.close();

@@ -137,6 +137,13 @@ export class Runner implements InboundSink {
   private heldForDrain: InboxItem[] = [];
   /** Inbox ids dispatched by `receive` while `dispatchOpenInbox` runs (so it skips them). */
   private startupDispatched: Set<number> | null = null;
+  /**
+   * Sessions whose turn started and then failed because the store did not answer (several
+   * gateways only): the turn is still `running` in the record until the takeover sweep resumes
+   * it, and nothing queued of the session may run before that resume.
+   */
+  private readonly cutOff = new Set<string>();
+  private cutOffCheck: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: RunnerOptions) {
     this.now = options.now ?? Date.now;
@@ -224,6 +231,7 @@ export class Runner implements InboundSink {
 
   /** Queues a synthetic turn that continues an interrupted session (an internal event: allowed while draining). */
   resume(session: SessionRecord): void {
+    this.cutOff.delete(session.key);
     this.enqueue(session.key, { kind: "resume", session }, true);
   }
 
@@ -524,6 +532,7 @@ export class Runner implements InboundSink {
     for (const [key, lane] of this.lanes) {
       if (this.running >= this.options.maxConcurrentTurns) return;
       if (lane.active || lane.queue.length === 0 || lane.commands) continue;
+      if (this.cutOff.has(key) && lane.queue[0]!.kind !== "resume") continue;
       this.start(key, lane, lane.queue.shift()!);
     }
   }
@@ -581,6 +590,8 @@ export class Runner implements InboundSink {
       // Its turn never started (the database did not answer): the message is still pending and
       // nobody else runs it while this gateway lives, so it is tried again here.
       if (item && active.turnId === null) this.retryWhenStoreAnswers(item);
+      // Its turn started: the record keeps it running until it is taken over and resumed.
+      if (active.turnId !== null && leases) this.holdUntilResumed(active.sessionKey);
       this.events.emit({
         sessionKey: active.sessionKey,
         sessionId: active.sessionId,
@@ -621,6 +632,42 @@ export class Runner implements InboundSink {
       });
     }, delayMs);
     timer.unref();
+  }
+
+  /**
+   * Holds the session's queued work back until its cut-off turn is resumed (`resume`), or until
+   * the record shows neither a running turn of it nor a resume to come (the failed write had
+   * committed after all).
+   */
+  private holdUntilResumed(sessionKey: string): void {
+    this.cutOff.add(sessionKey);
+    if (this.cutOffCheck) return;
+    const every = Math.min((this.options.sessionLeases?.ttlMs ?? 3000) / 3, 1000);
+    let checking = false;
+    this.cutOffCheck = setInterval(() => {
+      if (checking) return;
+      checking = true;
+      this.releaseSettled()
+        .catch(() => {}) // Still not answering: the next tick looks again.
+        .finally(() => {
+          checking = false;
+        });
+    }, every);
+    this.cutOffCheck.unref();
+  }
+
+  private async releaseSettled(): Promise<void> {
+    const running = new Set((await this.options.store.listRunningTurns()).map((t) => t.sessionKey));
+    for (const key of [...this.cutOff]) {
+      if (running.has(key)) continue;
+      const session = await this.options.store.getSession(key);
+      if (!session?.resumePending) this.cutOff.delete(key);
+    }
+    if (this.cutOff.size === 0 && this.cutOffCheck) {
+      clearInterval(this.cutOffCheck);
+      this.cutOffCheck = null;
+    }
+    this.pump();
   }
 
   /** Whether the message is running, queued or steered into a turn here. */

@@ -28,7 +28,7 @@ import { waitFor } from "../helpers/wait-for.js";
 
 const TOKEN = "123456:restart-token";
 const CHATS = [6101, 6102, 6103, 6104];
-const JOBS_PER_CHAT = 6;
+const JOBS_PER_CHAT = 8;
 /** Seconds; `KEEL_TEST_RESTART_TTL` measures the shipped default (15) instead. */
 const LEASE_TTL = Number(process.env.KEEL_TEST_RESTART_TTL ?? 2);
 
@@ -131,16 +131,23 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
     const answered = (chatId: number, id: string) =>
       botTexts(chatId).filter((t) => t === `answered ${id}`).length;
 
-    /** Each chat sends its jobs one after another, each once the previous one is answered. */
+    /**
+     * Each chat sends its jobs in steps of one or two (the second waits in the inbox behind the
+     * first's turn), each step once the previous one is answered.
+     */
     async function chat(chatId: number): Promise<void> {
-      for (let n = 1; n <= JOBS_PER_CHAT; n++) {
-        const id = `c${chatId}-${n}`;
-        telegram.sendUserMessage({ chatId, text: `job ${id}` });
-        await waitFor(() => answered(chatId, id) > 0, {
-          timeoutMs: 240_000,
-          intervalMs: 100,
-          message: `${id} answered; chat: ${JSON.stringify(botTexts(chatId))}`,
-        });
+      let n = 0;
+      for (let step = 0; n < JOBS_PER_CHAT; step++) {
+        const ids: string[] = [];
+        for (let k = 0; k < 1 + (step % 2) && n < JOBS_PER_CHAT; k++) ids.push(`c${chatId}-${++n}`);
+        for (const id of ids) telegram.sendUserMessage({ chatId, text: `job ${id}` });
+        for (const id of ids) {
+          await waitFor(() => answered(chatId, id) > 0, {
+            timeoutMs: 240_000,
+            intervalMs: 100,
+            message: `${id} answered; chat: ${JSON.stringify(botTexts(chatId))}`,
+          });
+        }
       }
     }
 
@@ -148,6 +155,17 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       const res = await gateway.fetch("/readyz");
       return { status: res.status, body: (await res.json()) as { reason?: string } };
     }
+
+    /** Turns of these sessions this gateway could not carry on: the store did not answer. */
+    const failures = (sessions: string[]) =>
+      gateway
+        .output()
+        .split("\n")
+        .filter(
+          (line) =>
+            line.includes("message handling failed") &&
+            sessions.some((key) => line.includes(`"session":"${key}"`)),
+        ).length;
 
     async function toolsInFlight(): Promise<number> {
       const rows = await q("SELECT count(*)::int AS n FROM tool_calls WHERE state = 'started'");
@@ -163,6 +181,9 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
         },
         { timeoutMs: 60_000, intervalMs: 50, message: "two tool calls running" },
       );
+      const running = await q("SELECT id, session_key FROM turns WHERE state = 'running'");
+      const sessions = running.map((r) => String(r.session_key));
+      const failedBefore = failures(sessions);
       await db.stop(mode);
       const stoppedAt = Date.now();
       const down = await waitFor(
@@ -178,6 +199,13 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       expect(((await status.json()) as { error: { code: string } }).error.code).toBe(
         "STORE_UNAVAILABLE",
       );
+      // Down until one of the running turns has failed at a write (its tool ends within a
+      // second or so), so the restart really cuts turns off.
+      await waitFor(() => failures(sessions) > failedBefore, {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+        message: "a running turn failed while the database was down",
+      });
       await db.start();
       const upAt = Date.now();
       await waitFor(async () => (await readyz()).status === 200, {
@@ -187,35 +215,45 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       });
       const readyAgainAt = Date.now();
       expect((await gateway.control("/api/status")).status).toBe(200);
-      // The turns the outage cut off are resumed by themselves: the first resumed reply.
+      // The turns the outage cut off are taken over and resumed by themselves.
+      const ids = running.map((r) => Number(r.id)).join(",");
+      const interrupted = await waitFor(
+        async () => {
+          const rows = await q(
+            `SELECT session_key FROM turns WHERE id IN (${ids}) AND state = 'interrupted'`,
+          );
+          return rows.length > 0 ? rows.map((r) => `'${String(r.session_key)}'`) : null;
+        },
+        { timeoutMs: 120_000, intervalMs: 100, message: "the cut-off turns recovered" },
+      );
       const firstResumed = await waitFor(
         async () => {
           const rows = await q(
             `SELECT min(o.delivered_at)::bigint AS at FROM outbox o JOIN turns t ON t.id = o.turn_id
                WHERE t.inbox_id IS NULL AND o.kind = 'reply' AND o.state = 'delivered'
-                 AND o.delivered_at >= ${upAt}`,
+                 AND o.delivered_at >= ${upAt} AND t.session_key IN (${interrupted.join(",")})`,
           );
           return rows[0]?.at === null ? null : Number(rows[0]!.at);
         },
         { timeoutMs: 120_000, intervalMs: 100, message: "a resumed turn's reply delivered" },
       );
-      const interrupted = await q(
-        `SELECT count(*)::int AS n FROM turns WHERE state = 'interrupted' AND started_at < ${stoppedAt}
-           AND started_at >= ${since}`,
+      // Every turn the restart cut off has been recovered by now (or never was cut off).
+      await waitFor(
+        async () =>
+          (await q(`SELECT id FROM turns WHERE id IN (${ids}) AND state = 'running'`)).length === 0,
+        { timeoutMs: 120_000, intervalMs: 100, message: "no cut-off turn left running" },
       );
-      since = stoppedAt;
+      const cut = await q(`SELECT id FROM turns WHERE id IN (${ids}) AND state = 'interrupted'`);
       return {
         mode,
         lease_ttl_s: LEASE_TTL,
         tools_in_flight: inFlight,
-        turns_interrupted: Number(interrupted[0]!.n),
+        turns_interrupted: cut.length,
         down_s: (upAt - stoppedAt) / 1000,
         ready_after_up_s: (readyAgainAt - upAt) / 1000,
         first_resumed_reply_after_up_s: (firstResumed - upAt) / 1000,
       };
     }
-    /** Turns started before this moment were counted by an earlier restart. */
-    let since = 0;
 
     it("pg_ctl stop -m fast, then -m immediate, mid-turns: resumed, nothing lost, nothing twice", async () => {
       const chats = Promise.all(CHATS.map((c) => chat(c)));

@@ -55,6 +55,8 @@ export class Cluster {
   private readonly now: () => number;
   private readonly startedAt: number;
   private heartbeat: Heartbeat | null = null;
+  /** The takeover under way (the sweep's or an early one), so two never run at once. */
+  private takingOver: Promise<void> | null = null;
 
   constructor(private readonly deps: ClusterParts) {
     this.store = deps.store;
@@ -119,7 +121,7 @@ export class Cluster {
       if (this.phase !== "running") return;
       // Then the queue of gateways that stopped heartbeating is run here, and the rows of those
       // dead long enough, whose turns were taken over, go.
-      this.takeOver(instanceId, leaseTtlMs)
+      this.takeOverOnce(instanceId, leaseTtlMs)
         .then(() => this.adoptQueued(instanceId, leaseTtlMs))
         .then(() => forgetDeadInstances(this.store, leaseTtlMs, logger))
         .then(watch)
@@ -132,6 +134,25 @@ export class Cluster {
       await this.store.removeInstance(instanceId);
     });
     logger.info({ instanceId, leaseTtlMs }, "joined the gateways sharing this store");
+  }
+
+  /**
+   * A takeover now, not at the next sweep: the runner saw the store answer again after turns of
+   * this gateway were cut off by it (a database restart), and has given up their leases.
+   */
+  takeOverSoon(): void {
+    if (this.phase !== "running") return;
+    const { instanceId, leaseTtlMs } = this.deps.cluster;
+    this.takeOverOnce(instanceId, leaseTtlMs).catch((err: unknown) =>
+      this.deps.logger.warn({ err }, "takeover failed"),
+    );
+  }
+
+  private takeOverOnce(instanceId: string, leaseTtlMs: number): Promise<void> {
+    this.takingOver ??= this.takeOver(instanceId, leaseTtlMs).finally(() => {
+      this.takingOver = null;
+    });
+    return this.takingOver;
   }
 
   /**

@@ -91,6 +91,7 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
       onChange: () => link.calls.emitStatusChange(),
       platforms: () => core.adapters.map((adapter) => adapter.name),
     });
+  if (cluster) core.runner.onStoreBack(() => cluster.takeOverSoon());
   const gateway = new Gateway({
     config,
     logger,

@@ -168,9 +168,14 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
           control: { requestRestart: async () => null, setHomeChannel: async () => {} },
           onReplyQueued: () => {},
           crashPoint: () => {},
-          sessionLeases: { owner: "gw-a", ttlMs: 3000 },
+          // Long: the cut-off turn's lease must be given up once the store answers, not run out.
+          sessionLeases: { owner: "gw-a", ttlMs: 60_000 },
         });
         runners.push(runner);
+        let storeBack = 0;
+        runner.onStoreBack(() => {
+          storeBack += 1;
+        });
         await runner.receive(message("m1", "hello"));
         await waitFor(() => gated.entered() === 1, { message: "the first turn runs" });
         await runner.receive(message("m2", "queued behind"));
@@ -179,15 +184,15 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
         gated.open();
         await runner.waitForIdle(15_000);
         await relay.restore();
-        // The takeover sweep (src/gateway/cluster.ts) recovers the cut-off first turn once its
-        // lease has run out, and resumes it here; the queued message waits for that resume.
+        // The takeover (src/gateway/cluster.ts, told by onStoreBack) recovers the cut-off first
+        // turn once its lease is free, and resumes it here; the queued message waits for that.
         const logger = pino({ level: "silent" });
         await waitFor(
           async () => {
             const report = await recoverInterruptedWork(store, {
               cleanShutdown: true,
               now: Date.now(),
-              leases: { owner: "gw-a:takeover", ttlMs: 3000 },
+              leases: { owner: "gw-a:takeover", ttlMs: 60_000 },
             });
             if (report.markedSessions.length === 0) return false;
             await resumeHeldBack({ store, runner, keys: report.markedSessions, logger });
@@ -195,6 +200,7 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
           },
           { timeoutMs: 20_000, intervalMs: 200, message: "the cut-off turn taken over" },
         );
+        expect(storeBack).toBeGreaterThan(0);
         const state = async () =>
           (
             await adminQuery(

@@ -144,6 +144,9 @@ export class Runner implements InboundSink {
    */
   private readonly cutOff = new Set<string>();
   private cutOffCheck: NodeJS.Timeout | null = null;
+  /** Leases of cut-off turns whose release the store refused: given up once it answers. */
+  private unreleased: LeaseToken[] = [];
+  private storeBackListeners: (() => void)[] = [];
 
   constructor(private readonly options: RunnerOptions) {
     this.now = options.now ?? Date.now;
@@ -151,6 +154,14 @@ export class Runner implements InboundSink {
 
   onEvent(listener: RunnerEventListener): () => void {
     return this.events.subscribe(listener);
+  }
+
+  /**
+   * Called when the store answers again after it cut turns of this gateway off, their leases
+   * given up (several gateways: the takeover can resume them at once instead of at its sweep).
+   */
+  onStoreBack(listener: () => void): void {
+    this.storeBackListeners.push(listener);
   }
 
   /**
@@ -606,9 +617,11 @@ export class Runner implements InboundSink {
       });
     } finally {
       clearInterval(renewal);
-      if (active.lease) {
-        await this.options.store.releaseSessionLease(active.lease).catch((err: unknown) => {
+      const lease = active.lease;
+      if (lease) {
+        await this.options.store.releaseSessionLease(lease).catch((err: unknown) => {
           this.options.logger.warn({ err, session: active.sessionKey }, "lease release failed");
+          if (this.cutOff.has(active.sessionKey)) this.unreleased.push(lease);
         });
       }
     }
@@ -658,6 +671,15 @@ export class Runner implements InboundSink {
 
   private async releaseSettled(): Promise<void> {
     const running = new Set((await this.options.store.listRunningTurns()).map((t) => t.sessionKey));
+    // The store answers again: the cut-off turns' leases go now rather than at their TTL, and
+    // the takeover is asked to resume those turns now.
+    if (this.unreleased.length > 0) {
+      while (this.unreleased.length > 0) {
+        await this.options.store.releaseSessionLease(this.unreleased[0]!);
+        this.unreleased.shift();
+      }
+      for (const listener of this.storeBackListeners) listener();
+    }
     for (const key of [...this.cutOff]) {
       if (running.has(key)) continue;
       const session = await this.options.store.getSession(key);

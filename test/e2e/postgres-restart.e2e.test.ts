@@ -28,7 +28,7 @@ import { waitFor } from "../helpers/wait-for.js";
 
 const TOKEN = "123456:restart-token";
 const CHATS = [6101, 6102, 6103, 6104];
-const JOBS_PER_CHAT = 8;
+const JOBS_PER_CHAT = 12;
 /** Seconds; `KEEL_TEST_RESTART_TTL` measures the shipped default (15) instead. */
 const LEASE_TTL = Number(process.env.KEEL_TEST_RESTART_TTL ?? 2);
 
@@ -173,7 +173,15 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
     }
 
     /** Stops the database while tool calls run, checks the gateway says so, starts it again. */
+    /** A restart that cut turns off (one whose turns all finished just before it is repeated). */
     async function restart(mode: "fast" | "immediate"): Promise<Restart> {
+      for (let attempt = 1; ; attempt++) {
+        const done = await restartOnce(mode);
+        if (done || attempt === 3) return done ?? Promise.reject(new Error("no turn cut off"));
+      }
+    }
+
+    async function restartOnce(mode: "fast" | "immediate"): Promise<Restart | null> {
       const inFlight = await waitFor(
         async () => {
           const n = await toolsInFlight();
@@ -182,6 +190,7 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
         { timeoutMs: 60_000, intervalMs: 50, message: "two tool calls running" },
       );
       const running = await q("SELECT id, session_key FROM turns WHERE state = 'running'");
+      if (running.length === 0) return null;
       const sessions = running.map((r) => String(r.session_key));
       const failedBefore = failures(sessions);
       await db.stop(mode);
@@ -202,10 +211,9 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       // Down until one of the running turns has failed at a write (its tool ends within a
       // second or so), so the restart really cuts turns off.
       await waitFor(() => failures(sessions) > failedBefore, {
-        timeoutMs: 30_000,
+        timeoutMs: 15_000,
         intervalMs: 50,
-        message: "a running turn failed while the database was down",
-      });
+      }).catch(() => {}); // They all ended before the stop: this attempt cuts nothing off.
       await db.start();
       const upAt = Date.now();
       await waitFor(async () => (await readyz()).status === 200, {
@@ -217,38 +225,35 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       expect((await gateway.control("/api/status")).status).toBe(200);
       // The turns the outage cut off are taken over and resumed by themselves.
       const ids = running.map((r) => Number(r.id)).join(",");
-      const interrupted = await waitFor(
-        async () => {
-          const rows = await q(
-            `SELECT session_key FROM turns WHERE id IN (${ids}) AND state = 'interrupted'`,
-          );
-          return rows.length > 0 ? rows.map((r) => `'${String(r.session_key)}'`) : null;
-        },
-        { timeoutMs: 120_000, intervalMs: 100, message: "the cut-off turns recovered" },
-      );
-      const firstResumed = await waitFor(
-        async () => {
-          const rows = await q(
-            `SELECT min(o.delivered_at)::bigint AS at FROM outbox o JOIN turns t ON t.id = o.turn_id
-               WHERE t.inbox_id IS NULL AND o.kind = 'reply' AND o.state = 'delivered'
-                 AND o.delivered_at >= ${upAt} AND t.session_key IN (${interrupted.join(",")})`,
-          );
-          return rows[0]?.at === null ? null : Number(rows[0]!.at);
-        },
-        { timeoutMs: 120_000, intervalMs: 100, message: "a resumed turn's reply delivered" },
-      );
-      // Every turn the restart cut off has been recovered by now (or never was cut off).
       await waitFor(
         async () =>
           (await q(`SELECT id FROM turns WHERE id IN (${ids}) AND state = 'running'`)).length === 0,
         { timeoutMs: 120_000, intervalMs: 100, message: "no cut-off turn left running" },
       );
-      const cut = await q(`SELECT id FROM turns WHERE id IN (${ids}) AND state = 'interrupted'`);
+      const cut = await q(
+        `SELECT DISTINCT session_key FROM turns WHERE id IN (${ids}) AND state = 'interrupted'`,
+      );
+      if (cut.length === 0) return null;
+      const firstResumed = await waitFor(
+        async () => {
+          const rows = await q(
+            `SELECT min(o.delivered_at)::bigint AS at FROM outbox o JOIN turns t ON t.id = o.turn_id
+               WHERE t.inbox_id IS NULL AND o.kind = 'reply' AND o.state = 'delivered'
+                 AND o.delivered_at >= ${upAt}
+                 AND t.session_key IN (${cut.map((r) => `'${String(r.session_key)}'`).join(",")})`,
+          );
+          return rows[0]?.at === null ? null : Number(rows[0]!.at);
+        },
+        { timeoutMs: 120_000, intervalMs: 100, message: "a resumed turn's reply delivered" },
+      );
+      const interrupted = await q(
+        `SELECT id FROM turns WHERE id IN (${ids}) AND state = 'interrupted'`,
+      );
       return {
         mode,
         lease_ttl_s: LEASE_TTL,
         tools_in_flight: inFlight,
-        turns_interrupted: cut.length,
+        turns_interrupted: interrupted.length,
         down_s: (upAt - stoppedAt) / 1000,
         ready_after_up_s: (readyAgainAt - upAt) / 1000,
         first_resumed_reply_after_up_s: (firstResumed - upAt) / 1000,

@@ -683,7 +683,8 @@ export class Runner implements InboundSink {
     for (const key of [...this.cutOff]) {
       if (running.has(key)) continue;
       const session = await this.options.store.getSession(key);
-      if (!session?.resumePending) this.cutOff.delete(key);
+      // No resume will come for a session recovery suspended: its next message starts afresh.
+      if (!session?.resumePending || session.suspended) this.cutOff.delete(key);
     }
     if (this.cutOff.size === 0 && this.cutOffCheck) {
       clearInterval(this.cutOffCheck);

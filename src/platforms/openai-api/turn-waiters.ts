@@ -33,6 +33,9 @@ export interface Waiter {
   resolve(done: Completion): void;
 }
 
+/** How many times a notice's waiter reads the record before giving the notice up. */
+const NOTICE_READS = 10;
+
 export class TurnWaiters {
   private readonly waiters = new Set<Waiter>();
 
@@ -110,9 +113,15 @@ export class TurnWaiters {
    * once the database was back, after another gateway had run the message).
    */
   private async settleNotice(waiter: Waiter, text: string): Promise<void> {
-    const answer = await this.answerOf(waiter.inboxId!).catch(() => null);
-    if (answer?.state === "open" || waiter.turnId !== null) return;
-    const byTurn = answer?.state === "answered" && answer.outcome !== "notice";
+    // The record decides; while it cannot be read (the database away) it is asked again, a
+    // bounded number of times: the notice may be a "Queued" that precedes the real answer.
+    let answer: InboxAnswer | null = null;
+    for (let attempt = 0; answer === null && attempt < NOTICE_READS; attempt++) {
+      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 1000));
+      answer = await this.answerOf(waiter.inboxId!).catch(() => null);
+    }
+    if (!answer || answer.state === "open" || waiter.turnId !== null) return;
+    const byTurn = answer.state === "answered" && answer.outcome !== "notice";
     waiter.resolve(byTurn ? completionOfAnswer(answer) : { kind: "reply", text });
   }
 

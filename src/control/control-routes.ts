@@ -31,7 +31,9 @@ export function createControlRoutes(options: {
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/readyz", (c) => {
     const ready = surface.isReady();
-    return c.json({ ready }, ready ? 200 : 503);
+    if (ready) return c.json({ ready }, 200);
+    const reason = surface.notReadyReason?.() ?? null;
+    return c.json({ ready, ...(reason && { reason }) }, 503);
   });
 
   // The access gate already refused anyone else; this keeps the rule next to the routes.
@@ -46,9 +48,15 @@ export function createControlRoutes(options: {
   });
 
   // Platform errors are other systems' words: a URL with a password in them is masked.
-  app.get("/api/status", async (c) =>
-    c.body(statusJson(await surface.status()), 200, { "content-type": "application/json" }),
-  );
+  app.get("/api/status", async (c) => {
+    try {
+      return c.body(statusJson(await surface.status()), 200, { "content-type": "application/json" });
+    } catch (err) {
+      // The status reads the store: while it does not answer, say so rather than a bare 500.
+      if (surface.storeDown?.()) throw httpError("STORE_UNAVAILABLE");
+      throw err;
+    }
+  });
 
   app.get("/api/status/stream", (c) =>
     streamSSE(c, async (stream) => {

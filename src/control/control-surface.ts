@@ -39,6 +39,10 @@ export interface ControlSurface {
   status(): Promise<GatewayStatus>;
   /** Running, accepting turns, platforms connected and resumes dispatched. */
   isReady(): boolean;
+  /** Why it is not ready, in a few words (null when ready or when nothing more is known). */
+  notReadyReason?(): string | null;
+  /** The store cannot be reached right now (its calls fail or hang): reads of it fail too. */
+  storeDown?(): boolean;
   /** Writes or removes the drain marker; returns whether a drain is now requested. */
   drain(action: "drain" | "cancel"): Promise<{ draining: boolean }>;
   restart(): Promise<{ accepted: boolean; message: string }>;

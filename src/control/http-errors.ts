@@ -24,6 +24,11 @@ export const HTTP_ERRORS = {
   HOST_REFUSED: { status: 421, message: "Unrecognized Host header." },
   RATE_LIMITED: { status: 429, message: "Too many failed authentication attempts." },
   INTERNAL: { status: 500, message: "Internal error." },
+  STORE_UNAVAILABLE: {
+    status: 503,
+    message:
+      "The store does not answer; the gateway keeps running and recovers by itself once it does.",
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type HttpErrorCode = keyof typeof HTTP_ERRORS;

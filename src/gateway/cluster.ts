@@ -52,6 +52,11 @@ export interface ClusterParts {
   phase: () => LifecyclePhase;
   /** What the status shows of the gateways changed (one died or went): the status stream pushes. */
   onChange: () => void;
+  /**
+   * The platforms this gateway delivers to, recorded with its row: a reply it queues for a
+   * platform it lacks is sent by a gateway that has it, not held for this one.
+   */
+  platforms: () => string[];
 }
 
 export class Cluster {
@@ -61,6 +66,8 @@ export class Cluster {
   private readonly now: () => number;
   private readonly startedAt: number;
   private heartbeat: Heartbeat | null = null;
+  /** The takeover under way (the sweep's or an early one), so two never run at once. */
+  private takingOver: Promise<void> | null = null;
 
   constructor(private readonly deps: ClusterParts) {
     this.store = deps.store;
@@ -105,7 +112,13 @@ export class Cluster {
     }
     const identity = await currentIdentity(instanceId);
     const predecessor = await readPredecessor(this.deps.home);
-    const self = { id: instanceId, host: hostname(), pid: process.pid, startedAt: this.startedAt };
+    const self = {
+      id: instanceId,
+      host: hostname(),
+      pid: process.pid,
+      startedAt: this.startedAt,
+      platforms: this.deps.platforms(),
+    };
     await this.store.registerInstance(self);
     if (predecessor && predecessor.id !== instanceId)
       await this.retirePredecessor(predecessor, identity);
@@ -127,7 +140,7 @@ export class Cluster {
       if (this.phase !== "running") return;
       // Then the queue of gateways that stopped heartbeating is run here, and the rows of those
       // dead long enough, whose turns were taken over, go.
-      this.takeOver(instanceId, leaseTtlMs)
+      this.takeOverOnce(instanceId, leaseTtlMs)
         .then(() => this.adoptQueued(instanceId, leaseTtlMs))
         .then(() => forgetDeadInstances(this.store, leaseTtlMs, logger))
         .then(watch)
@@ -169,10 +182,31 @@ export class Cluster {
     await this.store.removeInstance(predecessor.id);
     // What its takeover sweep held when it died goes too (removeInstance frees an owner's leases).
     await this.store.removeInstance(`${predecessor.id}:takeover`);
+    // And what its chat commands held (they act under a lease of their own name).
+    await this.store.removeInstance(`${predecessor.id}:command`);
     logger.warn(
       { predecessor: predecessor.id, predecessorPid: predecessor.pid, proof },
       "took over the leases of this home's previous gateway, which is gone",
     );
+  }
+
+  /**
+   * A takeover now, not at the next sweep: the runner saw the store answer again after turns of
+   * this gateway were cut off by it (a database restart), and has given up their leases.
+   */
+  takeOverSoon(): void {
+    if (this.phase !== "running") return;
+    const { instanceId, leaseTtlMs } = this.deps.cluster;
+    this.takeOverOnce(instanceId, leaseTtlMs).catch((err: unknown) =>
+      this.deps.logger.warn({ err }, "takeover failed"),
+    );
+  }
+
+  private takeOverOnce(instanceId: string, leaseTtlMs: number): Promise<void> {
+    this.takingOver ??= this.takeOver(instanceId, leaseTtlMs).finally(() => {
+      this.takingOver = null;
+    });
+    return this.takingOver;
   }
 
   /**

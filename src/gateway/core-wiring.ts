@@ -49,6 +49,8 @@ export interface AdapterWiring {
 
 /** What the core asks of the gateway's lifecycle. */
 export interface LifecycleCalls extends ControlSurface {
+  notReadyReason(): string | null;
+  storeDown(): boolean;
   /** A chat's `/restart`: the reply to give now, or null for none. */
   restartFromChat(address: ChatAddress, messageId: string): Promise<string | null>;
   onActiveTurnsChange(count: number): void;
@@ -80,6 +82,8 @@ export function createLifecycleLink(): LifecycleLink {
     calls: {
       status: () => to().status(),
       isReady: () => to().isReady(),
+      notReadyReason: () => to().notReadyReason(),
+      storeDown: () => to().storeDown(),
       drain: (action) => to().drain(action),
       restart: () => to().restart(),
       stop: () => to().stop(),

@@ -90,7 +90,9 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
       startedAt,
       phase: () => link.calls.lifecyclePhase(),
       onChange: () => link.calls.emitStatusChange(),
+      platforms: () => core.adapters.map((adapter) => adapter.name),
     });
+  if (cluster) core.runner.onStoreBack(() => cluster.takeOverSoon());
   const gateway = new Gateway({
     config,
     logger,

@@ -531,6 +531,19 @@ export class Gateway implements LifecycleCalls {
     );
   }
 
+  /** Why `/readyz` says 503: the store first (it is what an operator must look at). */
+  notReadyReason(): string | null {
+    if (this.isReady()) return null;
+    if (this.storeDown()) return "the store does not answer";
+    if (this.phase !== "running") return `the gateway is ${this.phase}`;
+    return "the gateway is starting";
+  }
+
+  /** The store failed for good (SQLite), or its heartbeat does not get through (Postgres). */
+  storeDown(): boolean {
+    return this.store.failure() !== null || !(this.deps.cluster?.healthy() ?? true);
+  }
+
   async drain(action: "drain" | "cancel"): Promise<{ draining: boolean }> {
     const home = this.deps.config.home;
     if (action === "drain") {

@@ -116,12 +116,20 @@ function progressWiring({ config, store }: PlatformWiring) {
   };
 }
 
-function createApiAdapter({ config, logger, store, http }: PlatformWiring): PlatformAdapter {
+function createApiAdapter({
+  config,
+  logger,
+  store,
+  http,
+  cluster,
+}: PlatformWiring): PlatformAdapter {
   const api = new OpenAiApiAdapter({
     modelName: config.model.name,
     store,
     logger: logger.child({ component: "api" }),
     maxBufferedBytes: config.http.max_buffered_bytes,
+    // Another gateway may run a waiting request's turn (it adopted the message): read its answer.
+    ...(cluster && { recordPollMs: Math.max(1000, cluster.leaseTtlMs / 3) }),
   });
   http.addRoutes(api.routes());
   return api;

@@ -52,6 +52,12 @@ export interface ActiveTurn {
 export interface Lane {
   active: ActiveTurn | null;
   queue: Work[];
+  /**
+   * Chat commands waiting for (or acting under) the session's lease, several gateways only: no
+   * queued work of the lane starts meanwhile. Each runs after the one before it (`commandChain`).
+   */
+  commands?: number;
+  commandChain?: Promise<void> | null;
 }
 
 /** A turn about to run `work` for `sessionKey`, not yet recorded (no turn id, no address yet). */

@@ -199,4 +199,61 @@ describe.each(storeHarnesses())("outbox delivery by two gateways on one $name st
       await queuer.close();
     }
   });
+
+  it("sends a row queued by a live gateway that lacks the chat's platform, and the chat's rows after it", async () => {
+    // gw-0 has no "test" platform (say Telegram is configured on gw-1 only), yet ran a turn of
+    // one of its chats (a takeover) and queued the reply: it never sends it.
+    const queuer = await harness.open(undefined, { instanceId: "gw-0" });
+    try {
+      await queuer.registerInstance({
+        id: "gw-0",
+        host: "h",
+        pid: 1,
+        startedAt: 1,
+        platforms: ["api"],
+      });
+      await stores[1]!.registerInstance({
+        id: "gw-1",
+        host: "h",
+        pid: 2,
+        startedAt: 1,
+        platforms: ["test"],
+      });
+      const queue = async (store: Store, chatId: string, text: string) => {
+        const address = { platform: "test", chatId };
+        const session = await store.ensureSession(`k:${chatId}`, address);
+        await store.enqueueOutbox({
+          sessionKey: `k:${chatId}`,
+          sessionId: session.sessionId,
+          address,
+          text,
+          kind: "reply",
+        });
+      };
+      await queue(queuer, "a", "from gw-0");
+      await queue(stores[1]!, "a", "later, from gw-1");
+      await queue(stores[1]!, "b", "other chat");
+      const adapter = new RecordingAdapter();
+      const other = new OutboxDispatcher({
+        store: stores[1]!,
+        logger: pino({ level: "silent" }),
+        crashPoint: () => {},
+        retryDelayMs: 20,
+        sweepMs: 20,
+        chatLeases: { owner: "gw-1", ttlMs: 60_000 },
+      });
+      other.register(adapter);
+      dispatchers.push(other);
+      other.kick();
+      await waitFor(async () => (await stores[1]!.listPendingOutbox()).length === 0, {
+        message: "every row sent while gw-0 lives",
+      });
+      expect(adapter.texts("a")).toEqual(["from gw-0", "later, from gw-1"]);
+      expect(adapter.texts("b")).toEqual(["other chat"]);
+      expect(await stores[1]!.listLiveInstances(60_000)).toEqual(["gw-0", "gw-1"]);
+      expect(await stores[1]!.listLiveInstances(60_000, "test")).toEqual(["gw-1"]);
+    } finally {
+      await queuer.close();
+    }
+  });
 });

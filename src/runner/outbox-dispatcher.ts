@@ -44,6 +44,12 @@ export class OutboxDispatcher {
   private retryTimer: NodeJS.Timeout | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
   private stopped = false;
+  /**
+   * Rows the platform accepted whose "delivered" mark the store refused (it did not answer: a
+   * database restarting). Sent again they would show twice, so while this process lives the next
+   * pass only marks them.
+   */
+  private readonly sentUnmarked = new Set<number>();
 
   constructor(private readonly options: OutboxDispatcherOptions) {}
 
@@ -147,7 +153,8 @@ export class OutboxDispatcher {
       );
       // A row another live gateway queued is its to send (a turn's reply finishes the preview
       // that gateway streams): this run stops there, and that gateway's own pass sends it.
-      const live = new Set(await store.listLiveInstances(2 * leases.ttlMs));
+      // Unless that gateway lacks the chat's platform: it would never send it (nor stream there).
+      const live = new Set(await store.listLiveInstances(2 * leases.ttlMs, chat.platform));
       const mine = (row: OutboxItem) =>
         !row.queuedBy || row.queuedBy === leases.owner || !live.has(row.queuedBy);
       const upTo = fresh.findIndex((row) => !mine(row));
@@ -169,6 +176,7 @@ export class OutboxDispatcher {
   }
 
   private async deliver(row: OutboxItem, held: HeldChat | null): Promise<boolean> {
+    if (this.sentUnmarked.has(row.id)) return this.markSent(row, held);
     const adapter = this.adapters.get(row.address.platform)!;
     try {
       await adapter.deliver({
@@ -184,36 +192,59 @@ export class OutboxDispatcher {
         createdAt: row.createdAt,
       });
       this.options.crashPoint("after_reply_sent");
+    } catch (err) {
+      return this.failed(row, held, err);
+    }
+    return this.markSent(row, held);
+  }
+
+  /** Marks a row the platform accepted; when the store does not answer, remembers it was sent. */
+  private async markSent(row: OutboxItem, held: HeldChat | null): Promise<boolean> {
+    try {
       await this.options.store.markDelivered(row.id, held?.lease);
+      this.sentUnmarked.delete(row.id);
       return true;
     } catch (err) {
-      // Stopped while sending (the store may be closed already): the row stays pending.
       if (this.stopped) return false;
-      if (err instanceof LeaseLostError) {
-        // Another gateway took the chat over meanwhile: its fresh read decides what is still to
-        // send (this row may go out once more, as after a crash), and this one marks nothing.
-        if (held) held.lost = true;
-        this.options.logger.warn(
-          { outboxId: row.id, platform: row.address.platform },
-          "the chat's delivery lease moved to another gateway during the send; leaving the row to it",
-        );
-        return false;
-      }
-      const maxAttempts = this.options.maxAttempts ?? 8;
+      if (err instanceof LeaseLostError) return this.failed(row, held, err);
+      this.sentUnmarked.add(row.id);
       this.options.logger.warn(
-        { err, outboxId: row.id, platform: row.address.platform, attempt: row.attempts + 1 },
-        "delivery failed",
+        { err, outboxId: row.id, platform: row.address.platform },
+        "sent, but the store did not record it; it is marked (not sent again) at the next pass",
       );
-      await this.options.store.markDeliveryFailed(row.id, maxAttempts);
-      if (row.attempts + 1 >= maxAttempts) {
-        this.options.logger.error(
-          { outboxId: row.id, platform: row.address.platform },
-          "delivery given up",
-        );
-      }
       this.scheduleRetry();
       return false;
     }
+  }
+
+  /** A send (or a mark) that failed: counted as a failed attempt, retried later. */
+  private async failed(row: OutboxItem, held: HeldChat | null, err: unknown): Promise<boolean> {
+    // Stopped while sending (the store may be closed already): the row stays pending.
+    if (this.stopped) return false;
+    if (err instanceof LeaseLostError) {
+      // Another gateway took the chat over meanwhile: its fresh read decides what is still to
+      // send (this row may go out once more, as after a crash), and this one marks nothing.
+      if (held) held.lost = true;
+      this.options.logger.warn(
+        { outboxId: row.id, platform: row.address.platform },
+        "the chat's delivery lease moved to another gateway during the send; leaving the row to it",
+      );
+      return false;
+    }
+    const maxAttempts = this.options.maxAttempts ?? 8;
+    this.options.logger.warn(
+      { err, outboxId: row.id, platform: row.address.platform, attempt: row.attempts + 1 },
+      "delivery failed",
+    );
+    await this.options.store.markDeliveryFailed(row.id, maxAttempts);
+    if (row.attempts + 1 >= maxAttempts) {
+      this.options.logger.error(
+        { outboxId: row.id, platform: row.address.platform },
+        "delivery given up",
+      );
+    }
+    this.scheduleRetry();
+    return false;
   }
 
   private scheduleRetry(): void {

@@ -28,6 +28,7 @@ import type {
 import type { AgentRun, IsReadOnlyTool, TurnApprovals } from "./agent-run.js";
 import {
   type Admission,
+  type ChatCommand,
   type ChatCommandHost,
   type ExtraChatCommand,
   type GatewayControl,
@@ -56,6 +57,21 @@ import { TEXT } from "./texts.js";
 import { replyAddress, runJournaledTurn } from "./turn.js";
 
 export type BusyInputMode = (typeof BUSY_INPUT_MODES)[number];
+
+/**
+ * Commands that change a session (its transcript, model or running turn). With several gateways
+ * on one store they act only under the session's lease, as turns do, so two gateways never act
+ * on one session at once; the others read or act on the gateway, not on a session.
+ */
+const SESSION_COMMANDS: ReadonlySet<string> = new Set([
+  "new",
+  "reset",
+  "stop",
+  "retry",
+  "compact",
+  "model",
+]);
+
 export type { Admission, ExtraChatCommand, GatewayControl };
 
 export interface RunnerOptions {
@@ -130,6 +146,16 @@ export class Runner implements InboundSink {
   private readonly arriving = new Map<string, number>();
   /** True while `dispatchOpenInbox` queues the backlog: nothing starts until all of it is queued. */
   private holdStarts = false;
+  /**
+   * Sessions whose turn started and then failed because the store did not answer (several
+   * gateways only): the turn is still `running` in the record until the takeover sweep resumes
+   * it, and nothing queued of the session may run before that resume.
+   */
+  private readonly cutOff = new Set<string>();
+  private cutOffCheck: NodeJS.Timeout | null = null;
+  /** Leases of cut-off turns whose release the store refused: given up once it answers. */
+  private unreleased: LeaseToken[] = [];
+  private storeBackListeners: (() => void)[] = [];
 
   constructor(private readonly options: RunnerOptions) {
     this.now = options.now ?? Date.now;
@@ -137,6 +163,14 @@ export class Runner implements InboundSink {
 
   onEvent(listener: RunnerEventListener): () => void {
     return this.events.subscribe(listener);
+  }
+
+  /**
+   * Called when the store answers again after it cut turns of this gateway off, their leases
+   * given up (several gateways: the takeover can resume them at once instead of at its sweep).
+   */
+  onStoreBack(listener: () => void): void {
+    this.storeBackListeners.push(listener);
   }
 
   /**
@@ -155,7 +189,10 @@ export class Runner implements InboundSink {
         this.startupDispatched?.add(item.id);
         dispatching = true;
         this.dispatch(item, message.backlog === true)
-          .catch((err: unknown) => this.logFailure(err, item))
+          .catch((err: unknown) => {
+            this.logFailure(err, item);
+            this.retryWhenStoreAnswers(item);
+          })
           .finally(() => this.arrived(key));
       }
       return { accepted, inboxId: item.id, sessionId: item.sessionId };
@@ -257,6 +294,7 @@ export class Runner implements InboundSink {
 
   /** Queues a synthetic turn that continues an interrupted session (an internal event: allowed while draining). */
   resume(session: SessionRecord): void {
+    this.cutOff.delete(session.key);
     this.enqueue(session.key, { kind: "resume", session }, true);
   }
 
@@ -324,7 +362,7 @@ export class Runner implements InboundSink {
   private async dispatch(item: InboxItem, backlog = false): Promise<void> {
     const command = parseChatCommand(item.text);
     if (command) {
-      await handleChatCommand(this.commandHost(), item, command);
+      await this.command(item, command);
       return;
     }
     if (isScheduledFire(item) && (this.admission !== "open" || this.draining)) {
@@ -393,6 +431,86 @@ export class Runner implements InboundSink {
     // The same window as the resume planner's isFresh: 0 means never fresh.
     const windowMs = this.options.autoResumeFreshnessMs;
     return windowMs <= 0 || this.now() - markedAt >= windowMs;
+  }
+
+  /**
+   * Handles a chat command. With several gateways, one that changes the session acts under the
+   * session's lease unless a turn of this gateway holds it already: it waits for a turn another
+   * gateway runs to end (as a turn would), in the background, holding back this gateway's work
+   * queued behind it meanwhile, so the order of a chat's messages stays.
+   */
+  private async command(item: InboxItem, command: ChatCommand): Promise<void> {
+    const leases = this.options.sessionLeases;
+    const active = this.lanes.get(item.sessionKey)?.active ?? null;
+    // `/stop` of a turn of this gateway still waiting for the session: it is stopped here.
+    const local = active?.lease || (active && command.name === "stop");
+    if (!leases || !SESSION_COMMANDS.has(command.name) || local) {
+      await handleChatCommand(this.commandHost(), item, command);
+      return;
+    }
+    const lane = this.laneFor(item.sessionKey);
+    lane.commands = (lane.commands ?? 0) + 1;
+    const run = (lane.commandChain ?? Promise.resolve())
+      .then(() => this.commandUnderLease(item, command, leases))
+      .catch((err: unknown) => this.logFailure(err, item))
+      .finally(() => {
+        lane.commands = (lane.commands ?? 1) - 1;
+        if (lane.commandChain === run) lane.commandChain = null;
+        if (!lane.active && lane.queue.length === 0 && !lane.commands) {
+          this.lanes.delete(item.sessionKey);
+        }
+        this.pump();
+      });
+    lane.commandChain = run;
+  }
+
+  /**
+   * Claims the session's lease under a name of this gateway's commands (so no turn of this
+   * gateway runs while it acts, nor a command of another), keeps it while the command acts, and
+   * gives it up. `/stop` does not wait: when another gateway holds the session, it says so. A
+   * command still waiting when the gateway stops stays pending in the inbox for the next start.
+   */
+  private async commandUnderLease(
+    item: InboxItem,
+    command: ChatCommand,
+    { owner, ttlMs }: { owner: string; ttlMs: number },
+  ): Promise<void> {
+    const { store } = this.options;
+    let lease: LeaseToken | null = null;
+    for (;;) {
+      if (this.admission !== "open") return;
+      lease = await store.claimSessionLease(item.sessionKey, `${owner}:command`, ttlMs);
+      if (lease || command.name === "stop") break;
+      await delay(Math.min(ttlMs / 3, 500));
+    }
+    if (!lease) {
+      await this.answer(item, TEXT.stopElsewhere, "done");
+      return;
+    }
+    const held = lease;
+    const renewal = setInterval(() => {
+      store.renewSessionLease(held, ttlMs).catch((err: unknown) => {
+        this.options.logger.warn({ err, session: item.sessionKey }, "command lease renewal failed");
+      });
+    }, ttlMs / 3);
+    renewal.unref();
+    try {
+      await handleChatCommand(this.commandHost(), item, command);
+    } finally {
+      clearInterval(renewal);
+      await store.releaseSessionLease(held).catch((err: unknown) => {
+        this.options.logger.warn({ err, session: item.sessionKey }, "lease release failed");
+      });
+    }
+  }
+
+  private laneFor(sessionKey: string): Lane {
+    let lane = this.lanes.get(sessionKey);
+    if (!lane) {
+      lane = { active: null, queue: [] };
+      this.lanes.set(sessionKey, lane);
+    }
+    return lane;
   }
 
   /** True when a resume of the session is running or waiting in its lane. */
@@ -466,11 +584,7 @@ export class Runner implements InboundSink {
   }
 
   private enqueue(sessionKey: string, work: Work, front: boolean): void {
-    let lane = this.lanes.get(sessionKey);
-    if (!lane) {
-      lane = { active: null, queue: [] };
-      this.lanes.set(sessionKey, lane);
-    }
+    const lane = this.laneFor(sessionKey);
     if (front) lane.queue.unshift(work);
     else lane.queue.push(work);
     this.pump();
@@ -485,7 +599,10 @@ export class Runner implements InboundSink {
     if (this.admission !== "open" || this.holdStarts) return;
     for (const [key, lane] of this.lanes) {
       if (this.running >= this.options.maxConcurrentTurns) return;
-      if (lane.active || lane.queue.length === 0 || this.arriving.has(key)) continue;
+      if (lane.active || lane.queue.length === 0 || lane.commands || this.arriving.has(key))
+        continue;
+      // A cut-off turn's resume runs before anything else queued in its session.
+      if (this.cutOff.has(key) && lane.queue[0]!.kind !== "resume") continue;
       const work = takeBatch(lane.queue.shift()!, lane.queue, (item) => this.answersInBand(item));
       this.start(key, lane, work);
     }
@@ -546,6 +663,11 @@ export class Runner implements InboundSink {
       // Typically the store failing (disk full): the turn stays `running` in the record and is
       // recovered at the next start. Waiting clients must not hang meanwhile.
       this.logFailure(err, item);
+      // Its turn never started (the database did not answer): the message is still pending and
+      // nobody else runs it while this gateway lives, so it is tried again here.
+      if (item && active.turnId === null) this.retryWhenStoreAnswers(item);
+      // Its turn started: the record keeps it running until it is taken over and resumed.
+      if (active.turnId !== null && leases) this.holdUntilResumed(active.sessionKey);
       this.events.emit({
         sessionKey: active.sessionKey,
         sessionId: active.sessionId,
@@ -560,12 +682,91 @@ export class Runner implements InboundSink {
       });
     } finally {
       clearInterval(renewal);
-      if (active.lease) {
-        await this.options.store.releaseSessionLease(active.lease).catch((err: unknown) => {
+      const lease = active.lease;
+      if (lease) {
+        await this.options.store.releaseSessionLease(lease).catch((err: unknown) => {
           this.options.logger.warn({ err, session: active.sessionKey }, "lease release failed");
+          if (this.cutOff.has(active.sessionKey)) this.unreleased.push(lease);
         });
       }
     }
+  }
+
+  /**
+   * Dispatches again, a moment later, a message whose handling or turn could not start because
+   * the store did not answer (a database restarting); again and again while it does not. Not once
+   * the gateway stops (the message stays pending for the next start), nor when the store failed
+   * for good.
+   */
+  private retryWhenStoreAnswers(item: InboxItem): void {
+    if (this.options.store.failure() !== null) return;
+    const delayMs = Math.min((this.options.sessionLeases?.ttlMs ?? 3000) / 3, 1000);
+    const timer = setTimeout(() => {
+      // A dispatch that failed after queueing the message (its "Queued" notice) left it queued.
+      if (this.admission !== "open" || this.holds(item.id)) return;
+      this.dispatch(item, true).catch((err: unknown) => {
+        this.logFailure(err, item);
+        this.retryWhenStoreAnswers(item);
+      });
+    }, delayMs);
+    timer.unref();
+  }
+
+  /**
+   * Holds the session's queued work back until its cut-off turn is resumed (`resume`), or until
+   * the record shows neither a running turn of it nor a resume to come (the failed write had
+   * committed after all).
+   */
+  private holdUntilResumed(sessionKey: string): void {
+    this.cutOff.add(sessionKey);
+    if (this.cutOffCheck) return;
+    const every = Math.min((this.options.sessionLeases?.ttlMs ?? 3000) / 3, 1000);
+    let checking = false;
+    this.cutOffCheck = setInterval(() => {
+      if (checking) return;
+      checking = true;
+      this.releaseSettled()
+        .catch(() => {}) // Still not answering: the next tick looks again.
+        .finally(() => {
+          checking = false;
+        });
+    }, every);
+    this.cutOffCheck.unref();
+  }
+
+  private async releaseSettled(): Promise<void> {
+    const running = new Set((await this.options.store.listRunningTurns()).map((t) => t.sessionKey));
+    // The store answers again: the cut-off turns' leases go now rather than at their TTL, and
+    // the takeover is asked to resume those turns now.
+    if (this.unreleased.length > 0) {
+      while (this.unreleased.length > 0) {
+        await this.options.store.releaseSessionLease(this.unreleased[0]!);
+        this.unreleased.shift();
+      }
+      for (const listener of this.storeBackListeners) listener();
+    }
+    for (const key of [...this.cutOff]) {
+      if (running.has(key)) continue;
+      const session = await this.options.store.getSession(key);
+      // No resume will come for a session recovery suspended: its next message starts afresh.
+      if (!session?.resumePending || session.suspended) this.cutOff.delete(key);
+    }
+    if (this.cutOff.size === 0 && this.cutOffCheck) {
+      clearInterval(this.cutOffCheck);
+      this.cutOffCheck = null;
+    }
+    this.pump();
+  }
+
+  /** Whether the message is running, queued or steered into a turn here. */
+  private holds(inboxId: number): boolean {
+    const isIt = (work: Work) => work.kind === "message" && work.item.id === inboxId;
+    for (const lane of this.lanes.values()) {
+      if (lane.queue.some(isIt)) return true;
+      const active = lane.active;
+      if (active && (isIt(active.work) || active.steer.some((i) => i.id === inboxId))) return true;
+    }
+    return false;
   }
 
   /**
@@ -624,7 +825,7 @@ export class Runner implements InboundSink {
     // (and those taken but never recorded, e.g. when the turn was aborted in between).
     const untaken = [...active.steerTaken, ...active.steer];
     lane.queue.unshift(...untaken.map((item): Work => ({ kind: "message", item })));
-    if (!lane.active && lane.queue.length === 0) this.lanes.delete(sessionKey);
+    if (!lane.active && lane.queue.length === 0 && !lane.commands) this.lanes.delete(sessionKey);
     if (this.running === 0) for (const w of this.idleWaiters.splice(0)) w();
     if (this.admission === "open") this.pump();
   }

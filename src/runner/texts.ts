@@ -7,6 +7,8 @@ export const TEXT = {
   queued: "⏳ Queued — I'll get to this as soon as the current task finishes.",
   stopped: "⏹ Stopped.",
   nothingToStop: "Nothing is running.",
+  stopElsewhere:
+    "This conversation's task is running on another gateway sharing the store, which this /stop cannot reach; its answer will still come.",
   newSession: "✨ New session started.",
   nothingToRetry: "There is no earlier message to retry.",
   stale:

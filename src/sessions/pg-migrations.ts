@@ -329,4 +329,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE inbox ADD COLUMN turn_id BIGINT;
   CREATE INDEX inbox_turn ON inbox(turn_id) WHERE turn_id IS NOT NULL;
   `,
+  // 16 (issue 43): the platforms each gateway delivers to (JSON array; NULL: not said, taken as all).
+  `
+  ALTER TABLE instances ADD COLUMN platforms TEXT;
+  `,
 ];

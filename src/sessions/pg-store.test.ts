@@ -230,6 +230,54 @@ describe.skipIf(skip)("PgStore", () => {
     }
   });
 
+  it("cancels a statement stuck behind a lock at the statement timeout, with a clear error", async () => {
+    const store = await PgStore.open(TEST_PG_URL, {
+      schema: schema.schema,
+      statementTimeoutMs: 300,
+    });
+    stores.push(store);
+    await store.registerInstance({ id: "A", host: "h", pid: 1, startedAt: 1 });
+    const holder = new pg.Client({ connectionString: TEST_PG_URL });
+    await holder.connect();
+    try {
+      await holder.query(`BEGIN; LOCK TABLE ${schema.schema}.inbox`);
+      // Without the timeout this waits for as long as the lock is held.
+      await expect(store.acceptInbound(inbound("stuck"))).rejects.toThrow(
+        /cancelled a statement that ran past the statement timeout; nothing of this call was committed/,
+      );
+      expect(await store.heartbeatInstance("A")).toBe(true);
+      await holder.query("ROLLBACK");
+    } finally {
+      await holder.end();
+    }
+    // Nothing of the cancelled call was kept; the same message is accepted once it can be.
+    expect(await store.listOpenInbox()).toEqual([]);
+    expect((await store.acceptInbound(inbound("stuck"))).accepted).toBe(true);
+  });
+
+  it("gives up on a database that stops answering (packets dropped) and reconnects after", async () => {
+    const relay = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
+    try {
+      const store = await PgStore.open(`postgres://postgres@127.0.0.1:${relay.port}/test`, {
+        schema: schema.schema,
+        statementTimeoutMs: 200,
+      });
+      stores.push(store);
+      expect((await store.acceptInbound(inbound("before"))).accepted).toBe(true);
+      relay.freeze();
+      // Without a client-side limit this call never settles.
+      await expect(store.acceptInbound(inbound("during"))).rejects.toThrow(
+        /did not answer in time/,
+      );
+      relay.thaw();
+      // The silent connection was dropped, not handed out again: the next calls work.
+      expect((await store.listOpenInbox()).map((i) => i.platformMessageId)).toEqual(["before"]);
+      expect((await store.acceptInbound(inbound("during"))).accepted).toBe(true);
+    } finally {
+      await relay.close();
+    }
+  });
+
   it("opens lazily for the gateway: calls wait for the migrations, then work", async () => {
     const lazy = openPostgresStore(TEST_PG_URL, { schema: schema.schema });
     const { accepted } = await lazy.acceptInbound(inbound("m1"));

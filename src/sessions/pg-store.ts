@@ -123,6 +123,14 @@ export interface PgStoreOptions {
    * drops packets would otherwise hold a start or a call for the system's TCP timeout (minutes).
    */
   connectTimeoutMs?: number;
+  /**
+   * How long one statement may run before the database cancels it (default 30 s; ours take
+   * milliseconds): a query stuck behind a lock fails with a clear error instead of holding its
+   * caller. The URL's own `statement_timeout` parameter wins. The client gives up waiting for an
+   * answer 5 s after that (a database host that drops packets never sends the cancellation) and
+   * drops the connection.
+   */
+  statementTimeoutMs?: number;
   /** The gateway using this store (several share it): inbox rows it accepts carry this id. */
   instanceId?: string;
 }
@@ -131,6 +139,9 @@ export interface PgStoreOptions {
 type Db = pg.ClientBase;
 
 const INT8_OID = 20;
+
+/** How much longer than the statement timeout the client waits for an answer. */
+const CLIENT_TIMEOUT_MARGIN_MS = 5000;
 
 /** How long finished stream messages are kept (as in SqliteStore). */
 const STREAM_RETENTION_MS = 7 * 24 * 3600 * 1000;
@@ -165,6 +176,38 @@ async function changes(db: Db, sql: string, params: unknown[] = []): Promise<num
   return (await db.query(sql, params)).rowCount ?? 0;
 }
 
+/** The URL's `statement_timeout` parameter (ms), which pg applies over ours; null without one. */
+function urlStatementTimeout(url: string): number | null {
+  try {
+    const value = Number(new URL(url).searchParams.get("statement_timeout") ?? Number.NaN);
+    return Number.isFinite(value) && value > 0 ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/** pg's own error when no answer came within `query_timeout`. */
+function isReadTimeout(err: unknown): boolean {
+  return err instanceof Error && err.message === "Query read timeout";
+}
+
+/**
+ * A call the database cancelled (statement timeout) or never answered, told plainly: what it
+ * wrote was rolled back, except when the silence fell on its COMMIT (then nobody can say).
+ * Null for any other error.
+ */
+function timedOut(err: unknown, committing: boolean): Error | null {
+  const cancelled = (err as { code?: string } | null)?.code === "57014";
+  if (!cancelled && !isReadTimeout(err)) return null;
+  const what = cancelled
+    ? "the database cancelled a statement that ran past the statement timeout"
+    : "the database did not answer in time (no reply past the statement timeout)";
+  const outcome = committing
+    ? "whether its commit went through is unknown"
+    : "nothing of this call was committed";
+  return new Error(`${what}; ${outcome}`, { cause: err });
+}
+
 export class PgStore implements Store {
   private readonly pool: pg.Pool;
   private readonly now: () => number;
@@ -187,6 +230,7 @@ export class PgStore implements Store {
   constructor(url: string, options: PgStoreOptions = {}) {
     this.now = options.now ?? Date.now;
     this.instanceId = options.instanceId ?? null;
+    const statementTimeoutMs = urlStatementTimeout(url) ?? options.statementTimeoutMs ?? 30_000;
     this.pool = new pg.Pool({
       connectionString: url,
       types,
@@ -194,6 +238,8 @@ export class PgStore implements Store {
       application_name: "keel",
       idle_in_transaction_session_timeout: options.idleInTransactionMs ?? 5000,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+      statement_timeout: statementTimeoutMs,
+      query_timeout: statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
       ...(options.schema && { options: `-c search_path=${quoteIdent(options.schema)}` }),
     });
     // An idle connection the server drops must not crash the process; the next query reconnects.
@@ -254,17 +300,25 @@ export class PgStore implements Store {
       broken = err;
     };
     client.on("error", onLost);
+    let committing = false;
     try {
       await client.query(begin);
       const value = await fn(client);
+      committing = true;
       await client.query("COMMIT");
       return value;
     } catch (err) {
-      await client.query("ROLLBACK").catch((rollbackError: Error) => {
-        // The connection is unusable: the pool drops it instead of handing it out again.
-        broken = rollbackError;
-      });
-      throw err;
+      if (isReadTimeout(err)) {
+        // The database never answered: a ROLLBACK would wait the same way. The connection is
+        // dropped, which ends the transaction on the server once it hears of it.
+        broken = err as Error;
+      } else {
+        await client.query("ROLLBACK").catch((rollbackError: Error) => {
+          // The connection is unusable: the pool drops it instead of handing it out again.
+          broken = rollbackError;
+        });
+      }
+      throw timedOut(err, committing) ?? err;
     } finally {
       client.removeListener("error", onLost);
       client.release(broken);
@@ -1377,12 +1431,19 @@ export class PgStore implements Store {
     return this.tx(async (db) => {
       const row = await first<InstanceRow>(
         db,
-        `INSERT INTO instances (id, host, pid, started_at, heartbeat_at)
-           VALUES ($1, $2, $3, $4, ${DB_NOW})
+        `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, platforms)
+           VALUES ($1, $2, $3, $4, ${DB_NOW}, $5)
            ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-             started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at
+             started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at,
+             platforms = EXCLUDED.platforms
            RETURNING *`,
-        [instance.id, instance.host, instance.pid, instance.startedAt],
+        [
+          instance.id,
+          instance.host,
+          instance.pid,
+          instance.startedAt,
+          instance.platforms ? JSON.stringify(instance.platforms) : null,
+        ],
       );
       return toInstance(row!);
     });
@@ -1403,13 +1464,15 @@ export class PgStore implements Store {
     });
   }
 
-  listLiveInstances(staleMs: number): Promise<string[]> {
+  listLiveInstances(staleMs: number, platform?: string): Promise<string[]> {
     return this.read(async (db) =>
       (
         await all<{ id: string }>(
           db,
-          `SELECT id FROM instances WHERE heartbeat_at > ${DB_NOW} - $1 ORDER BY id`,
-          [staleMs],
+          `SELECT id FROM instances WHERE heartbeat_at > ${DB_NOW} - $1
+             AND ($2::text IS NULL OR platforms IS NULL OR platforms::jsonb ? $2::text)
+             ORDER BY id`,
+          [staleMs, platform ?? null],
         )
       ).map((r) => r.id),
     );

@@ -349,4 +349,9 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE inbox ADD COLUMN turn_id INTEGER;
   CREATE INDEX inbox_turn ON inbox(turn_id) WHERE turn_id IS NOT NULL;
   `,
+  // 16 (issue 43): the platforms each gateway delivers to (a JSON array; NULL: not said, taken
+  // as all), so a row queued by a live gateway that cannot send it is sent by one that can.
+  `
+  ALTER TABLE instances ADD COLUMN platforms TEXT;
+  `,
 ];

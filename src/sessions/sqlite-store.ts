@@ -1643,10 +1643,19 @@ export class SqliteStore implements Store {
   registerInstance(instance: InstanceInput): Promise<InstanceRecord> {
     return this.tx(() => {
       this.stmt(
-        `INSERT INTO instances (id, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)
+        `INSERT INTO instances (id, host, pid, started_at, heartbeat_at, platforms)
+           VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`,
-      ).run(instance.id, instance.host, instance.pid, instance.startedAt, this.now());
+             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+             platforms = excluded.platforms`,
+      ).run(
+        instance.id,
+        instance.host,
+        instance.pid,
+        instance.startedAt,
+        this.now(),
+        instance.platforms ? JSON.stringify(instance.platforms) : null,
+      );
       return toInstance(
         this.stmt("SELECT * FROM instances WHERE id = ?").get(instance.id) as InstanceRow,
       );
@@ -1668,12 +1677,13 @@ export class SqliteStore implements Store {
     });
   }
 
-  listLiveInstances(staleMs: number): Promise<string[]> {
+  listLiveInstances(staleMs: number, platform?: string): Promise<string[]> {
     return this.read(() =>
       (
-        this.stmt("SELECT id FROM instances WHERE heartbeat_at > ? ORDER BY id").all(
-          this.now() - staleMs,
-        ) as { id: string }[]
+        this.stmt(
+          `SELECT id FROM instances WHERE heartbeat_at > ? AND (? IS NULL OR platforms IS NULL
+             OR EXISTS (SELECT 1 FROM json_each(platforms) WHERE value = ?)) ORDER BY id`,
+        ).all(this.now() - staleMs, platform ?? null, platform ?? null) as { id: string }[]
       ).map((r) => r.id),
     );
   }

@@ -341,6 +341,8 @@ export interface InstanceRow {
   pid: number;
   started_at: number;
   heartbeat_at: number;
+  /** JSON array of platform names; null when the instance did not say. */
+  platforms?: string | null;
   /** Computed by the query, on the store's clock (absent: read at the heartbeat, so 0). */
   heartbeat_age_ms?: number;
 }
@@ -353,6 +355,7 @@ export function toInstance(r: InstanceRow): InstanceRecord {
     startedAt: r.started_at,
     heartbeatAt: r.heartbeat_at,
     heartbeatAgeMs: Math.max(0, r.heartbeat_age_ms ?? 0),
+    ...(r.platforms && { platforms: JSON.parse(r.platforms) as string[] }),
   };
 }
 

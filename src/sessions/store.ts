@@ -413,8 +413,11 @@ export interface Store {
   removeInstance(id: string): Promise<void>;
   /** Every registered instance, oldest first. */
   listInstances(): Promise<InstanceRecord[]>;
-  /** Ids of the instances that heartbeated within `staleMs` (the store's clock). */
-  listLiveInstances(staleMs: number): Promise<string[]>;
+  /**
+   * Ids of the instances that heartbeated within `staleMs` (the store's clock); with `platform`,
+   * only those that deliver to it (or did not say which platforms they have).
+   */
+  listLiveInstances(staleMs: number, platform?: string): Promise<string[]>;
   /**
    * Forgets the instances silent (no heartbeat) for at least `silentForMs` on the store's clock
    * whose cut-off turns were taken over: none still runs a turn under one of their session
@@ -501,6 +504,11 @@ export interface InstanceInput {
   host: string;
   pid: number;
   startedAt: number;
+  /**
+   * The platforms it delivers to (its outbox dispatcher's adapters). Absent: not said (a gateway
+   * of an earlier version), taken as every platform.
+   */
+  platforms?: string[];
 }
 
 export interface InstanceRecord extends InstanceInput {

@@ -3,7 +3,7 @@
  * docs/operations.md): the database unreachable for a while (through a loopback relay that is
  * cut and restored), and a gateway frozen (SIGSTOP) past its lease while it ran a tool.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -122,6 +122,58 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
       expect(after.status).toBe(200);
       expect(JSON.parse(after.body).choices[0].message.content).toBe("after");
     }, 90_000);
+
+    it("a /v1 request whose message another gateway adopted while this one could not reach the database gets that gateway's reply", async () => {
+      const ttl = { KEEL_LEASE_TTL: "1", KEEL_GATEWAY_BUSY_INPUT_MODE: "queue" };
+      const a = await start({ ...ttl, KEEL_INSTANCE_ID: "cut-off" });
+      const direct = env.KEEL_DATABASE_URL!.replace(`:${proxy.port}/`, ":5432/");
+      await start({ ...ttl, KEEL_INSTANCE_ID: "survivor", KEEL_DATABASE_URL: direct });
+      const { id } = await send(a, "echo: hello");
+      // A's turn runs a tool that ends only when the test says so; the next message queues.
+      const gate = join(a.home, "gate");
+      const first = send(a, `run: while [ ! -e ${gate} ]; do sleep 0.1; done; echo first`, id!);
+      await waitFor(toolStarted, { message: "A's tool call started" });
+      let second: Answer | null = null;
+      // Not awaited here: the request waits; a failed one shows as the wait below timing out.
+      send(a, "echo: second", id!).then(
+        (answer) => {
+          second = answer;
+        },
+        () => {},
+      );
+      const inboxState = async (text: string) =>
+        (
+          await adminQuery(
+            `SELECT state FROM ${schema.schema}.inbox WHERE text = '${text}' ORDER BY id`,
+          )
+        )[0]?.state;
+      await waitFor(async () => (await inboxState("echo: second")) === "pending", {
+        message: "the second message queued on A",
+      });
+      // A loses the database: the survivor takes its turn over and adopts the queued message.
+      await proxy.cut();
+      await waitFor(async () => (await inboxState("echo: second")) === "done", {
+        timeoutMs: 40_000,
+        message: "the survivor answered the adopted message",
+      });
+      await proxy.restore();
+      writeFileSync(gate, "");
+      // A's own turn could not record its end (its lease moved on): the client hears so.
+      expect((await first).status).toBe(502);
+      // The waiting request learns the answer from the record, not from A's own turns.
+      const answer = await waitFor(() => second, {
+        timeoutMs: 20_000,
+        message: "the second request answered",
+      });
+      expect(answer.status).toBe(200);
+      expect(JSON.parse(answer.body).choices[0].message.content).toBe("second");
+      // One turn answered it, the survivor's.
+      const turns = await adminQuery(
+        `SELECT t.state FROM ${schema.schema}.turns t JOIN ${schema.schema}.inbox i
+           ON i.id = t.inbox_id WHERE i.text = 'echo: second'`,
+      );
+      expect(turns).toEqual([{ state: "done" }]);
+    }, 120_000);
 
     it("keel gateway status in the home of a killed gateway lists the others from the store", async () => {
       const ttl = { KEEL_LEASE_TTL: "1" };

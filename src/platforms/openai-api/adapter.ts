@@ -46,10 +46,16 @@ import {
 
 export interface OpenAiApiAdapterOptions {
   modelName: string | undefined;
-  store: Pick<Store, "getSessionById" | "listOpenInbox" | "findIdempotencyKey" | "findInboxAnswer">;
+  store: Pick<Store, "getSessionById" | "findIdempotencyKey" | "findInboxAnswer">;
   logger: Logger;
   /** `http.max_buffered_bytes`: what may wait for a stream client before it is cut off. */
   maxBufferedBytes: number;
+  /**
+   * With several gateways on one store: how often a waiting request reads its message's answer
+   * from the record, since another gateway may have run its turn (0 or absent: never; one
+   * gateway hears of every turn it runs).
+   */
+  recordPollMs?: number;
 }
 
 /** What every response to one request carries. */
@@ -66,10 +72,11 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   readonly repliesInBand = true;
   private sink: InboundSink | null = null;
   private stopped = false;
-  private readonly waiters = new TurnWaiters(async (inboxId) =>
-    (await this.options.store.listOpenInbox()).some((item) => item.id === inboxId),
+  private readonly waiters = new TurnWaiters((inboxId) =>
+    this.options.store.findInboxAnswer(inboxId),
   );
   private readonly repeats: Repeats;
+  private recordPoll: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: OpenAiApiAdapterOptions) {
     this.repeats = new Repeats(options.store);
@@ -79,6 +86,19 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     this.sink = sink;
     this.stopped = false;
     this.repeats.start();
+    const every = this.options.recordPollMs ?? 0;
+    if (every > 0 && !this.recordPoll) {
+      let polling = false;
+      this.recordPoll = setInterval(() => {
+        if (polling) return;
+        polling = true;
+        this.repeats.rereadAll();
+        void this.waiters.settleFromRecord().finally(() => {
+          polling = false;
+        });
+      }, every);
+      this.recordPoll.unref();
+    }
   }
 
   /** Follows turns while started: a waiting request is answered from its turn's events. */
@@ -91,6 +111,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   async stop(): Promise<void> {
     this.sink = null;
     this.stopped = true;
+    if (this.recordPoll) clearInterval(this.recordPoll);
+    this.recordPoll = null;
     this.waiters.cutOffAll();
     this.repeats.stop();
   }

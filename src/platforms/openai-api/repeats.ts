@@ -39,6 +39,14 @@ export class Repeats {
     }
   }
 
+  /**
+   * Every waiting repeat reads the record again: the turn that answers it may run on another
+   * gateway sharing the store, whose events never come here.
+   */
+  rereadAll(): void {
+    for (const sleeper of this.sleepers) sleeper.wake("event");
+  }
+
   /** Intake (re)opens: repeats wait for answers again. */
   start(): void {
     this.stopped = false;

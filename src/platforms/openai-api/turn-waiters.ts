@@ -2,8 +2,9 @@
  * HTTP requests waiting for the turn that answers their message. A waiter is registered before
  * the message is handed to the runner and bound to its inbox id afterwards, so no event is missed.
  */
+import type { InboxAnswer } from "../../sessions/store.js";
 import type { RunnerEvent } from "../platform.js";
-import type { Completion } from "./outcomes.js";
+import { type Completion, completionOfAnswer } from "./outcomes.js";
 
 /** A tool call the waiter's turn started (for clients that asked to see them). */
 export interface ToolStarted {
@@ -32,14 +33,18 @@ export interface Waiter {
   resolve(done: Completion): void;
 }
 
+/** How many times a notice's waiter reads the record before giving the notice up. */
+const NOTICE_READS = 10;
+
 export class TurnWaiters {
   private readonly waiters = new Set<Waiter>();
 
   /**
-   * @param isInboxOpen whether an inbox item is still pending or running: a notice answers a
-   *   request only once its message is closed ("Queued" precedes the real reply).
+   * @param answerOf how the record says an inbox item was answered: a notice answers a request
+   *   only once its message is closed ("Queued" precedes the real reply), and not when a turn
+   *   answered it (one of another gateway, whose events never come here).
    */
-  constructor(private readonly isInboxOpen: (inboxId: number) => Promise<boolean>) {}
+  constructor(private readonly answerOf: (inboxId: number) => Promise<InboxAnswer>) {}
 
   add(sessionKey: string, options: { wantsTools?: boolean } = {}): Waiter {
     let resolve!: (done: Completion) => void;
@@ -102,10 +107,38 @@ export class TurnWaiters {
     }
   }
 
-  /** Resolves with the notice unless the waiter's message is still open (queued for a turn). */
+  /**
+   * Resolves with the notice unless the waiter's message is still open (queued for a turn), or
+   * with the turn's answer when one answered it (the notice came late, e.g. a "Queued" sent only
+   * once the database was back, after another gateway had run the message).
+   */
   private async settleNotice(waiter: Waiter, text: string): Promise<void> {
-    const open = await this.isInboxOpen(waiter.inboxId!).catch(() => false);
-    if (!open && waiter.turnId === null) waiter.resolve({ kind: "reply", text });
+    // The record decides; while it cannot be read (the database away) it is asked again, a
+    // bounded number of times: the notice may be a "Queued" that precedes the real answer.
+    let answer: InboxAnswer | null = null;
+    for (let attempt = 0; answer === null && attempt < NOTICE_READS; attempt++) {
+      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 1000));
+      answer = await this.answerOf(waiter.inboxId!).catch(() => null);
+    }
+    if (!answer || answer.state === "open" || waiter.turnId !== null) return;
+    const byTurn = answer.state === "answered" && answer.outcome !== "notice";
+    waiter.resolve(byTurn ? completionOfAnswer(answer) : { kind: "reply", text });
+  }
+
+  /**
+   * Settles, from the record, the requests whose message no turn of this gateway has started:
+   * with several gateways on one store another one may have run it (it adopted the message while
+   * this one could not reach the database), and no event of that turn ever comes here. A message
+   * still open, or closed without a record of how (taken into another turn), keeps waiting.
+   */
+  async settleFromRecord(): Promise<void> {
+    const unstarted = [...this.waiters].filter((w) => w.inboxId !== null && w.turnId === null);
+    for (const waiter of unstarted) {
+      const answer = await this.answerOf(waiter.inboxId!).catch(() => null);
+      // A turn of this gateway started meanwhile: its own events answer, with its usage.
+      if (answer?.state !== "answered" || waiter.turnId !== null) continue;
+      waiter.resolve(completionOfAnswer(answer));
+    }
   }
 
   /** The gateway stops: every waiting request is told its work was cut off. */

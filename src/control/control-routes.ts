@@ -50,7 +50,9 @@ export function createControlRoutes(options: {
   // Platform errors are other systems' words: a URL with a password in them is masked.
   app.get("/api/status", async (c) => {
     try {
-      return c.body(statusJson(await surface.status()), 200, { "content-type": "application/json" });
+      return c.body(statusJson(await surface.status()), 200, {
+        "content-type": "application/json",
+      });
     } catch (err) {
       // The status reads the store: while it does not answer, say so rather than a bare 500.
       if (surface.storeDown?.()) throw httpError("STORE_UNAVAILABLE");

@@ -31,9 +31,11 @@ import {
 import type { Logger } from "pino";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess } from "../chat-access.js";
+import { ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionLease,
+  ConnectionReport,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
@@ -204,7 +206,7 @@ export class DiscordAdapter implements PlatformAdapter {
   private readonly budget: IdentifyBudget;
   private readonly freeChannels: ReadonlySet<string>;
   private readonly stopController = new AbortController();
-  private current: PlatformStatus = { state: "stopped", error: null };
+  private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private manager: WebSocketManager | null = null;
   /** Bumped on every rebuild of the connection: events of an older connection are dropped. */
@@ -242,6 +244,14 @@ export class DiscordAdapter implements PlatformAdapter {
   constructor(private readonly options: DiscordAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_DISCORD_TIMING, ...options.timing };
+    this.health = new ConnectionState({
+      platform: "discord",
+      logger: this.logger,
+      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
+      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+      // Heartbeats keep a held connection talking; a standby (another gateway holds it) is quiet.
+      ...(!options.connection && { stalledAfterMs: this.timing.deafAfterMs }),
+    });
     this.rest = new REST({
       api: options.apiRoot,
       version: "10",
@@ -281,7 +291,7 @@ export class DiscordAdapter implements PlatformAdapter {
           if (!waiting) this.lastLife = Date.now();
         },
         onExhausted: (message) => {
-          if (message) this.setError(message);
+          if (message) this.health.fail(message);
         },
       },
       this.logger,
@@ -293,14 +303,18 @@ export class DiscordAdapter implements PlatformAdapter {
   }
 
   status(): PlatformStatus {
-    return { ...this.current };
+    return this.health.status();
+  }
+
+  connection(): ConnectionReport {
+    return this.health.report();
   }
 
   /** Connects in the background; resolves after the first connection (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {
     if (this.sink || this.stopped) return;
     this.sink = sink;
-    this.setStatus({ state: "starting", error: null });
+    this.health.set("starting");
     await this.session.load();
     const connected = new Promise<void>((resolve) => {
       this.firstConnection = resolve;
@@ -345,7 +359,7 @@ export class DiscordAdapter implements PlatformAdapter {
   /** Waiting for the connection lease: reported connected (replies still go out), no watchdog. */
   private standBy(): void {
     if (this.holding || this.stopped) return;
-    this.setStatus({ state: "connected", error: null });
+    this.health.set("connected");
     this.firstConnection?.();
   }
 
@@ -371,7 +385,7 @@ export class DiscordAdapter implements PlatformAdapter {
       rest.clearHashSweeper();
       rest.clearHandlerSweeper();
     }
-    this.setStatus({ state: "stopped", error: null });
+    this.health.set("stopped");
     this.logger.info("discord stopped");
   }
 
@@ -394,21 +408,6 @@ export class DiscordAdapter implements PlatformAdapter {
     // Discord allows a bot 50 REST requests a second in all: a turn that answers quickly
     // shows no typing and leaves the budget to the replies.
     return typingSchedule(send, this.timing.typingDelayMs, this.timing.typingIntervalMs);
-  }
-
-  private setError(error: string): void {
-    if (this.current.error !== error) this.logger.error({ error }, "discord unavailable");
-    this.setStatus({ state: "error", error });
-  }
-
-  private setStatus(next: PlatformStatus): void {
-    const changed = next.state !== this.current.state || next.error !== this.current.error;
-    this.current = next;
-    if (changed) this.options.onStatusChange?.({ ...next });
-  }
-
-  private backoffMs(attempt: number): number {
-    return Math.min(this.timing.backoffBaseMs * 2 ** (attempt - 1), this.timing.backoffMaxMs);
   }
 
   /** Builds a connection and connects it, retrying with backoff, until it is ready or replaced. */
@@ -435,9 +434,9 @@ export class DiscordAdapter implements PlatformAdapter {
           this.fail(UNAUTHORIZED_TEXT);
           return;
         }
-        this.setError(`Cannot reach Discord (${describeDiscordError(err)}); retrying.`);
+        this.health.fail(`Cannot reach Discord (${describeDiscordError(err)}); retrying.`);
         this.firstConnection?.();
-        await sleep(this.backoffMs(attempt), this.stopController.signal);
+        await sleep(this.health.backoffMs(attempt), this.stopController.signal);
       }
     }
   }
@@ -462,11 +461,14 @@ export class DiscordAdapter implements PlatformAdapter {
       if (current()) this.enqueue(payload, generation);
     });
     manager.on(WebSocketShardEvents.HeartbeatComplete, () => {
-      if (current()) this.lastLife = Date.now();
+      if (!current()) return;
+      this.lastLife = Date.now();
+      this.health.sawEvent();
     });
     manager.on(WebSocketShardEvents.Hello, () => {
       if (!current()) return;
       this.lastLife = Date.now();
+      this.health.sawEvent();
       this.connectedAt = Date.now();
     });
     manager.on(WebSocketShardEvents.Closed, (code) => {
@@ -488,7 +490,7 @@ export class DiscordAdapter implements PlatformAdapter {
   private fail(message: string): void {
     this.fatal = message;
     this.generation += 1;
-    this.setError(message);
+    this.health.fail(message, { retrying: false });
     this.firstConnection?.();
     const manager = this.manager;
     this.manager = null;
@@ -529,11 +531,11 @@ export class DiscordAdapter implements PlatformAdapter {
       this.generation += 1;
       const generation = this.generation;
       this.logger.warn({ reason, attempt: this.failures }, "discord reconnecting");
-      this.setError(`Reconnecting to Discord: ${reason}.`);
+      this.health.fail(`Reconnecting to Discord: ${reason}.`);
       const manager = this.manager;
       this.manager = null;
       if (manager) await this.closeManager(manager, reason);
-      await sleep(this.backoffMs(this.failures), this.stopController.signal);
+      await sleep(this.health.backoffMs(this.failures), this.stopController.signal);
       this.lastLife = Date.now();
       void this.connect(generation);
     } finally {
@@ -544,6 +546,7 @@ export class DiscordAdapter implements PlatformAdapter {
   /** Queues a dispatch behind the ones before it; its sequence counts once it is handled. */
   private enqueue(payload: GatewayDispatchPayload, generation: number): void {
     this.lastLife = Date.now();
+    this.health.sawEvent();
     this.intake = this.intake.then(async () => {
       if (generation !== this.generation || this.stopped) return;
       try {
@@ -612,7 +615,7 @@ export class DiscordAdapter implements PlatformAdapter {
     // An event that failed to store keeps the backoff growing until it is past.
     if (this.failedSeq === null) this.failures = 0;
     this.lastLife = Date.now();
-    this.setStatus({ state: "connected", error: null });
+    this.health.set("connected");
     this.logger.info({ how }, "discord connected");
     // Previews an earlier process left mid-stream (a crash) are marked interrupted.
     void this.progressView?.sweep();

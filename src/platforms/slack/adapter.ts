@@ -14,10 +14,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { LogLevel, type Logger as SlackLogger, SocketModeClient } from "@slack/socket-mode";
 import { WebAPIPlatformError, WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
-import { backoffMs } from "../../lib/net.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
+import { ConnectionState } from "../kit/connection-state.js";
 import type {
+  ConnectionReport,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
@@ -146,7 +147,7 @@ export class SlackAdapter implements PlatformAdapter {
   private readonly sender: SlackSender | null;
   private readonly progressView: ProgressView | null;
   private readonly stopController = new AbortController();
-  private current: PlatformStatus = { state: "stopped", error: null };
+  private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private identity: SlackIdentity | null = null;
   private loop: Promise<void> | null = null;
@@ -156,6 +157,13 @@ export class SlackAdapter implements PlatformAdapter {
   constructor(private readonly options: SlackAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_SLACK_TIMING, ...options.timing };
+    // Not `stalledAfterMs`: Slack is silent while nobody writes (its pings stay in the SDK).
+    this.health = new ConnectionState({
+      platform: "slack",
+      logger: this.logger,
+      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
+      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    });
     this.access = new ChatAccess("slack", options.allowedUsers, options.store, options.adminUsers);
     const sdkLogger = slackLogger(this.logger);
     const clientOptions = {
@@ -206,7 +214,11 @@ export class SlackAdapter implements PlatformAdapter {
   }
 
   status(): PlatformStatus {
-    return { ...this.current };
+    return this.health.status();
+  }
+
+  connection(): ConnectionReport {
+    return this.health.report();
   }
 
   /** Connects in the background; resolves after the first attempt (or `startWaitMs`). */
@@ -214,21 +226,24 @@ export class SlackAdapter implements PlatformAdapter {
     if (this.loop || this.stopped) return;
     this.sink = sink;
     if (!this.socket || !this.sender) {
-      this.setError(
+      this.health.fail(
         this.socket
           ? "platforms.slack.bot_token (SLACK_BOT_TOKEN) is not set; Slack needs both tokens."
           : "platforms.slack.app_token (SLACK_APP_TOKEN) is not set; Slack needs both tokens.",
+        { retrying: false },
       );
       return;
     }
-    this.setStatus({ state: "starting", error: null });
+    this.health.set("starting");
     let firstAttempt: () => void = () => {};
     const attempted = new Promise<void>((resolve) => {
       firstAttempt = resolve;
     });
     this.loop = this.run(firstAttempt).catch((err: unknown) => {
       this.logger.error({ err }, "slack connection loop crashed");
-      this.setError(`Slack stopped unexpectedly: ${describeSlackError(err)}`);
+      this.health.fail(`Slack stopped unexpectedly: ${describeSlackError(err)}`, {
+        retrying: false,
+      });
     });
     await Promise.race([attempted, this.pause(this.timing.startWaitMs)]);
   }
@@ -245,7 +260,7 @@ export class SlackAdapter implements PlatformAdapter {
       await Promise.race([this.loop, sleep(this.timing.stopTimeoutMs, undefined, { ref: false })]);
     }
     await this.progressView?.stop();
-    this.setStatus({ state: "stopped", error: null });
+    this.health.set("stopped");
     this.logger.info("slack stopped");
   }
 
@@ -258,17 +273,6 @@ export class SlackAdapter implements PlatformAdapter {
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
   progress(update: ProgressUpdate): void {
     if (!this.stopped) this.progressView?.onProgress(update);
-  }
-
-  private setError(error: string): void {
-    if (this.current.error !== error) this.logger.error({ error }, "slack unavailable");
-    this.setStatus({ state: "error", error });
-  }
-
-  private setStatus(next: PlatformStatus): void {
-    const changed = next.state !== this.current.state || next.error !== this.current.error;
-    this.current = next;
-    if (changed) this.options.onStatusChange?.({ ...next });
   }
 
   /** Waits `ms`, or less when the adapter stops. */
@@ -287,20 +291,19 @@ export class SlackAdapter implements PlatformAdapter {
         if (this.stopped) return;
         firstAttempt();
         if (err instanceof WebAPIPlatformError && FATAL_ERRORS.has(err.data.error)) {
-          this.setError(
+          this.health.fail(
             `Slack rejected the app's tokens or setup (${err.data.error}). Check platforms.slack.app_token (SLACK_APP_TOKEN), platforms.slack.bot_token (SLACK_BOT_TOKEN) and the app's scopes, then restart Keel.`,
+            { retrying: false },
           );
           return;
         }
         failures += 1;
-        this.setError(`Cannot reach Slack (${describeSlackError(err)}); retrying.`);
+        this.health.fail(`Cannot reach Slack (${describeSlackError(err)}); retrying.`);
       }
       if (this.stopped) return;
       // A dropped connection (Slack's `disconnect` refresh, a lost socket) reconnects after the
       // base wait; failures in a row back off further.
-      await this.pause(
-        backoffMs(Math.max(1, failures), this.timing.backoffBaseMs, this.timing.backoffMaxMs),
-      );
+      await this.pause(this.health.backoffMs(Math.max(1, failures)));
     }
   }
 
@@ -339,7 +342,8 @@ export class SlackAdapter implements PlatformAdapter {
       await socket.disconnect();
       return;
     }
-    this.setStatus({ state: "connected", error: null });
+    this.health.set("connected");
+    this.health.sawEvent();
     this.logger.info("slack connected");
     // Previews an earlier process left mid-stream (a crash) are marked interrupted.
     void this.progressView?.sweep();
@@ -350,6 +354,7 @@ export class SlackAdapter implements PlatformAdapter {
 
   /** Every envelope: events are taken in order per channel, everything else acknowledged. */
   private onEnvelope(envelope: Envelope): void {
+    this.health.sawEvent();
     if (envelope.type !== "events_api") {
       // Slash commands and interactions are not used: acknowledged so Slack stops resending.
       this.acknowledge(envelope);

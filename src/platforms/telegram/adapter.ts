@@ -9,11 +9,12 @@
 import { Bot, GrammyError } from "grammy";
 import type { CallbackQuery, Update } from "grammy/types";
 import type { Logger } from "pino";
-import { backoffMs } from "../../lib/net.js";
 import { createNodeFetch } from "../../lib/node-fetch.js";
+import { ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionLease,
+  ConnectionReport,
   InboundAttachment,
   InboundMessage,
   InboundSink,
@@ -146,7 +147,7 @@ export class TelegramAdapter implements PlatformAdapter {
   private readonly files: TelegramFiles;
   private readonly progressView: ProgressView | null;
   private readonly stopController = new AbortController();
-  private current: PlatformStatus = { state: "stopped", error: null };
+  private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private loop: Promise<void> | null = null;
   private pollController: AbortController | null = null;
@@ -161,6 +162,14 @@ export class TelegramAdapter implements PlatformAdapter {
   constructor(private readonly options: TelegramAdapterOptions) {
     this.logger = options.logger.child({ component: "telegram" });
     this.timing = { ...DEFAULT_TELEGRAM_TIMING, ...options.timing };
+    this.health = new ConnectionState({
+      platform: "telegram",
+      logger: this.logger,
+      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
+      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+      // Every long poll is answered within its timeout; a standby (another gateway polls) is quiet.
+      ...(!options.poller && { stalledAfterMs: 2 * (this.timing.pollTimeoutSec + 15) * 1000 }),
+    });
     this.bot = new Bot(options.token, {
       client: {
         apiRoot: options.apiRoot,
@@ -204,21 +213,27 @@ export class TelegramAdapter implements PlatformAdapter {
   }
 
   status(): PlatformStatus {
-    return { ...this.current };
+    return this.health.status();
+  }
+
+  connection(): ConnectionReport {
+    return this.health.report();
   }
 
   /** Starts connecting and polling in the background; resolves after the first attempt. */
   async start(sink: InboundSink): Promise<void> {
     if (this.loop || this.stopped) return;
     this.sink = sink;
-    this.setStatus({ state: "starting", error: null });
+    this.health.set("starting");
     let firstAttempt: () => void = () => {};
     const attempted = new Promise<void>((resolve) => {
       firstAttempt = resolve;
     });
     this.loop = this.run(firstAttempt).catch((err: unknown) => {
       this.logger.error({ err }, "telegram polling crashed");
-      this.setError(`Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`);
+      this.health.fail(`Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`, {
+        retrying: false,
+      });
     });
     await Promise.race([
       attempted,
@@ -241,7 +256,7 @@ export class TelegramAdapter implements PlatformAdapter {
     }
     // After the offset is confirmed: the next holder starts where this one ended.
     await this.options.poller?.release();
-    this.setStatus({ state: "stopped", error: null });
+    this.health.set("stopped");
     this.logger.info("telegram stopped");
   }
 
@@ -282,21 +297,6 @@ export class TelegramAdapter implements PlatformAdapter {
     return typingSchedule(send, this.timing.typingDelayMs, this.timing.typingIntervalMs);
   }
 
-  private setError(error: string): void {
-    if (this.current.error !== error) this.logger.error({ error }, "telegram unavailable");
-    this.setStatus({ state: "error", error });
-  }
-
-  private setStatus(next: PlatformStatus): void {
-    const changed = next.state !== this.current.state || next.error !== this.current.error;
-    this.current = next;
-    if (changed) this.options.onStatusChange?.({ ...next });
-  }
-
-  private backoffMs(attempt: number): number {
-    return backoffMs(attempt, this.timing.backoffBaseMs, this.timing.backoffMaxMs);
-  }
-
   private async pause(ms: number): Promise<void> {
     await sleep(ms, this.stopController.signal).catch(() => {});
   }
@@ -322,7 +322,8 @@ export class TelegramAdapter implements PlatformAdapter {
           asGrammySignal(this.stopController.signal),
         );
         await this.registerCommands();
-        this.setStatus({ state: "connected", error: null });
+        this.health.set("connected");
+        this.health.sawEvent();
         this.logger.info({ bot: this.bot.botInfo.username }, "telegram connected");
         // Previews a stop or crash cut off (in an earlier process too) get their mark.
         void this.progressView?.sweep();
@@ -330,11 +331,11 @@ export class TelegramAdapter implements PlatformAdapter {
       } catch (err) {
         if (this.stopped) return false;
         if (isTelegramError(err, 401)) {
-          this.setError(UNAUTHORIZED_TEXT);
+          this.health.fail(UNAUTHORIZED_TEXT, { retrying: false });
           return false;
         }
-        const delayMs = this.backoffMs(attempt);
-        this.setError(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
+        const delayMs = this.health.backoffMs(attempt);
+        this.health.fail(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
         firstAttempt();
         await this.pause(delayMs);
       }
@@ -396,8 +397,9 @@ export class TelegramAdapter implements PlatformAdapter {
         asGrammySignal(controller.signal),
       );
       this.confirmedOffset = offset;
-      if (this.current.state !== "connected") {
-        this.setStatus({ state: "connected", error: null });
+      this.health.sawEvent();
+      if (this.health.state !== "connected") {
+        this.health.set("connected");
         this.logger.info("telegram polling resumed");
       }
       this.pollFailures = 0;
@@ -415,11 +417,11 @@ export class TelegramAdapter implements PlatformAdapter {
   /** Reports a polling error and waits before the next attempt; false when polling must end. */
   private async recoverFromPollError(err: unknown): Promise<boolean> {
     if (isTelegramError(err, 401)) {
-      this.setError(UNAUTHORIZED_TEXT);
+      this.health.fail(UNAUTHORIZED_TEXT, { retrying: false });
       return false;
     }
     if (isTelegramError(err, 409)) {
-      this.setError(CONFLICT_TEXT);
+      this.health.fail(CONFLICT_TEXT);
       await this.pause(this.timing.conflictRetryMs);
       return true;
     }
@@ -428,8 +430,8 @@ export class TelegramAdapter implements PlatformAdapter {
       await this.pause((err.parameters.retry_after ?? 1) * 1000);
       return true;
     }
-    this.setError(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
-    await this.pause(this.backoffMs(this.pollFailures));
+    this.health.fail(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
+    await this.pause(this.health.backoffMs(this.pollFailures));
     return true;
   }
 
@@ -457,7 +459,7 @@ export class TelegramAdapter implements PlatformAdapter {
         continue;
       }
       this.sinkFailures += 1;
-      const delayMs = this.backoffMs(this.sinkFailures);
+      const delayMs = this.health.backoffMs(this.sinkFailures);
       this.logger.error(
         { err: outcome.reason, updateId: update.update_id, delayMs },
         "telegram message not stored, it will be redelivered",

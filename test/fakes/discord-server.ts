@@ -98,6 +98,11 @@ export interface FakeDiscord {
     content: string;
     mentionBot?: boolean;
   }): FakeMessage;
+  /**
+   * Dispatches a user's message again (MESSAGE_CREATE with a new sequence), as Discord's replay
+   * after a RESUME does for an event the bot had already seen.
+   */
+  redeliver(message: FakeMessage): void;
   /** Calls `listener` with every message the bot creates; returns an unsubscribe. */
   onBotMessage(listener: (message: FakeMessage) => void): () => void;
   /** Messages the bot created in a channel, oldest first. */
@@ -500,6 +505,9 @@ export async function startFakeDiscord(options: FakeDiscordOptions): Promise<Fak
       c.messages.push(message);
       dispatch("MESSAGE_CREATE", message);
       return message;
+    },
+    redeliver(message) {
+      dispatch("MESSAGE_CREATE", message);
     },
     onBotMessage(listener) {
       botListeners.add(listener);

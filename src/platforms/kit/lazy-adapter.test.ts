@@ -1,9 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { RecordingAdapter } from "../../../test/helpers/recording-adapter.js";
-import type { ChatAddress, InboundSink, PlatformAdapter } from "../platform.js";
+import type { ChatAddress, InboundSink, OutboundReply, PlatformAdapter } from "../platform.js";
 import { lazyAdapter } from "./lazy-adapter.js";
 
 const address: ChatAddress = { platform: "chat", chatId: "1" };
+const reply: OutboundReply = {
+  outboxId: 1,
+  sessionKey: "k",
+  sessionId: "s",
+  address,
+  text: "hi",
+  kind: "reply",
+};
 const sink: InboundSink = {
   receive: async () => ({ accepted: true, inboxId: 1, sessionId: "s" }),
 };
@@ -43,16 +51,9 @@ describe("lazyAdapter", () => {
     expect(loaded).toHaveLength(0);
     expect(adapter.status()).toEqual({ state: "starting", error: null });
     expect(adapter.connection?.()).toEqual({ state: "reconnecting", lastEventAt: null });
-    await expect(
-      adapter.deliver({
-        outboxId: 1,
-        sessionKey: "k",
-        sessionId: "s",
-        address,
-        text: "hi",
-        kind: "reply",
-      }),
-    ).rejects.toThrow("Chat is not started yet; the reply stays queued.");
+    await expect(adapter.deliver(reply)).rejects.toThrow(
+      "Chat is not started yet; the reply stays queued.",
+    );
     await expect(
       adapter.fetchFile!({ kind: "photo", ref: "f" }, 10, new AbortController().signal),
     ).rejects.toThrow("Chat is not started yet.");
@@ -67,14 +68,7 @@ describe("lazyAdapter", () => {
     expect(loaded).toHaveLength(1);
     const inner = loaded[0]!;
     expect(adapter.status()).toEqual({ state: "connected", error: null });
-    await adapter.deliver({
-      outboxId: 1,
-      sessionKey: "k",
-      sessionId: "s",
-      address,
-      text: "hi",
-      kind: "reply",
-    });
+    await adapter.deliver(reply);
     adapter.showTyping!(address)();
     await adapter.approvalAnswered!("a1", "done", address);
     expect([inner.texts(), inner.typing, inner.cards]).toEqual([["hi"], 1, ["a1:done"]]);

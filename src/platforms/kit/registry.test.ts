@@ -25,6 +25,14 @@ describe("PlatformRegistry", () => {
     expect(platforms.repliesInBand({ platform: "chat", chatId: "7" })).toBe(false);
   });
 
+  it("reports each platform's connection health, from its status where it keeps none", async () => {
+    const chat = new RecordingAdapter("chat");
+    const platforms = new PlatformRegistry([chat]);
+    expect(platforms.connections()).toEqual({ chat: { state: "disabled", lastEventAt: null } });
+    await chat.start({ receive: async () => ({ accepted: true, inboxId: 1, sessionId: "s" }) });
+    expect(platforms.connections()).toEqual({ chat: { state: "connected", lastEventAt: null } });
+  });
+
   it("says so when a platform cannot fetch files", async () => {
     const platforms = new PlatformRegistry([new RecordingAdapter("chat")]);
     await expect(

@@ -5,6 +5,7 @@
  */
 import type {
   ChatAddress,
+  ConnectionReport,
   InboundAttachment,
   PlatformAdapter,
   ProgressUpdate,
@@ -57,6 +58,16 @@ export class PlatformRegistry {
     await this.forAddress(address)?.approvalAnswered?.(approvalId, text, address);
   }
 
+  /**
+   * Each platform's connection health, for status pages and alerts. A platform without a
+   * connection of its own (the API, the web chat) reads from its status, with no last event.
+   */
+  connections(): Record<string, ConnectionReport> {
+    return Object.fromEntries(
+      this.ordered.map((adapter) => [adapter.name, adapter.connection?.() ?? fromStatus(adapter)]),
+    );
+  }
+
   fetchFile(
     platform: string,
     attachment: InboundAttachment,
@@ -69,4 +80,15 @@ export class PlatformRegistry {
     }
     return adapter.fetchFile(attachment, maxBytes, signal);
   }
+}
+
+const HEALTH_OF_STATE = {
+  starting: "reconnecting",
+  connected: "connected",
+  error: "reconnecting",
+  stopped: "disabled",
+} as const;
+
+function fromStatus(adapter: PlatformAdapter): ConnectionReport {
+  return { state: HEALTH_OF_STATE[adapter.status().state], lastEventAt: null };
 }

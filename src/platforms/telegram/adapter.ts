@@ -1,7 +1,7 @@
 /**
  * Telegram through grammY long polling. The offset moves past an update only once the sink has
  * committed it to the inbox, so nothing is lost across crashes and nothing pending is dropped at
- * start (reliability-notes 2.1). grammY's own `bot.start()` marks an update as tried before its
+ * start (docs/crash-safety.md). grammY's own `bot.start()` marks an update as tried before its
  * handler runs, and would confirm a failed one, so the loop here drives `bot.api.getUpdates`
  * itself and hands each batch to the sink (see handleBatch).
  */

@@ -291,7 +291,11 @@ export class TelegramSender {
   }
 }
 
-/** The three answers of an approval card; callback data as interface.md fixes it. */
+/**
+ * The three answers of an approval card. The callback data (`approve:<id>`,
+ * `approve_session:<id>`, `deny:<id>`) is read back by parseApprovalData: a card sent by an older
+ * process must still be understood, so it does not change.
+ */
 export function approvalKeyboard(approvalId: string): InlineKeyboardMarkup {
   return {
     inline_keyboard: [

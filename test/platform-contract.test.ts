@@ -76,7 +76,7 @@ interface StandIn {
 /** A message the user wrote. */
 interface Said {
   /** The platform counts it acknowledged (per the entry's `ack`); absent where it has none. */
-  acked?(): boolean;
+  acked?(): boolean | Promise<boolean>;
   /** The platform delivers it again, as after an acknowledgement that was lost. */
   redeliver(): void;
 }
@@ -176,9 +176,7 @@ const telegram: PlatformEntry = {
 
 const discord: PlatformEntry = {
   name: "discord",
-  ack: {
-    none: "Discord acknowledges nothing a bot receives; the resume sequence Keel stores counts an event only once it is committed (src/platforms/discord/adapter.test.ts)",
-  },
+  ack: "the sequence a RESUME replays after moved past it",
   async standIn() {
     const token = "discord-contract-token";
     const user: FakeUser = { id: "300000000000000001", username: "owner" };
@@ -193,7 +191,17 @@ const discord: PlatformEntry = {
       },
       say(text) {
         const message = fake.userSends({ channelId: dm, user, content: text });
-        return { redeliver: () => fake.redeliver(message) };
+        return {
+          // Discord acknowledges nothing a bot receives: what plays the part is the sequence
+          // the bot resumes from (Discord replays everything after it). Asked by a reconnect.
+          acked: async () => {
+            const resumes = fake.resumes().length;
+            fake.requestReconnect();
+            await waitFor(() => fake.resumes().length > resumes, { message: "a RESUME" });
+            return fake.resumes().at(-1)!.seq >= fake.sequenceOf(message.id)!;
+          },
+          redeliver: () => fake.redeliver(message),
+        };
       },
       seen: () => fake.botMessages(dm).map((m) => m.content),
       sigil: "/",
@@ -469,7 +477,7 @@ describe.each(PLATFORMS.map((entry) => [entry.name, entry] as const))(
             async () => (await observer.listOpenInbox()).some((i) => i.text === "echo: held back"),
             { timeoutMs: 15_000, message: "the message written, its flush held" },
           );
-          expect(acked()).toBe(false);
+          expect(await acked()).toBe(false);
           gate.release();
           await waitFor(() => acked(), { timeoutMs: 15_000, message: String(ack) });
           await sees("held back");

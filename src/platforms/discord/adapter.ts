@@ -205,7 +205,6 @@ export class DiscordAdapter implements PlatformAdapter {
   private readonly session: DiscordGatewaySession;
   private readonly budget: IdentifyBudget;
   private readonly freeChannels: ReadonlySet<string>;
-  private readonly stopController = new AbortController();
   private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private manager: WebSocketManager | null = null;
@@ -272,7 +271,7 @@ export class DiscordAdapter implements PlatformAdapter {
           options.progress.store,
           options.progress.settings,
           this.logger,
-          this.stopController.signal,
+          this.health.stopSignal,
         )
       : null;
     this.access = new ChatAccess("discord", [...options.allowedUsers], options.store, [
@@ -298,10 +297,6 @@ export class DiscordAdapter implements PlatformAdapter {
     );
   }
 
-  private get stopped(): boolean {
-    return this.stopController.signal.aborted;
-  }
-
   status(): PlatformStatus {
     return this.health.status();
   }
@@ -312,7 +307,7 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** Connects in the background; resolves after the first connection (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {
-    if (this.sink || this.stopped) return;
+    if (this.sink || this.health.stopped) return;
     this.sink = sink;
     this.health.set("starting");
     await this.session.load();
@@ -325,7 +320,7 @@ export class DiscordAdapter implements PlatformAdapter {
       void this.connect(this.generation);
     }
     this.watchdog = setInterval(() => this.checkAlive(), this.timing.watchdogCheckMs);
-    await Promise.race([connected, sleep(this.timing.startWaitMs, this.stopController.signal)]);
+    await Promise.race([connected, sleep(this.timing.startWaitMs, this.health.stopSignal)]);
   }
 
   /**
@@ -335,18 +330,18 @@ export class DiscordAdapter implements PlatformAdapter {
    * replays what came meanwhile; the inbox stores each message once).
    */
   private async holdConnection(lease: ConnectionLease): Promise<void> {
-    while (!this.stopped) {
+    while (!this.health.stopped) {
       // A standby has started: it sends, only the holder receives.
-      const held = await lease.acquire(this.stopController.signal, () => this.standBy());
+      const held = await lease.acquire(this.health.stopSignal, () => this.standBy());
       if (!held) return;
       await this.session.load();
       this.holding = true;
       this.lastLife = Date.now();
       this.generation += 1;
       void this.connect(this.generation);
-      await untilAborted(held, this.stopController.signal);
+      await untilAborted(held, this.health.stopSignal);
       this.holding = false;
-      if (this.stopped) return;
+      if (this.health.stopped) return;
       this.logger.warn("discord connection handed over to another gateway; standing by");
       this.generation += 1;
       const manager = this.manager;
@@ -358,7 +353,7 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** Waiting for the connection lease: reported connected (replies still go out), no watchdog. */
   private standBy(): void {
-    if (this.holding || this.stopped) return;
+    if (this.holding || this.health.stopped) return;
     this.health.set("connected");
     this.firstConnection?.();
   }
@@ -368,8 +363,8 @@ export class DiscordAdapter implements PlatformAdapter {
    * but 1000/1001), so the next start RESUMEs; bounded by `stopTimeoutMs` per step.
    */
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopController.abort();
+    if (this.health.stopped) return;
+    this.health.stop();
     this.generation += 1;
     if (this.watchdog) clearInterval(this.watchdog);
     const manager = this.manager;
@@ -395,11 +390,11 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
   progress(update: ProgressUpdate): void {
-    if (!this.stopped) this.progressView?.onProgress(update);
+    if (!this.health.stopped) this.progressView?.onProgress(update);
   }
 
   showTyping(address: ChatAddress): () => void {
-    if (this.stopped) return () => {};
+    if (this.health.stopped) return () => {};
     const send = () => {
       this.sender.typing(address).catch((err: unknown) => {
         this.logger.debug({ error: describeDiscordError(err) }, "typing indicator failed");
@@ -412,15 +407,15 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** Builds a connection and connects it, retrying with backoff, until it is ready or replaced. */
   private async connect(generation: number): Promise<void> {
-    for (let attempt = 1; !this.stopped && generation === this.generation; attempt++) {
+    for (let attempt = 1; !this.health.stopped && generation === this.generation; attempt++) {
       try {
         if (!this.botUserId) {
           const me = (await this.rest.get(Routes.user(), {
-            signal: this.stopController.signal,
+            signal: this.health.stopSignal,
           })) as APIUser;
           this.botUserId = me.id;
         }
-        if (this.stopped || generation !== this.generation) return;
+        if (this.health.stopped || generation !== this.generation) return;
         const manager = this.createManager(generation);
         this.manager = manager;
         this.lastLife = Date.now();
@@ -429,14 +424,14 @@ export class DiscordAdapter implements PlatformAdapter {
         await manager.connect();
         return;
       } catch (err) {
-        if (this.stopped || generation !== this.generation) return;
+        if (this.health.stopped || generation !== this.generation) return;
         if (err instanceof DiscordAPIError && err.status === 401) {
           this.fail(UNAUTHORIZED_TEXT);
           return;
         }
         this.health.fail(`Cannot reach Discord (${describeDiscordError(err)}); retrying.`);
         this.firstConnection?.();
-        await sleep(this.health.backoffMs(attempt), this.stopController.signal);
+        await sleep(this.health.backoffMs(attempt), this.health.stopSignal);
       }
     }
   }
@@ -456,7 +451,7 @@ export class DiscordAdapter implements PlatformAdapter {
         this.retired.has(manager) ? undefined : this.session.update(info),
       buildIdentifyThrottler: () => this.budget,
     });
-    const current = () => generation === this.generation && !this.stopped;
+    const current = () => generation === this.generation && !this.health.stopped;
     manager.on(WebSocketShardEvents.Dispatch, (payload) => {
       if (current()) this.enqueue(payload, generation);
     });
@@ -512,7 +507,7 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** The watchdog: no heartbeat ACK and no event for `deafAfterMs` means the connection is dead. */
   private checkAlive(): void {
-    if (this.stopped || this.fatal || this.rebuilding || this.identifyWaiting) return;
+    if (this.health.stopped || this.fatal || this.rebuilding || this.identifyWaiting) return;
     if (this.options.connection && !this.holding) return;
     const silentMs = Date.now() - this.lastLife;
     if (silentMs < this.timing.deafAfterMs) return;
@@ -524,7 +519,7 @@ export class DiscordAdapter implements PlatformAdapter {
    * Events of the old connection still queued are dropped: Discord replays them.
    */
   private async rebuild(reason: string): Promise<void> {
-    if (this.rebuilding || this.stopped || this.fatal) return;
+    if (this.rebuilding || this.health.stopped || this.fatal) return;
     this.rebuilding = true;
     try {
       this.failures += 1;
@@ -535,7 +530,7 @@ export class DiscordAdapter implements PlatformAdapter {
       const manager = this.manager;
       this.manager = null;
       if (manager) await this.closeManager(manager, reason);
-      await sleep(this.health.backoffMs(this.failures), this.stopController.signal);
+      await sleep(this.health.backoffMs(this.failures), this.health.stopSignal);
       this.lastLife = Date.now();
       void this.connect(generation);
     } finally {
@@ -548,7 +543,7 @@ export class DiscordAdapter implements PlatformAdapter {
     this.lastLife = Date.now();
     this.health.sawEvent();
     this.intake = this.intake.then(async () => {
-      if (generation !== this.generation || this.stopped) return;
+      if (generation !== this.generation || this.health.stopped) return;
       try {
         await this.handle(payload);
         this.session.commit(payload.s);
@@ -557,7 +552,7 @@ export class DiscordAdapter implements PlatformAdapter {
           this.failures = 0;
         }
       } catch (err) {
-        if (generation !== this.generation || this.stopped) return;
+        if (generation !== this.generation || this.health.stopped) return;
         this.failedSeq = payload.s;
         this.logger.error(
           { err, event: payload.t, seq: payload.s },

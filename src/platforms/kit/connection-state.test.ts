@@ -78,6 +78,16 @@ describe("ConnectionState", () => {
     expect(state.status()).toEqual({ state: "connected", error: null });
   });
 
+  it("ends its waits when the adapter stops, without throwing", async () => {
+    const { state } = connection();
+    const waiting = state.pause(600_000);
+    expect(state.stopped).toBe(false);
+    state.stop();
+    await waiting;
+    expect([state.stopped, state.stopSignal.aborted]).toEqual([true, true]);
+    await state.pause(600_000);
+  });
+
   it("backs off within the configured bounds, with jitter below the bound", () => {
     const { state } = connection();
     for (let attempt = 1; attempt <= 8; attempt++) {

@@ -1,9 +1,11 @@
 /**
  * A platform connection's state, held by each connecting adapter instead of re-implemented in
  * each: the status the gateway reports (`status()`), the change callback, the log line when the
- * platform becomes unavailable, the time of the last sign of life, and the adapter's backoff.
- * `report()` folds these into the connection health of the contract (`ConnectionReport`).
+ * platform becomes unavailable, the time of the last sign of life, the adapter's backoff, and its
+ * stop signal with the waits that end on it. `report()` folds these into the connection health
+ * of the contract (`ConnectionReport`).
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { backoffMs } from "../../lib/net.js";
 import type { ConnectionReport, PlatformStatus } from "../platform.js";
@@ -35,6 +37,7 @@ export class ConnectionState {
   private retrying = true;
   private lastEventAt: number | null = null;
   private readonly now: () => number;
+  private readonly stopping = new AbortController();
 
   constructor(private readonly options: ConnectionStateOptions) {
     this.now = options.now ?? Date.now;
@@ -42,6 +45,25 @@ export class ConnectionState {
 
   status(): PlatformStatus {
     return { ...this.current };
+  }
+
+  /** Aborts once the adapter stops: its waits, retries and requests end with it. */
+  get stopSignal(): AbortSignal {
+    return this.stopping.signal;
+  }
+
+  get stopped(): boolean {
+    return this.stopping.signal.aborted;
+  }
+
+  /** The adapter is stopping: every wait on {@link stopSignal} ends now. The status stays. */
+  stop(): void {
+    this.stopping.abort();
+  }
+
+  /** Waits `ms`, or less when the adapter stops; never throws. */
+  async pause(ms: number): Promise<void> {
+    await sleep(ms, undefined, { signal: this.stopping.signal }).catch(() => {});
   }
 
   get state(): PlatformStatus["state"] {

@@ -146,7 +146,6 @@ export class SlackAdapter implements PlatformAdapter {
   private readonly socket: SocketModeClient | null;
   private readonly sender: SlackSender | null;
   private readonly progressView: ProgressView | null;
-  private readonly stopController = new AbortController();
   private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private identity: SlackIdentity | null = null;
@@ -191,7 +190,7 @@ export class SlackAdapter implements PlatformAdapter {
           this.web,
           this.logger,
           this.timing.retry,
-          this.stopController.signal,
+          this.health.stopSignal,
           (options.now ?? Date.now)(),
         )
       : null;
@@ -203,14 +202,10 @@ export class SlackAdapter implements PlatformAdapter {
             options.progress.store,
             options.progress.settings,
             this.logger,
-            this.stopController.signal,
+            this.health.stopSignal,
           )
         : null;
     this.socket?.on("slack_event", (envelope: Envelope) => this.onEnvelope(envelope));
-  }
-
-  private get stopped(): boolean {
-    return this.stopController.signal.aborted;
   }
 
   status(): PlatformStatus {
@@ -223,7 +218,7 @@ export class SlackAdapter implements PlatformAdapter {
 
   /** Connects in the background; resolves after the first attempt (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.stopped) return;
+    if (this.loop || this.health.stopped) return;
     this.sink = sink;
     if (!this.socket || !this.sender) {
       this.health.fail(
@@ -245,13 +240,13 @@ export class SlackAdapter implements PlatformAdapter {
         retrying: false,
       });
     });
-    await Promise.race([attempted, this.pause(this.timing.startWaitMs)]);
+    await Promise.race([attempted, this.health.pause(this.timing.startWaitMs)]);
   }
 
   /** Closes the socket; envelopes not yet acknowledged are delivered again by Slack. */
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopController.abort();
+    if (this.health.stopped) return;
+    this.health.stop();
     if (this.socket) {
       const closed = this.socket.disconnect().catch(() => {});
       await Promise.race([closed, sleep(this.timing.stopTimeoutMs, undefined, { ref: false })]);
@@ -272,23 +267,18 @@ export class SlackAdapter implements PlatformAdapter {
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
   progress(update: ProgressUpdate): void {
-    if (!this.stopped) this.progressView?.onProgress(update);
-  }
-
-  /** Waits `ms`, or less when the adapter stops. */
-  private async pause(ms: number): Promise<void> {
-    await sleep(ms, undefined, { signal: this.stopController.signal }).catch(() => {});
+    if (!this.health.stopped) this.progressView?.onProgress(update);
   }
 
   /** Who the bot is, then one socket connection after another until stopped. */
   private async run(firstAttempt: () => void): Promise<void> {
-    for (let failures = 0; !this.stopped; ) {
+    for (let failures = 0; !this.health.stopped; ) {
       try {
         if (!this.identity) this.identity = await this.authenticate();
         await this.connectOnce(firstAttempt);
         failures = 0;
       } catch (err) {
-        if (this.stopped) return;
+        if (this.health.stopped) return;
         firstAttempt();
         if (err instanceof WebAPIPlatformError && FATAL_ERRORS.has(err.data.error)) {
           this.health.fail(
@@ -300,10 +290,10 @@ export class SlackAdapter implements PlatformAdapter {
         failures += 1;
         this.health.fail(`Cannot reach Slack (${describeSlackError(err)}); retrying.`);
       }
-      if (this.stopped) return;
+      if (this.health.stopped) return;
       // A dropped connection (Slack's `disconnect` refresh, a lost socket) reconnects after the
       // base wait; failures in a row back off further.
-      await this.pause(this.health.backoffMs(Math.max(1, failures)));
+      await this.health.pause(this.health.backoffMs(Math.max(1, failures)));
     }
   }
 
@@ -337,7 +327,7 @@ export class SlackAdapter implements PlatformAdapter {
     }
     // A close arrives as a later event, never before this continuation runs.
     const closed = new Promise<void>((resolve) => socket.once("disconnected", () => resolve()));
-    if (this.stopped) {
+    if (this.health.stopped) {
       // stop() came while connecting: the library would keep this socket open.
       await socket.disconnect();
       return;
@@ -349,7 +339,7 @@ export class SlackAdapter implements PlatformAdapter {
     void this.progressView?.sweep();
     firstAttempt();
     await closed;
-    if (!this.stopped) this.logger.info("slack socket closed; reconnecting");
+    if (!this.health.stopped) this.logger.info("slack socket closed; reconnecting");
   }
 
   /** Every envelope: events are taken in order per channel, everything else acknowledged. */
@@ -375,7 +365,7 @@ export class SlackAdapter implements PlatformAdapter {
    */
   private async takeEvent(envelope: Envelope): Promise<void> {
     // After stop() nothing is taken (the store may be closing); Slack delivers it again.
-    if (this.stopped) return;
+    if (this.health.stopped) return;
     try {
       if (!this.identity) throw new Error("event before auth.test answered");
       const event = envelope.body?.event;

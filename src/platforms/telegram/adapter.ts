@@ -146,7 +146,6 @@ export class TelegramAdapter implements PlatformAdapter {
   private readonly sender: TelegramSender;
   private readonly files: TelegramFiles;
   private readonly progressView: ProgressView | null;
-  private readonly stopController = new AbortController();
   private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private loop: Promise<void> | null = null;
@@ -186,7 +185,7 @@ export class TelegramAdapter implements PlatformAdapter {
       this.bot.api,
       this.logger,
       this.timing.retry,
-      this.stopController.signal,
+      this.health.stopSignal,
     );
     this.files = new TelegramFiles({
       api: this.bot.api,
@@ -194,7 +193,7 @@ export class TelegramAdapter implements PlatformAdapter {
       apiRoot: options.apiRoot,
       policy: this.timing.retry,
       logger: this.logger,
-      stopSignal: this.stopController.signal,
+      stopSignal: this.health.stopSignal,
     });
     this.progressView = options.progress
       ? createTelegramProgress(
@@ -203,13 +202,9 @@ export class TelegramAdapter implements PlatformAdapter {
           options.progress.store,
           options.progress.settings,
           this.logger,
-          this.stopController.signal,
+          this.health.stopSignal,
         )
       : null;
-  }
-
-  private get stopped(): boolean {
-    return this.stopController.signal.aborted;
   }
 
   status(): PlatformStatus {
@@ -222,7 +217,7 @@ export class TelegramAdapter implements PlatformAdapter {
 
   /** Starts connecting and polling in the background; resolves after the first attempt. */
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.stopped) return;
+    if (this.loop || this.health.stopped) return;
     this.sink = sink;
     this.health.set("starting");
     let firstAttempt: () => void = () => {};
@@ -237,14 +232,14 @@ export class TelegramAdapter implements PlatformAdapter {
     });
     await Promise.race([
       attempted,
-      sleep(this.timing.startWaitMs, this.stopController.signal).catch(() => {}),
+      sleep(this.timing.startWaitMs, this.health.stopSignal).catch(() => {}),
     ]);
   }
 
   /** Stops polling and confirms the committed offset; bounded by `stopTimeoutMs` twice at most. */
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopController.abort();
+    if (this.health.stopped) return;
+    this.health.stop();
     this.pollController?.abort();
     await this.progressView?.stop();
     if (this.loop) {
@@ -269,7 +264,7 @@ export class TelegramAdapter implements PlatformAdapter {
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
   progress(update: ProgressUpdate): void {
-    if (!this.stopped) this.progressView?.onProgress(update);
+    if (!this.health.stopped) this.progressView?.onProgress(update);
   }
 
   /** Downloads a file a user sent (see TelegramFiles). */
@@ -286,7 +281,7 @@ export class TelegramAdapter implements PlatformAdapter {
 
   /** Shows "typing" while a turn runs, once it has run for `typingDelayMs` (../typing.ts). */
   showTyping(address: ChatAddress): () => void {
-    if (this.stopped) return () => {};
+    if (this.health.stopped) return () => {};
     const other =
       address.threadId !== undefined ? { message_thread_id: Number(address.threadId) } : {};
     const send = () => {
@@ -297,10 +292,6 @@ export class TelegramAdapter implements PlatformAdapter {
     return typingSchedule(send, this.timing.typingDelayMs, this.timing.typingIntervalMs);
   }
 
-  private async pause(ms: number): Promise<void> {
-    await sleep(ms, this.stopController.signal).catch(() => {});
-  }
-
   private async run(firstAttempt: () => void): Promise<void> {
     try {
       const connected = await this.connect(firstAttempt);
@@ -308,18 +299,18 @@ export class TelegramAdapter implements PlatformAdapter {
       if (connected) await this.poll();
     } finally {
       // Polling ended without a stop (a rejected token, a bug): another gateway may poll.
-      if (!this.stopped) await this.options.poller?.release();
+      if (!this.health.stopped) await this.options.poller?.release();
     }
   }
 
   /** getMe, deleteWebhook (keeping pending updates) and setMyCommands, retried until it works. */
   private async connect(firstAttempt: () => void): Promise<boolean> {
-    for (let attempt = 1; !this.stopped; attempt++) {
+    for (let attempt = 1; !this.health.stopped; attempt++) {
       try {
-        await this.bot.init(asGrammySignal(this.stopController.signal));
+        await this.bot.init(asGrammySignal(this.health.stopSignal));
         await this.bot.api.deleteWebhook(
           { drop_pending_updates: false },
-          asGrammySignal(this.stopController.signal),
+          asGrammySignal(this.health.stopSignal),
         );
         await this.registerCommands();
         this.health.set("connected");
@@ -329,7 +320,7 @@ export class TelegramAdapter implements PlatformAdapter {
         void this.progressView?.sweep();
         return true;
       } catch (err) {
-        if (this.stopped) return false;
+        if (this.health.stopped) return false;
         if (isTelegramError(err, 401)) {
           this.health.fail(UNAUTHORIZED_TEXT, { retrying: false });
           return false;
@@ -337,7 +328,7 @@ export class TelegramAdapter implements PlatformAdapter {
         const delayMs = this.health.backoffMs(attempt);
         this.health.fail(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
         firstAttempt();
-        await this.pause(delayMs);
+        await this.health.pause(delayMs);
       }
     }
     return false;
@@ -348,7 +339,7 @@ export class TelegramAdapter implements PlatformAdapter {
       await this.bot.api.setMyCommands(
         TELEGRAM_COMMANDS,
         undefined,
-        asGrammySignal(this.stopController.signal),
+        asGrammySignal(this.health.stopSignal),
       );
     } catch (err) {
       if (isTelegramError(err, 401)) throw err;
@@ -358,23 +349,23 @@ export class TelegramAdapter implements PlatformAdapter {
 
   /** Polls while this gateway holds the poller (always, alone); stands by while another does. */
   private async poll(): Promise<void> {
-    while (!this.stopped) {
+    while (!this.health.stopped) {
       const held = await this.holdPoller();
       if (!held) return;
-      while (!this.stopped && !held.aborted) {
+      while (!this.health.stopped && !held.aborted) {
         const updates = await this.fetchUpdates(held);
         if (updates === "fatal") return;
         if (updates) await this.handleBatch(updates);
       }
-      if (!this.stopped) this.logger.warn("telegram poller handed over; standing by");
+      if (!this.health.stopped) this.logger.warn("telegram poller handed over; standing by");
     }
   }
 
   /** Resolves once this gateway may poll, with a signal that aborts when it may no longer. */
   private async holdPoller(): Promise<AbortSignal | null> {
     const lease = this.options.poller;
-    if (!lease) return this.stopController.signal;
-    const held = await lease.acquire(this.stopController.signal);
+    if (!lease) return this.health.stopSignal;
+    const held = await lease.acquire(this.health.stopSignal);
     // Telegram redelivers what the previous holder did not confirm; the inbox stores it once.
     if (held) this.logger.info("telegram poller taken: polling from the last confirmed offset");
     return held;
@@ -405,7 +396,7 @@ export class TelegramAdapter implements PlatformAdapter {
       this.pollFailures = 0;
       return updates;
     } catch (err) {
-      if (this.stopped) return "fatal";
+      if (this.health.stopped) return "fatal";
       if (held.aborted) return null;
       return (await this.recoverFromPollError(err)) ? null : "fatal";
     } finally {
@@ -422,16 +413,16 @@ export class TelegramAdapter implements PlatformAdapter {
     }
     if (isTelegramError(err, 409)) {
       this.health.fail(CONFLICT_TEXT);
-      await this.pause(this.timing.conflictRetryMs);
+      await this.health.pause(this.timing.conflictRetryMs);
       return true;
     }
     this.pollFailures += 1;
     if (isTelegramError(err, 429) && err instanceof GrammyError) {
-      await this.pause((err.parameters.retry_after ?? 1) * 1000);
+      await this.health.pause((err.parameters.retry_after ?? 1) * 1000);
       return true;
     }
     this.health.fail(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
-    await this.pause(this.health.backoffMs(this.pollFailures));
+    await this.health.pause(this.health.backoffMs(this.pollFailures));
     return true;
   }
 
@@ -444,7 +435,7 @@ export class TelegramAdapter implements PlatformAdapter {
    */
   private async handleBatch(updates: Update[]): Promise<void> {
     const sink = this.sink;
-    if (!sink || this.stopped) return;
+    if (!sink || this.health.stopped) return;
     const intakes = await Promise.all(
       updates.map((update) =>
         this.classify(update).catch((err: unknown): Intake => ({ kind: "failed", err })),
@@ -464,7 +455,7 @@ export class TelegramAdapter implements PlatformAdapter {
         { err: outcome.reason, updateId: update.update_id, delayMs },
         "telegram message not stored, it will be redelivered",
       );
-      await this.pause(delayMs);
+      await this.health.pause(delayMs);
       return;
     }
   }

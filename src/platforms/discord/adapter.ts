@@ -31,7 +31,7 @@ import {
 import type { Logger } from "pino";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess } from "../chat-access.js";
-import { ConnectionState } from "../kit/connection-state.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionLease,
@@ -42,7 +42,7 @@ import type {
   PlatformStatus,
   ProgressUpdate,
 } from "../platform.js";
-import type { ProgressView, StreamStore } from "../progress-view.js";
+import type { ProgressView } from "../progress-view.js";
 import { typingSchedule } from "../typing.js";
 import { DISCORD_COMMANDS, type SlashCommand, slashCommandOf } from "./commands.js";
 import { DiscordGatewaySession, IdentifyBudget } from "./gateway-session.js";
@@ -120,7 +120,7 @@ export const DEFAULT_DISCORD_TIMING: DiscordTiming = {
   restTimeoutMs: 15_000,
 };
 
-export interface DiscordAdapterOptions {
+export interface DiscordAdapterOptions extends ConnectingAdapterOptions<DiscordProgressSettings> {
   token: string;
   /** REST base, e.g. https://discord.com/api (the gateway URL comes from /v10/gateway/bot). */
   apiRoot: string;
@@ -128,14 +128,7 @@ export interface DiscordAdapterOptions {
   adminUsers: readonly string[];
   freeChannels: readonly string[];
   store: DiscordStore;
-  logger: Logger;
   timing?: Partial<DiscordTiming>;
-  onStatusChange?(status: PlatformStatus): void;
-  /**
-   * Progress in the chat while a turn runs (`display.streaming`, `display.tool_progress`), with
-   * the store that records the streamed messages; without it replies are only sent.
-   */
-  progress?: { settings: DiscordProgressSettings; store: StreamStore };
   /**
    * Several gateways on one store: this one keeps the gateway connection only while it holds
    * the bot's connection lease (it sends through REST either way). Without it, it connects at once.

@@ -9,6 +9,19 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { backoffMs } from "../../lib/net.js";
 import type { ConnectionReport, PlatformStatus } from "../platform.js";
+import type { StreamStore } from "../progress-view.js";
+
+/** What the gateway hands every connecting adapter besides its platform's own settings. */
+export interface ConnectingAdapterOptions<ProgressSettings> {
+  logger: Logger;
+  /** Told each time status() changes (trouble arises in the background, a 409 while polling). */
+  onStatusChange?(status: PlatformStatus): void;
+  /**
+   * Progress in the chat while a turn runs (`display.streaming`, `display.tool_progress`), with
+   * the store that records the messages it shows. Without it, replies are sent when final.
+   */
+  progress?: { settings: ProgressSettings; store: StreamStore };
+}
 
 /**
  * Share of each reconnect wait drawn at random: gateways (and adapters) that lost the same

@@ -16,7 +16,7 @@ import { WebAPIPlatformError, WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
-import { ConnectionState } from "../kit/connection-state.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ConnectionReport,
   InboundSink,
@@ -25,7 +25,7 @@ import type {
   PlatformStatus,
   ProgressUpdate,
 } from "../platform.js";
-import type { ProgressView, StreamStore } from "../progress-view.js";
+import type { ProgressView } from "../progress-view.js";
 import {
   type SlackCandidate,
   type SlackIdentity,
@@ -73,7 +73,7 @@ export const DEFAULT_SLACK_TIMING: SlackTiming = {
   retry: DEFAULT_SLACK_RETRY,
 };
 
-export interface SlackAdapterOptions {
+export interface SlackAdapterOptions extends ConnectingAdapterOptions<SlackProgressSettings> {
   /** App-level token (xapp-…) for Socket Mode. */
   appToken: string | undefined;
   /** Bot token (xoxb-…) for the Web API. */
@@ -85,16 +85,8 @@ export interface SlackAdapterOptions {
   /** Slack user ids with operator rights (also allowed). */
   adminUsers: string[];
   store: SlackStoreAccess;
-  logger: Logger;
   timing?: Partial<SlackTiming>;
-  /** Told each time status() changes. */
-  onStatusChange?(status: PlatformStatus): void;
   now?: () => number;
-  /**
-   * Progress in the chat while a turn runs (`display.streaming`, `display.tool_progress`), with
-   * the store that records the streamed messages; without it replies are only posted.
-   */
-  progress?: { settings: SlackProgressSettings; store: StreamStore };
 }
 
 /** One Socket Mode envelope as the client hands it over. */

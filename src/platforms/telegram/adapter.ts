@@ -10,7 +10,7 @@ import { Bot, GrammyError } from "grammy";
 import type { CallbackQuery, Update } from "grammy/types";
 import type { Logger } from "pino";
 import { createNodeFetch } from "../../lib/node-fetch.js";
-import { ConnectionState } from "../kit/connection-state.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionLease,
@@ -28,11 +28,7 @@ import { typingSchedule } from "../typing.js";
 import { type PairingAccess, TelegramAccess } from "./access.js";
 import { TelegramFiles } from "./files.js";
 import { toInboundMessage } from "./inbound.js";
-import {
-  createTelegramProgress,
-  type StreamStore,
-  type TelegramProgressSettings,
-} from "./progress.js";
+import { createTelegramProgress, type TelegramProgressSettings } from "./progress.js";
 import {
   DEFAULT_RETRY_POLICY,
   describeTelegramError,
@@ -93,7 +89,7 @@ export const DEFAULT_TELEGRAM_TIMING: TelegramTiming = {
   retry: DEFAULT_RETRY_POLICY,
 };
 
-export interface TelegramAdapterOptions {
+export interface TelegramAdapterOptions extends ConnectingAdapterOptions<TelegramProgressSettings> {
   token: string;
   apiRoot: string;
   /** Telegram user ids allowed without pairing. */
@@ -102,15 +98,7 @@ export interface TelegramAdapterOptions {
   adminUsers?: string[];
   groupSessionsPerUser: boolean;
   pairing: PairingAccess;
-  logger: Logger;
   timing?: Partial<TelegramTiming>;
-  /** Told each time status() changes (errors arise in the background, e.g. a 409 while polling). */
-  onStatusChange?(status: PlatformStatus): void;
-  /**
-   * Progress in the chat while a turn runs (`display.streaming`, `display.tool_progress`), with
-   * the store that records the messages it shows. Without it replies are sent when final.
-   */
-  progress?: { settings: TelegramProgressSettings; store: StreamStore };
   /**
    * Several gateways on one store: this one polls only while it holds the bot's poller lease
    * (it sends either way). Without it, it polls from the start.

@@ -27,7 +27,13 @@ export default defineConfig({
   ...base,
   test: {
     ...base.test,
-    include: ["src/**/*.test.ts", "scripts/**/*.test.ts", "test/integration/**/*.test.ts"],
+    include: [
+      "src/**/*.test.ts",
+      "scripts/**/*.test.ts",
+      "test/integration/**/*.test.ts",
+      // In-process too: every platform through its stand-in.
+      "test/platform-contract.test.ts",
+    ],
     exclude: [...configDefaults.exclude, ...PROCESS_TESTS],
     // These tests mostly wait (streams paced like a platform's limits, retry-after, timeouts):
     // about 170 s of test time on 40 s of CPU. Eight workers overlap the waits on two cores

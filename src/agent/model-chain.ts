@@ -5,6 +5,7 @@
  * loop only sees the one result that counts.
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import { backoffMs } from "../lib/net.js";
 import type { LlmClient, LlmRequest, LlmResult } from "./types.js";
 
 /** One model the chain may call. */
@@ -145,8 +146,7 @@ function ordered(models: ChainModel[], preferred: string | undefined): ChainMode
 
 /** Exponential with up to 25 % jitter, so many sessions hitting one limit spread out. */
 function delay(policy: BackoffPolicy, attempt: number): number {
-  const base = Math.min(policy.capMs, policy.baseMs * 2 ** (attempt - 1));
-  return Math.round(base * (1 + Math.random() * 0.25));
+  return Math.round(backoffMs(attempt, policy.baseMs, policy.capMs) * (1 + Math.random() * 0.25));
 }
 
 async function pause(ms: number, signal: AbortSignal): Promise<boolean> {

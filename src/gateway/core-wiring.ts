@@ -24,6 +24,7 @@ import {
   createRuntimeStatusWriter,
   type RuntimeStatusWriter,
 } from "../lifecycle/runtime-status.js";
+import { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { contextCommands, modelStatusLines } from "../runner/context-commands.js";
 import { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
@@ -120,7 +121,8 @@ export interface GatewayCore {
   scheduler: Scheduler;
   schedules: ScheduleBook;
   http: HttpServer;
-  adapters: PlatformAdapter[];
+  /** The platform adapters, by name (platforms/kit/registry.ts). */
+  platforms: PlatformRegistry;
   statusWriter: RuntimeStatusWriter;
   /** Queues a notice to any chat through the outbox (durable, delivered in order). */
   sendNotice(address: ChatAddress, text: string, approvalId?: string): Promise<void>;
@@ -128,8 +130,7 @@ export interface GatewayCore {
 
 export function createCore(input: CoreInput): GatewayCore {
   const { config, logger, store, agent, crashPoint, cluster, now, lifecycle } = input;
-  const adapters: PlatformAdapter[] = [];
-  const adapterFor = (platform: string) => adapters.find((a) => a.name === platform);
+  const platforms = new PlatformRegistry();
   const statusWriter = createRuntimeStatusWriter({
     home: config.home,
     pid: process.pid,
@@ -152,8 +153,8 @@ export function createCore(input: CoreInput): GatewayCore {
     policy: createApprovalPolicy(config.tools),
     timeoutMs: config.tools.approval_timeout * 1000,
     notify: (address, text, approvalId) => sendNotice(address, text, approvalId),
-    updateCard: async (address, approvalId, text) =>
-      adapterFor(address.platform)?.approvalAnswered?.(approvalId, text, address),
+    updateCard: (address, approvalId, text) =>
+      platforms.approvalAnswered(address, approvalId, text),
     continueSession: (key, sessionId, requester, asker) =>
       runner.continueAfterApproval(key, sessionId, requester, asker),
     loadShell: loadShellParser,
@@ -184,9 +185,9 @@ export function createCore(input: CoreInput): GatewayCore {
     },
     onReplyQueued: () => dispatcher.kick(),
     onActiveTurnsChange: (count) => lifecycle.onActiveTurnsChange(count),
-    showTyping: (address) => adapterFor(address.platform)?.showTyping?.(address) ?? (() => {}),
-    repliesInBand: (address) => adapterFor(address.platform)?.repliesInBand === true,
-    progress: (update) => adapterFor(update.address.platform)?.progress?.(update),
+    showTyping: (address) => platforms.showTyping(address),
+    repliesInBand: (address) => platforms.repliesInBand(address),
+    progress: (update) => platforms.progress(update),
     crashPoint,
     extraCommands: {
       schedules: (item, args) => schedulesCommand(schedules, item, args, now()),
@@ -194,7 +195,7 @@ export function createCore(input: CoreInput): GatewayCore {
       approve: (item, args) => approvals.chatCommand(item, args, "approve"),
       deny: (item, args) => approvals.chatCommand(item, args, "deny"),
     },
-    media: createMediaSettings(config, adapterFor),
+    media: createMediaSettings(config, platforms),
     modelStatusLines: (item) => modelStatusLines(contextDeps(), item),
     ...(cluster && {
       sessionLeases: { owner: cluster.instanceId, ttlMs: cluster.leaseTtlMs },
@@ -257,17 +258,17 @@ export function createCore(input: CoreInput): GatewayCore {
       }),
     ],
   });
-  adapters.push(
-    ...input.adapters({
-      store,
-      http,
-      access,
-      onPlatformStatusChange: () => lifecycle.onPlatformStatusChange(),
-    }),
-  );
+  for (const adapter of input.adapters({
+    store,
+    http,
+    access,
+    onPlatformStatusChange: () => lifecycle.onPlatformStatusChange(),
+  })) {
+    platforms.add(adapter);
+  }
   // Platforms that show turns live follow the runner's events; one failing never stops another.
   runner.onEvent((event) => {
-    for (const adapter of adapters) {
+    for (const adapter of platforms.all()) {
       try {
         adapter.onRunnerEvent?.(event);
       } catch (err) {
@@ -282,7 +283,7 @@ export function createCore(input: CoreInput): GatewayCore {
     scheduler,
     schedules,
     http,
-    adapters,
+    platforms,
     statusWriter,
     sendNotice,
   };

@@ -90,7 +90,7 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
       startedAt,
       phase: () => link.calls.lifecyclePhase(),
       onChange: () => link.calls.emitStatusChange(),
-      platforms: () => core.adapters.map((adapter) => adapter.name),
+      platforms: () => core.platforms.all().map((adapter) => adapter.name),
     });
   if (cluster) core.runner.onStoreBack(() => cluster.takeOverSoon());
   const gateway = new Gateway({

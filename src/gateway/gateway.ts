@@ -41,7 +41,8 @@ import {
   type StopSummary,
 } from "../lifecycle/stop-sequence.js";
 import { startStoreFailureWatcher } from "../lifecycle/store-failure-watcher.js";
-import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
+import type { PlatformRegistry } from "../platforms/kit/registry.js";
+import type { ChatAddress } from "../platforms/platform.js";
 import { recoverInterruptedWork } from "../recovery/recovery.js";
 import { resumeHeldBack, resumeInterruptedSessions } from "../recovery/startup-resume.js";
 import { ONLINE_NOTICE, RESTARTED_NOTICE, restartCommandReply } from "../runner/lifecycle-texts.js";
@@ -95,7 +96,7 @@ export class Gateway implements LifecycleCalls {
   private readonly scheduler: Scheduler;
   /** The scheduled jobs (the agent's tool, `/schedules`; the CLI edits the store directly). */
   readonly schedules: ScheduleBook;
-  private readonly adapters: readonly PlatformAdapter[];
+  private readonly platforms: PlatformRegistry;
   private readonly http: HttpServer;
   private readonly now: () => number;
   private readonly statusListeners = new Set<() => void>();
@@ -135,7 +136,7 @@ export class Gateway implements LifecycleCalls {
     this.scheduler = core.scheduler;
     this.schedules = core.schedules;
     this.http = core.http;
-    this.adapters = core.adapters;
+    this.platforms = core.platforms;
     this.stopGuard = createStopGuard((request) => this.runStop(request));
   }
 
@@ -224,7 +225,7 @@ export class Gateway implements LifecycleCalls {
         await this.homeChannels(),
       );
     });
-    for (const adapter of this.adapters) {
+    for (const adapter of this.platforms.all()) {
       this.dispatcher.register(adapter);
       await adapter.start(this.platformEvents.sinkFor(adapter.name, this.runner));
     }
@@ -431,7 +432,7 @@ export class Gateway implements LifecycleCalls {
       store: this.store,
       runner: this.runner,
       dispatcher: this.dispatcher,
-      adapters: this.adapters,
+      platforms: this.platforms,
       killToolProcesses: () => this.deps.agent.killToolProcesses(),
       statusWriter: this.status$,
       supervisor: this.deps.supervisor,
@@ -481,7 +482,7 @@ export class Gateway implements LifecycleCalls {
   }
 
   private platformStates(): Record<string, { state: string; error: string | null }> {
-    return Object.fromEntries(this.adapters.map((a) => [a.name, a.status()]));
+    return Object.fromEntries(this.platforms.all().map((a) => [a.name, a.status()]));
   }
 
   emitStatusChange(): void {

@@ -2,12 +2,12 @@
 import { join } from "node:path";
 import { createTranscriber } from "../agent/media/transcriber.js";
 import type { Config } from "../config/schema.js";
-import type { PlatformAdapter } from "../platforms/platform.js";
+import type { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { MediaSettings } from "../runner/media-input.js";
 
 export function createMediaSettings(
   config: Config,
-  adapterFor: (platform: string) => PlatformAdapter | undefined,
+  platforms: Pick<PlatformRegistry, "fetchFile">,
 ): MediaSettings {
   const { model } = config;
   const transcription = model.transcription;
@@ -19,13 +19,8 @@ export function createMediaSettings(
     maxFileBytes: Math.round(config.platforms.telegram.max_file_mb * 1_048_576),
     vision: model.vision,
     showTranscripts: config.display.show_transcripts,
-    fetchFile: (platform, attachment, maxBytes, signal) => {
-      const adapter = adapterFor(platform);
-      if (!adapter?.fetchFile) {
-        return Promise.reject(new Error(`the ${platform} platform cannot fetch files`));
-      }
-      return adapter.fetchFile(attachment, maxBytes, signal);
-    },
+    fetchFile: (platform, attachment, maxBytes, signal) =>
+      platforms.fetchFile(platform, attachment, maxBytes, signal),
     transcribe: baseUrl
       ? createTranscriber({
           baseUrl,

@@ -28,4 +28,11 @@ describe("backoffMs", () => {
     ]);
     expect(backoffMs(10_000, 1000, 30_000)).toBe(30_000);
   });
+
+  it("with jitter, draws from the top share below the bound and never above it", () => {
+    expect(backoffMs(3, 1000, 30_000, 0.2, () => 0)).toBe(4000);
+    expect(backoffMs(3, 1000, 30_000, 0.2, () => 0.5)).toBe(3600);
+    expect(backoffMs(3, 1000, 30_000, 0.2, () => 0.999_999)).toBe(3200);
+    expect(backoffMs(50, 1000, 30_000, 0.2, () => 0)).toBe(30_000);
+  });
 });

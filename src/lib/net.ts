@@ -14,7 +14,18 @@ export function isLoopback(hostOrAddress: string | undefined): boolean {
   );
 }
 
-/** Exponential backoff: `baseMs` before the first retry, doubling each time, at most `maxMs`. */
-export function backoffMs(retry: number, baseMs: number, maxMs: number): number {
-  return Math.min(maxMs, baseMs * 2 ** Math.min(Math.max(retry - 1, 0), 30));
+/**
+ * The one exponential backoff: `baseMs` before the first retry, doubling each time, at most
+ * `maxMs`. With `jitter` (a share from 0 to 1) the wait is drawn from that top share below the
+ * bound, so many clients retrying after one outage spread out; the bound itself never grows.
+ */
+export function backoffMs(
+  retry: number,
+  baseMs: number,
+  maxMs: number,
+  jitter = 0,
+  random: () => number = Math.random,
+): number {
+  const bound = Math.min(maxMs, baseMs * 2 ** Math.min(Math.max(retry - 1, 0), 30));
+  return jitter > 0 ? Math.round(bound * (1 - Math.min(jitter, 1) * random())) : bound;
 }

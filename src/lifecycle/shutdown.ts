@@ -7,7 +7,8 @@ import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
 import { EXIT } from "../lib/exit-codes.js";
-import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
+import type { PlatformRegistry } from "../platforms/kit/registry.js";
+import type { ChatAddress } from "../platforms/platform.js";
 import { markCutOff } from "../recovery/recovery.js";
 import type { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
 import type { Runner } from "../runner/runner.js";
@@ -45,7 +46,7 @@ export interface StoppingGateway {
   store: Store;
   runner: Runner;
   dispatcher: OutboxDispatcher;
-  adapters: readonly PlatformAdapter[];
+  platforms: PlatformRegistry;
   killToolProcesses(): number;
   statusWriter: RuntimeStatusWriter;
   supervisor: Supervisor;
@@ -102,15 +103,19 @@ export async function finishStop(
 
 /** The platforms' side of closing without a stop sequence (a failed start). */
 export async function disconnectPlatforms(
-  gw: Pick<StoppingGateway, "dispatcher" | "adapters" | "logger">,
+  gw: Pick<StoppingGateway, "dispatcher" | "platforms" | "logger">,
 ): Promise<void> {
   gw.dispatcher.stop();
   await Promise.all(
-    gw.adapters.map((a) =>
-      a
-        .stop()
-        .catch((err: unknown) => gw.logger.warn({ err, platform: a.name }, "platform stop failed")),
-    ),
+    gw.platforms
+      .all()
+      .map((a) =>
+        a
+          .stop()
+          .catch((err: unknown) =>
+            gw.logger.warn({ err, platform: a.name }, "platform stop failed"),
+          ),
+      ),
   );
 }
 
@@ -159,7 +164,7 @@ async function deliverNotice(
   address: ChatAddress,
   text: string,
 ): Promise<void> {
-  const adapter = ctx.adapters.find((a) => a.name === address.platform);
+  const adapter = ctx.platforms.forAddress(address);
   if (!adapter) return;
   const row = await queueNotice(ctx.store, { address, text, direct: true });
   try {

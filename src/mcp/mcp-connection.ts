@@ -12,6 +12,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Logger } from "pino";
 import type { Tool, ToolContext, ToolOutput } from "../agent/tools/tool.js";
 import type { McpServerConfig } from "../config/schema.js";
+import { backoffMs } from "../lib/net.js";
 import { modelToolNames } from "./tool-names.js";
 
 export type McpServerState = "connecting" | "connected" | "error" | "stopped";
@@ -233,8 +234,11 @@ export class McpConnection {
     if (this.stopped) return;
     this.toolList = [];
     this.failures += 1;
-    const base = this.options.backoffBaseMs ?? 1000;
-    const delayMs = Math.min(base * 2 ** (this.failures - 1), this.options.backoffMaxMs ?? 60_000);
+    const delayMs = backoffMs(
+      this.failures,
+      this.options.backoffBaseMs ?? 1000,
+      this.options.backoffMaxMs ?? 60_000,
+    );
     this.current = { state: "error", error: `MCP server ${this.options.name} ${error}`, tools: [] };
     this.options.logger.warn(
       { server: this.options.name, error, retryInMs: delayMs },

@@ -181,6 +181,20 @@ export interface PlatformStatus {
 }
 
 /**
+ * How a platform connection is doing, for status pages and alerts: `connected`; `reconnecting`
+ * (connecting, or retrying after trouble); `stalled` (connected but silent for longer than the
+ * platform ever is); `down` (stopped trying until an operator acts, a rejected token); `disabled`
+ * (not running).
+ */
+export type ConnectionHealth = "connected" | "reconnecting" | "stalled" | "down" | "disabled";
+
+export interface ConnectionReport {
+  state: ConnectionHealth;
+  /** When the platform last spoke to us (an answered poll, an event, a heartbeat); epoch ms. */
+  lastEventAt: number | null;
+}
+
+/**
  * Several gateways on one store: a platform connection that only one of them may hold at a
  * time (the Telegram poller of a bot token) is held through this lease (src/cluster). Every
  * gateway still sends; only the holder receives.
@@ -235,6 +249,8 @@ export interface PlatformAdapter {
    */
   fetchFile?(attachment: InboundAttachment, maxBytes: number, signal: AbortSignal): Promise<Buffer>;
   status(): PlatformStatus;
+  /** The connection's health and last sign of life (platforms/kit/connection-state.ts). Optional. */
+  connection?(): ConnectionReport;
 }
 
 /** Someone pressed an approval button. */

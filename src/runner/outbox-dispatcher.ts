@@ -6,6 +6,7 @@
  */
 import type { Logger } from "pino";
 import type { CrashPoint } from "../lib/crash-point.js";
+import { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { PlatformAdapter } from "../platforms/platform.js";
 import { LeaseLostError, type LeaseToken, type OutboxItem, type Store } from "../sessions/store.js";
 
@@ -36,7 +37,8 @@ export interface OutboxDispatcherOptions {
 }
 
 export class OutboxDispatcher {
-  private readonly adapters = new Map<string, PlatformAdapter>();
+  /** The platforms started so far: rows of the others wait. */
+  private readonly adapters = new PlatformRegistry();
   /** Chats with a delivery run under way: a pass leaves them to that run. */
   private readonly busyChats = new Set<string>();
   private flushing: Promise<void> | null = null;
@@ -54,7 +56,7 @@ export class OutboxDispatcher {
   constructor(private readonly options: OutboxDispatcherOptions) {}
 
   register(adapter: PlatformAdapter): void {
-    this.adapters.set(adapter.name, adapter);
+    this.adapters.add(adapter);
   }
 
   /** Schedules a delivery pass; cheap to call often. */
@@ -100,7 +102,7 @@ export class OutboxDispatcher {
       const rows = await this.options.store.listPendingOutbox();
       const byChat = new Map<string, OutboxItem[]>();
       for (const row of rows) {
-        if (!this.adapters.has(row.address.platform)) continue;
+        if (!this.adapters.forAddress(row.address)) continue;
         const key = `${row.address.platform}:${row.address.chatId}:${row.address.threadId ?? ""}`;
         if (this.busyChats.has(key)) continue;
         byChat.set(key, [...(byChat.get(key) ?? []), row]);
@@ -177,7 +179,7 @@ export class OutboxDispatcher {
 
   private async deliver(row: OutboxItem, held: HeldChat | null): Promise<boolean> {
     if (this.sentUnmarked.has(row.id)) return this.markSent(row, held);
-    const adapter = this.adapters.get(row.address.platform)!;
+    const adapter = this.adapters.forAddress(row.address)!;
     try {
       await adapter.deliver({
         outboxId: row.id,

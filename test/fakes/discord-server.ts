@@ -98,6 +98,13 @@ export interface FakeDiscord {
     content: string;
     mentionBot?: boolean;
   }): FakeMessage;
+  /**
+   * Dispatches a user's message again (MESSAGE_CREATE with a new sequence), as Discord's replay
+   * after a RESUME does for an event the bot had already seen.
+   */
+  redeliver(message: FakeMessage): void;
+  /** The sequence number MESSAGE_CREATE first carried `messageId` with, in the current session. */
+  sequenceOf(messageId: string): number | null;
   /** Calls `listener` with every message the bot creates; returns an unsubscribe. */
   onBotMessage(listener: (message: FakeMessage) => void): () => void;
   /** Messages the bot created in a channel, oldest first. */
@@ -500,6 +507,15 @@ export async function startFakeDiscord(options: FakeDiscordOptions): Promise<Fak
       c.messages.push(message);
       dispatch("MESSAGE_CREATE", message);
       return message;
+    },
+    redeliver(message) {
+      dispatch("MESSAGE_CREATE", message);
+    },
+    sequenceOf(messageId) {
+      const event = currentSession?.events.find(
+        (e) => e.t === "MESSAGE_CREATE" && (e.d as FakeMessage).id === messageId,
+      );
+      return event?.s ?? null;
     },
     onBotMessage(listener) {
       botListeners.add(listener);

@@ -31,9 +31,11 @@ import {
 import type { Logger } from "pino";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess } from "../chat-access.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionLease,
+  ConnectionReport,
   InboundMessage,
   InboundSink,
   OutboundReply,
@@ -41,7 +43,7 @@ import type {
   PlatformStatus,
   ProgressUpdate,
 } from "../platform.js";
-import type { ProgressView, StreamStore } from "../progress-view.js";
+import type { ProgressView } from "../progress-view.js";
 import { typingSchedule } from "../typing.js";
 import { DISCORD_COMMANDS, type SlashCommand, slashCommandOf } from "./commands.js";
 import { DiscordGatewaySession, IdentifyBudget } from "./gateway-session.js";
@@ -119,7 +121,7 @@ export const DEFAULT_DISCORD_TIMING: DiscordTiming = {
   restTimeoutMs: 15_000,
 };
 
-export interface DiscordAdapterOptions {
+export interface DiscordAdapterOptions extends ConnectingAdapterOptions<DiscordProgressSettings> {
   token: string;
   /** REST base, e.g. https://discord.com/api (the gateway URL comes from /v10/gateway/bot). */
   apiRoot: string;
@@ -127,14 +129,7 @@ export interface DiscordAdapterOptions {
   adminUsers: readonly string[];
   freeChannels: readonly string[];
   store: DiscordStore;
-  logger: Logger;
   timing?: Partial<DiscordTiming>;
-  onStatusChange?(status: PlatformStatus): void;
-  /**
-   * Progress in the chat while a turn runs (`display.streaming`, `display.tool_progress`), with
-   * the store that records the streamed messages; without it replies are only sent.
-   */
-  progress?: { settings: DiscordProgressSettings; store: StreamStore };
   /**
    * Several gateways on one store: this one keeps the gateway connection only while it holds
    * the bot's connection lease (it sends through REST either way). Without it, it connects at once.
@@ -204,8 +199,7 @@ export class DiscordAdapter implements PlatformAdapter {
   private readonly session: DiscordGatewaySession;
   private readonly budget: IdentifyBudget;
   private readonly freeChannels: ReadonlySet<string>;
-  private readonly stopController = new AbortController();
-  private current: PlatformStatus = { state: "stopped", error: null };
+  private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private manager: WebSocketManager | null = null;
   /** Bumped on every rebuild of the connection: events of an older connection are dropped. */
@@ -243,6 +237,14 @@ export class DiscordAdapter implements PlatformAdapter {
   constructor(private readonly options: DiscordAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_DISCORD_TIMING, ...options.timing };
+    this.health = new ConnectionState({
+      platform: "discord",
+      logger: this.logger,
+      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
+      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+      // Heartbeats keep a held connection talking; a standby (another gateway holds it) is quiet.
+      ...(!options.connection && { stalledAfterMs: this.timing.deafAfterMs }),
+    });
     this.rest = new REST({
       api: options.apiRoot,
       version: "10",
@@ -263,7 +265,7 @@ export class DiscordAdapter implements PlatformAdapter {
           options.progress.store,
           options.progress.settings,
           this.logger,
-          this.stopController.signal,
+          this.health.stopSignal,
         )
       : null;
     this.access = new ChatAccess("discord", [...options.allowedUsers], options.store, [
@@ -282,26 +284,26 @@ export class DiscordAdapter implements PlatformAdapter {
           if (!waiting) this.lastLife = Date.now();
         },
         onExhausted: (message) => {
-          if (message) this.setError(message);
+          if (message) this.health.fail(message);
         },
       },
       this.logger,
     );
   }
 
-  private get stopped(): boolean {
-    return this.stopController.signal.aborted;
+  status(): PlatformStatus {
+    return this.health.status();
   }
 
-  status(): PlatformStatus {
-    return { ...this.current };
+  connection(): ConnectionReport {
+    return this.health.report();
   }
 
   /** Connects in the background; resolves after the first connection (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {
-    if (this.sink || this.stopped) return;
+    if (this.sink || this.health.stopped) return;
     this.sink = sink;
-    this.setStatus({ state: "starting", error: null });
+    this.health.set("starting");
     await this.session.load();
     const connected = new Promise<void>((resolve) => {
       this.firstConnection = resolve;
@@ -312,7 +314,7 @@ export class DiscordAdapter implements PlatformAdapter {
       void this.connect(this.generation);
     }
     this.watchdog = setInterval(() => this.checkAlive(), this.timing.watchdogCheckMs);
-    await Promise.race([connected, sleep(this.timing.startWaitMs, this.stopController.signal)]);
+    await Promise.race([connected, sleep(this.timing.startWaitMs, this.health.stopSignal)]);
   }
 
   /**
@@ -322,18 +324,18 @@ export class DiscordAdapter implements PlatformAdapter {
    * replays what came meanwhile; the inbox stores each message once).
    */
   private async holdConnection(lease: ConnectionLease): Promise<void> {
-    while (!this.stopped) {
+    while (!this.health.stopped) {
       // A standby has started: it sends, only the holder receives.
-      const held = await lease.acquire(this.stopController.signal, () => this.standBy());
+      const held = await lease.acquire(this.health.stopSignal, () => this.standBy());
       if (!held) return;
       await this.session.load();
       this.holding = true;
       this.lastLife = Date.now();
       this.generation += 1;
       void this.connect(this.generation);
-      await untilAborted(held, this.stopController.signal);
+      await untilAborted(held, this.health.stopSignal);
       this.holding = false;
-      if (this.stopped) return;
+      if (this.health.stopped) return;
       this.logger.warn("discord connection handed over to another gateway; standing by");
       this.generation += 1;
       const manager = this.manager;
@@ -345,8 +347,8 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** Waiting for the connection lease: reported connected (replies still go out), no watchdog. */
   private standBy(): void {
-    if (this.holding || this.stopped) return;
-    this.setStatus({ state: "connected", error: null });
+    if (this.holding || this.health.stopped) return;
+    this.health.set("connected");
     this.firstConnection?.();
   }
 
@@ -355,8 +357,8 @@ export class DiscordAdapter implements PlatformAdapter {
    * but 1000/1001), so the next start RESUMEs; bounded by `stopTimeoutMs` per step.
    */
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopController.abort();
+    if (this.health.stopped) return;
+    this.health.stop();
     this.generation += 1;
     if (this.watchdog) clearInterval(this.watchdog);
     const manager = this.manager;
@@ -372,7 +374,7 @@ export class DiscordAdapter implements PlatformAdapter {
       rest.clearHashSweeper();
       rest.clearHandlerSweeper();
     }
-    this.setStatus({ state: "stopped", error: null });
+    this.health.set("stopped");
     this.logger.info("discord stopped");
   }
 
@@ -382,11 +384,11 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
   progress(update: ProgressUpdate): void {
-    if (!this.stopped) this.progressView?.onProgress(update);
+    if (!this.health.stopped) this.progressView?.onProgress(update);
   }
 
   showTyping(address: ChatAddress): () => void {
-    if (this.stopped) return () => {};
+    if (this.health.stopped) return () => {};
     const send = () => {
       this.sender.typing(address).catch((err: unknown) => {
         this.logger.debug({ error: describeDiscordError(err) }, "typing indicator failed");
@@ -397,32 +399,17 @@ export class DiscordAdapter implements PlatformAdapter {
     return typingSchedule(send, this.timing.typingDelayMs, this.timing.typingIntervalMs);
   }
 
-  private setError(error: string): void {
-    if (this.current.error !== error) this.logger.error({ error }, "discord unavailable");
-    this.setStatus({ state: "error", error });
-  }
-
-  private setStatus(next: PlatformStatus): void {
-    const changed = next.state !== this.current.state || next.error !== this.current.error;
-    this.current = next;
-    if (changed) this.options.onStatusChange?.({ ...next });
-  }
-
-  private backoffMs(attempt: number): number {
-    return Math.min(this.timing.backoffBaseMs * 2 ** (attempt - 1), this.timing.backoffMaxMs);
-  }
-
   /** Builds a connection and connects it, retrying with backoff, until it is ready or replaced. */
   private async connect(generation: number): Promise<void> {
-    for (let attempt = 1; !this.stopped && generation === this.generation; attempt++) {
+    for (let attempt = 1; !this.health.stopped && generation === this.generation; attempt++) {
       try {
         if (!this.botUserId) {
           const me = (await this.rest.get(Routes.user(), {
-            signal: this.stopController.signal,
+            signal: this.health.stopSignal,
           })) as APIUser;
           this.botUserId = me.id;
         }
-        if (this.stopped || generation !== this.generation) return;
+        if (this.health.stopped || generation !== this.generation) return;
         const manager = this.createManager(generation);
         this.manager = manager;
         this.lastLife = Date.now();
@@ -431,14 +418,14 @@ export class DiscordAdapter implements PlatformAdapter {
         await manager.connect();
         return;
       } catch (err) {
-        if (this.stopped || generation !== this.generation) return;
+        if (this.health.stopped || generation !== this.generation) return;
         if (err instanceof DiscordAPIError && err.status === 401) {
           this.fail(UNAUTHORIZED_TEXT);
           return;
         }
-        this.setError(`Cannot reach Discord (${describeDiscordError(err)}); retrying.`);
+        this.health.fail(`Cannot reach Discord (${describeDiscordError(err)}); retrying.`);
         this.firstConnection?.();
-        await sleep(this.backoffMs(attempt), this.stopController.signal);
+        await sleep(this.health.backoffMs(attempt), this.health.stopSignal);
       }
     }
   }
@@ -458,16 +445,19 @@ export class DiscordAdapter implements PlatformAdapter {
         this.retired.has(manager) ? undefined : this.session.update(info),
       buildIdentifyThrottler: () => this.budget,
     });
-    const current = () => generation === this.generation && !this.stopped;
+    const current = () => generation === this.generation && !this.health.stopped;
     manager.on(WebSocketShardEvents.Dispatch, (payload) => {
       if (current()) this.enqueue(payload, generation);
     });
     manager.on(WebSocketShardEvents.HeartbeatComplete, () => {
-      if (current()) this.lastLife = Date.now();
+      if (!current()) return;
+      this.lastLife = Date.now();
+      this.health.sawEvent();
     });
     manager.on(WebSocketShardEvents.Hello, () => {
       if (!current()) return;
       this.lastLife = Date.now();
+      this.health.sawEvent();
       this.connectedAt = Date.now();
     });
     manager.on(WebSocketShardEvents.Closed, (code) => {
@@ -489,7 +479,7 @@ export class DiscordAdapter implements PlatformAdapter {
   private fail(message: string): void {
     this.fatal = message;
     this.generation += 1;
-    this.setError(message);
+    this.health.fail(message, { retrying: false });
     this.firstConnection?.();
     const manager = this.manager;
     this.manager = null;
@@ -511,7 +501,7 @@ export class DiscordAdapter implements PlatformAdapter {
 
   /** The watchdog: no heartbeat ACK and no event for `deafAfterMs` means the connection is dead. */
   private checkAlive(): void {
-    if (this.stopped || this.fatal || this.rebuilding || this.identifyWaiting) return;
+    if (this.health.stopped || this.fatal || this.rebuilding || this.identifyWaiting) return;
     if (this.options.connection && !this.holding) return;
     const silentMs = Date.now() - this.lastLife;
     if (silentMs < this.timing.deafAfterMs) return;
@@ -523,18 +513,18 @@ export class DiscordAdapter implements PlatformAdapter {
    * Events of the old connection still queued are dropped: Discord replays them.
    */
   private async rebuild(reason: string): Promise<void> {
-    if (this.rebuilding || this.stopped || this.fatal) return;
+    if (this.rebuilding || this.health.stopped || this.fatal) return;
     this.rebuilding = true;
     try {
       this.failures += 1;
       this.generation += 1;
       const generation = this.generation;
       this.logger.warn({ reason, attempt: this.failures }, "discord reconnecting");
-      this.setError(`Reconnecting to Discord: ${reason}.`);
+      this.health.fail(`Reconnecting to Discord: ${reason}.`);
       const manager = this.manager;
       this.manager = null;
       if (manager) await this.closeManager(manager, reason);
-      await sleep(this.backoffMs(this.failures), this.stopController.signal);
+      await sleep(this.health.backoffMs(this.failures), this.health.stopSignal);
       this.lastLife = Date.now();
       void this.connect(generation);
     } finally {
@@ -545,8 +535,9 @@ export class DiscordAdapter implements PlatformAdapter {
   /** Queues a dispatch behind the ones before it; its sequence counts once it is handled. */
   private enqueue(payload: GatewayDispatchPayload, generation: number): void {
     this.lastLife = Date.now();
+    this.health.sawEvent();
     this.intake = this.intake.then(async () => {
-      if (generation !== this.generation || this.stopped) return;
+      if (generation !== this.generation || this.health.stopped) return;
       try {
         await this.handle(payload);
         this.session.commit(payload.s);
@@ -555,7 +546,7 @@ export class DiscordAdapter implements PlatformAdapter {
           this.failures = 0;
         }
       } catch (err) {
-        if (generation !== this.generation || this.stopped) return;
+        if (generation !== this.generation || this.health.stopped) return;
         this.failedSeq = payload.s;
         this.logger.error(
           { err, event: payload.t, seq: payload.s },
@@ -613,7 +604,7 @@ export class DiscordAdapter implements PlatformAdapter {
     // An event that failed to store keeps the backoff growing until it is past.
     if (this.failedSeq === null) this.failures = 0;
     this.lastLife = Date.now();
-    this.setStatus({ state: "connected", error: null });
+    this.health.set("connected");
     this.logger.info({ how }, "discord connected");
     // Previews an earlier process left mid-stream (a crash) are marked interrupted.
     void this.progressView?.sweep();

@@ -13,6 +13,7 @@
  */
 import type { IIdentifyThrottler, SessionInfo } from "@discordjs/ws";
 import type { Logger } from "pino";
+import { backoffMs } from "../../lib/net.js";
 import type { Store } from "../../sessions/store.js";
 
 export type PlatformStateStore = Pick<Store, "getPlatformState" | "setPlatformState">;
@@ -209,10 +210,8 @@ export class IdentifyBudget implements IIdentifyThrottler {
     const last = times.at(-1);
     if (last !== undefined) {
       const burst = times.filter((t) => t > this.now() - 600_000).length;
-      const spacing = Math.min(
-        this.options.spacingMs * 2 ** Math.max(0, burst - 1),
-        this.options.maxSpacingMs,
-      );
+      // No jitter: the spacing is Discord's floor, never to be undercut.
+      const spacing = backoffMs(burst, this.options.spacingMs, this.options.maxSpacingMs);
       const wait = last + spacing - this.now();
       if (wait > 0) await sleep(wait, signal);
     }

@@ -14,17 +14,18 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { LogLevel, type Logger as SlackLogger, SocketModeClient } from "@slack/socket-mode";
 import { WebAPIPlatformError, WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
-import { backoffMs } from "../../lib/net.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
+  ConnectionReport,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
   PlatformStatus,
   ProgressUpdate,
 } from "../platform.js";
-import type { ProgressView, StreamStore } from "../progress-view.js";
+import type { ProgressView } from "../progress-view.js";
 import {
   type SlackCandidate,
   type SlackIdentity,
@@ -72,7 +73,7 @@ export const DEFAULT_SLACK_TIMING: SlackTiming = {
   retry: DEFAULT_SLACK_RETRY,
 };
 
-export interface SlackAdapterOptions {
+export interface SlackAdapterOptions extends ConnectingAdapterOptions<SlackProgressSettings> {
   /** App-level token (xapp-…) for Socket Mode. */
   appToken: string | undefined;
   /** Bot token (xoxb-…) for the Web API. */
@@ -84,16 +85,8 @@ export interface SlackAdapterOptions {
   /** Slack user ids with operator rights (also allowed). */
   adminUsers: string[];
   store: SlackStoreAccess;
-  logger: Logger;
   timing?: Partial<SlackTiming>;
-  /** Told each time status() changes. */
-  onStatusChange?(status: PlatformStatus): void;
   now?: () => number;
-  /**
-   * Progress in the chat while a turn runs (`display.streaming`, `display.tool_progress`), with
-   * the store that records the streamed messages; without it replies are only posted.
-   */
-  progress?: { settings: SlackProgressSettings; store: StreamStore };
 }
 
 /** One Socket Mode envelope as the client hands it over. */
@@ -145,8 +138,7 @@ export class SlackAdapter implements PlatformAdapter {
   private readonly socket: SocketModeClient | null;
   private readonly sender: SlackSender | null;
   private readonly progressView: ProgressView | null;
-  private readonly stopController = new AbortController();
-  private current: PlatformStatus = { state: "stopped", error: null };
+  private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private identity: SlackIdentity | null = null;
   private loop: Promise<void> | null = null;
@@ -156,6 +148,13 @@ export class SlackAdapter implements PlatformAdapter {
   constructor(private readonly options: SlackAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_SLACK_TIMING, ...options.timing };
+    // Not `stalledAfterMs`: Slack is silent while nobody writes (its pings stay in the SDK).
+    this.health = new ConnectionState({
+      platform: "slack",
+      logger: this.logger,
+      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
+      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    });
     this.access = new ChatAccess("slack", options.allowedUsers, options.store, options.adminUsers);
     const sdkLogger = slackLogger(this.logger);
     const clientOptions = {
@@ -183,7 +182,7 @@ export class SlackAdapter implements PlatformAdapter {
           this.web,
           this.logger,
           this.timing.retry,
-          this.stopController.signal,
+          this.health.stopSignal,
           (options.now ?? Date.now)(),
         )
       : null;
@@ -195,48 +194,51 @@ export class SlackAdapter implements PlatformAdapter {
             options.progress.store,
             options.progress.settings,
             this.logger,
-            this.stopController.signal,
+            this.health.stopSignal,
           )
         : null;
     this.socket?.on("slack_event", (envelope: Envelope) => this.onEnvelope(envelope));
   }
 
-  private get stopped(): boolean {
-    return this.stopController.signal.aborted;
+  status(): PlatformStatus {
+    return this.health.status();
   }
 
-  status(): PlatformStatus {
-    return { ...this.current };
+  connection(): ConnectionReport {
+    return this.health.report();
   }
 
   /** Connects in the background; resolves after the first attempt (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.stopped) return;
+    if (this.loop || this.health.stopped) return;
     this.sink = sink;
     if (!this.socket || !this.sender) {
-      this.setError(
+      this.health.fail(
         this.socket
           ? "platforms.slack.bot_token (SLACK_BOT_TOKEN) is not set; Slack needs both tokens."
           : "platforms.slack.app_token (SLACK_APP_TOKEN) is not set; Slack needs both tokens.",
+        { retrying: false },
       );
       return;
     }
-    this.setStatus({ state: "starting", error: null });
+    this.health.set("starting");
     let firstAttempt: () => void = () => {};
     const attempted = new Promise<void>((resolve) => {
       firstAttempt = resolve;
     });
     this.loop = this.run(firstAttempt).catch((err: unknown) => {
       this.logger.error({ err }, "slack connection loop crashed");
-      this.setError(`Slack stopped unexpectedly: ${describeSlackError(err)}`);
+      this.health.fail(`Slack stopped unexpectedly: ${describeSlackError(err)}`, {
+        retrying: false,
+      });
     });
-    await Promise.race([attempted, this.pause(this.timing.startWaitMs)]);
+    await Promise.race([attempted, this.health.pause(this.timing.startWaitMs)]);
   }
 
   /** Closes the socket; envelopes not yet acknowledged are delivered again by Slack. */
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopController.abort();
+    if (this.health.stopped) return;
+    this.health.stop();
     if (this.socket) {
       const closed = this.socket.disconnect().catch(() => {});
       await Promise.race([closed, sleep(this.timing.stopTimeoutMs, undefined, { ref: false })]);
@@ -245,7 +247,7 @@ export class SlackAdapter implements PlatformAdapter {
       await Promise.race([this.loop, sleep(this.timing.stopTimeoutMs, undefined, { ref: false })]);
     }
     await this.progressView?.stop();
-    this.setStatus({ state: "stopped", error: null });
+    this.health.set("stopped");
     this.logger.info("slack stopped");
   }
 
@@ -257,50 +259,33 @@ export class SlackAdapter implements PlatformAdapter {
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
   progress(update: ProgressUpdate): void {
-    if (!this.stopped) this.progressView?.onProgress(update);
-  }
-
-  private setError(error: string): void {
-    if (this.current.error !== error) this.logger.error({ error }, "slack unavailable");
-    this.setStatus({ state: "error", error });
-  }
-
-  private setStatus(next: PlatformStatus): void {
-    const changed = next.state !== this.current.state || next.error !== this.current.error;
-    this.current = next;
-    if (changed) this.options.onStatusChange?.({ ...next });
-  }
-
-  /** Waits `ms`, or less when the adapter stops. */
-  private async pause(ms: number): Promise<void> {
-    await sleep(ms, undefined, { signal: this.stopController.signal }).catch(() => {});
+    if (!this.health.stopped) this.progressView?.onProgress(update);
   }
 
   /** Who the bot is, then one socket connection after another until stopped. */
   private async run(firstAttempt: () => void): Promise<void> {
-    for (let failures = 0; !this.stopped; ) {
+    for (let failures = 0; !this.health.stopped; ) {
       try {
         if (!this.identity) this.identity = await this.authenticate();
         await this.connectOnce(firstAttempt);
         failures = 0;
       } catch (err) {
-        if (this.stopped) return;
+        if (this.health.stopped) return;
         firstAttempt();
         if (err instanceof WebAPIPlatformError && FATAL_ERRORS.has(err.data.error)) {
-          this.setError(
+          this.health.fail(
             `Slack rejected the app's tokens or setup (${err.data.error}). Check platforms.slack.app_token (SLACK_APP_TOKEN), platforms.slack.bot_token (SLACK_BOT_TOKEN) and the app's scopes, then restart Keel.`,
+            { retrying: false },
           );
           return;
         }
         failures += 1;
-        this.setError(`Cannot reach Slack (${describeSlackError(err)}); retrying.`);
+        this.health.fail(`Cannot reach Slack (${describeSlackError(err)}); retrying.`);
       }
-      if (this.stopped) return;
+      if (this.health.stopped) return;
       // A dropped connection (Slack's `disconnect` refresh, a lost socket) reconnects after the
       // base wait; failures in a row back off further.
-      await this.pause(
-        backoffMs(Math.max(1, failures), this.timing.backoffBaseMs, this.timing.backoffMaxMs),
-      );
+      await this.health.pause(this.health.backoffMs(Math.max(1, failures)));
     }
   }
 
@@ -334,22 +319,24 @@ export class SlackAdapter implements PlatformAdapter {
     }
     // A close arrives as a later event, never before this continuation runs.
     const closed = new Promise<void>((resolve) => socket.once("disconnected", () => resolve()));
-    if (this.stopped) {
+    if (this.health.stopped) {
       // stop() came while connecting: the library would keep this socket open.
       await socket.disconnect();
       return;
     }
-    this.setStatus({ state: "connected", error: null });
+    this.health.set("connected");
+    this.health.sawEvent();
     this.logger.info("slack connected");
     // Previews an earlier process left mid-stream (a crash) are marked interrupted.
     void this.progressView?.sweep();
     firstAttempt();
     await closed;
-    if (!this.stopped) this.logger.info("slack socket closed; reconnecting");
+    if (!this.health.stopped) this.logger.info("slack socket closed; reconnecting");
   }
 
   /** Every envelope: events are taken in order per channel, everything else acknowledged. */
   private onEnvelope(envelope: Envelope): void {
+    this.health.sawEvent();
     if (envelope.type !== "events_api") {
       // Slash commands and interactions are not used: acknowledged so Slack stops resending.
       this.acknowledge(envelope);
@@ -370,7 +357,7 @@ export class SlackAdapter implements PlatformAdapter {
    */
   private async takeEvent(envelope: Envelope): Promise<void> {
     // After stop() nothing is taken (the store may be closing); Slack delivers it again.
-    if (this.stopped) return;
+    if (this.health.stopped) return;
     try {
       if (!this.identity) throw new Error("event before auth.test answered");
       const event = envelope.body?.event;

@@ -1,42 +1,13 @@
 /**
- * The Slack adapter behind a dynamic import: the Slack SDKs are only loaded when the gateway
- * actually starts Slack. Until then the platform reports `starting`.
+ * Slack behind a dynamic import (platforms/kit/lazy-adapter.ts): the Slack SDKs are only loaded
+ * when the gateway actually starts Slack.
  */
-import type {
-  InboundSink,
-  OutboundReply,
-  PlatformAdapter,
-  PlatformStatus,
-  ProgressUpdate,
-} from "../platform.js";
-import type { SlackAdapter, SlackAdapterOptions } from "./adapter.js";
+import { lazyAdapter } from "../kit/lazy-adapter.js";
+import type { SlackAdapterOptions } from "./adapter.js";
 
-export class LazySlackAdapter implements PlatformAdapter {
-  readonly name = "slack";
-  private adapter: SlackAdapter | null = null;
-
-  constructor(private readonly options: SlackAdapterOptions) {}
-
-  async start(sink: InboundSink): Promise<void> {
-    const { SlackAdapter } = await import("./adapter.js");
-    this.adapter = new SlackAdapter(this.options);
-    await this.adapter.start(sink);
-  }
-
-  async stop(): Promise<void> {
-    await this.adapter?.stop();
-  }
-
-  async deliver(reply: OutboundReply): Promise<void> {
-    if (!this.adapter) throw new Error("Slack is not started yet; the reply stays queued.");
-    await this.adapter.deliver(reply);
-  }
-
-  progress(update: ProgressUpdate): void {
-    this.adapter?.progress(update);
-  }
-
-  status(): PlatformStatus {
-    return this.adapter?.status() ?? { state: "starting", error: null };
-  }
-}
+export const LazySlackAdapter = lazyAdapter<SlackAdapterOptions>({
+  name: "slack",
+  label: "Slack",
+  load: async (options) => new (await import("./adapter.js")).SlackAdapter(options),
+  calls: [],
+});

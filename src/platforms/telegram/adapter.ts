@@ -1,7 +1,7 @@
 /**
  * Telegram through grammY long polling. The offset moves past an update only once the sink has
  * committed it to the inbox, so nothing is lost across crashes and nothing pending is dropped at
- * start (reliability-notes 2.1). grammY's own `bot.start()` marks an update as tried before its
+ * start (docs/crash-safety.md). grammY's own `bot.start()` marks an update as tried before its
  * handler runs, and would confirm a failed one, so the loop here drives `bot.api.getUpdates`
  * itself and hands each batch to the sink (see handleBatch).
  */
@@ -9,11 +9,12 @@
 import { Bot, GrammyError } from "grammy";
 import type { CallbackQuery, Update } from "grammy/types";
 import type { Logger } from "pino";
-import { backoffMs } from "../../lib/net.js";
 import { createNodeFetch } from "../../lib/node-fetch.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionLease,
+  ConnectionReport,
   InboundAttachment,
   InboundMessage,
   InboundSink,
@@ -27,11 +28,7 @@ import { typingSchedule } from "../typing.js";
 import { type PairingAccess, TelegramAccess } from "./access.js";
 import { TelegramFiles } from "./files.js";
 import { toInboundMessage } from "./inbound.js";
-import {
-  createTelegramProgress,
-  type StreamStore,
-  type TelegramProgressSettings,
-} from "./progress.js";
+import { createTelegramProgress, type TelegramProgressSettings } from "./progress.js";
 import {
   DEFAULT_RETRY_POLICY,
   describeTelegramError,
@@ -92,7 +89,7 @@ export const DEFAULT_TELEGRAM_TIMING: TelegramTiming = {
   retry: DEFAULT_RETRY_POLICY,
 };
 
-export interface TelegramAdapterOptions {
+export interface TelegramAdapterOptions extends ConnectingAdapterOptions<TelegramProgressSettings> {
   token: string;
   apiRoot: string;
   /** Telegram user ids allowed without pairing. */
@@ -101,15 +98,7 @@ export interface TelegramAdapterOptions {
   adminUsers?: string[];
   groupSessionsPerUser: boolean;
   pairing: PairingAccess;
-  logger: Logger;
   timing?: Partial<TelegramTiming>;
-  /** Told each time status() changes (errors arise in the background, e.g. a 409 while polling). */
-  onStatusChange?(status: PlatformStatus): void;
-  /**
-   * Progress in the chat while a turn runs (`display.streaming`, `display.tool_progress`), with
-   * the store that records the messages it shows. Without it replies are sent when final.
-   */
-  progress?: { settings: TelegramProgressSettings; store: StreamStore };
   /**
    * Several gateways on one store: this one polls only while it holds the bot's poller lease
    * (it sends either way). Without it, it polls from the start.
@@ -145,8 +134,7 @@ export class TelegramAdapter implements PlatformAdapter {
   private readonly sender: TelegramSender;
   private readonly files: TelegramFiles;
   private readonly progressView: ProgressView | null;
-  private readonly stopController = new AbortController();
-  private current: PlatformStatus = { state: "stopped", error: null };
+  private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private loop: Promise<void> | null = null;
   private pollController: AbortController | null = null;
@@ -161,6 +149,14 @@ export class TelegramAdapter implements PlatformAdapter {
   constructor(private readonly options: TelegramAdapterOptions) {
     this.logger = options.logger.child({ component: "telegram" });
     this.timing = { ...DEFAULT_TELEGRAM_TIMING, ...options.timing };
+    this.health = new ConnectionState({
+      platform: "telegram",
+      logger: this.logger,
+      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
+      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+      // Every long poll is answered within its timeout; a standby (another gateway polls) is quiet.
+      ...(!options.poller && { stalledAfterMs: 2 * (this.timing.pollTimeoutSec + 15) * 1000 }),
+    });
     this.bot = new Bot(options.token, {
       client: {
         apiRoot: options.apiRoot,
@@ -177,7 +173,7 @@ export class TelegramAdapter implements PlatformAdapter {
       this.bot.api,
       this.logger,
       this.timing.retry,
-      this.stopController.signal,
+      this.health.stopSignal,
     );
     this.files = new TelegramFiles({
       api: this.bot.api,
@@ -185,7 +181,7 @@ export class TelegramAdapter implements PlatformAdapter {
       apiRoot: options.apiRoot,
       policy: this.timing.retry,
       logger: this.logger,
-      stopSignal: this.stopController.signal,
+      stopSignal: this.health.stopSignal,
     });
     this.progressView = options.progress
       ? createTelegramProgress(
@@ -194,42 +190,44 @@ export class TelegramAdapter implements PlatformAdapter {
           options.progress.store,
           options.progress.settings,
           this.logger,
-          this.stopController.signal,
+          this.health.stopSignal,
         )
       : null;
   }
 
-  private get stopped(): boolean {
-    return this.stopController.signal.aborted;
+  status(): PlatformStatus {
+    return this.health.status();
   }
 
-  status(): PlatformStatus {
-    return { ...this.current };
+  connection(): ConnectionReport {
+    return this.health.report();
   }
 
   /** Starts connecting and polling in the background; resolves after the first attempt. */
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.stopped) return;
+    if (this.loop || this.health.stopped) return;
     this.sink = sink;
-    this.setStatus({ state: "starting", error: null });
+    this.health.set("starting");
     let firstAttempt: () => void = () => {};
     const attempted = new Promise<void>((resolve) => {
       firstAttempt = resolve;
     });
     this.loop = this.run(firstAttempt).catch((err: unknown) => {
       this.logger.error({ err }, "telegram polling crashed");
-      this.setError(`Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`);
+      this.health.fail(`Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`, {
+        retrying: false,
+      });
     });
     await Promise.race([
       attempted,
-      sleep(this.timing.startWaitMs, this.stopController.signal).catch(() => {}),
+      sleep(this.timing.startWaitMs, this.health.stopSignal).catch(() => {}),
     ]);
   }
 
   /** Stops polling and confirms the committed offset; bounded by `stopTimeoutMs` twice at most. */
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopController.abort();
+    if (this.health.stopped) return;
+    this.health.stop();
     this.pollController?.abort();
     await this.progressView?.stop();
     if (this.loop) {
@@ -241,7 +239,7 @@ export class TelegramAdapter implements PlatformAdapter {
     }
     // After the offset is confirmed: the next holder starts where this one ended.
     await this.options.poller?.release();
-    this.setStatus({ state: "stopped", error: null });
+    this.health.set("stopped");
     this.logger.info("telegram stopped");
   }
 
@@ -254,7 +252,7 @@ export class TelegramAdapter implements PlatformAdapter {
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
   progress(update: ProgressUpdate): void {
-    if (!this.stopped) this.progressView?.onProgress(update);
+    if (!this.health.stopped) this.progressView?.onProgress(update);
   }
 
   /** Downloads a file a user sent (see TelegramFiles). */
@@ -271,7 +269,7 @@ export class TelegramAdapter implements PlatformAdapter {
 
   /** Shows "typing" while a turn runs, once it has run for `typingDelayMs` (../typing.ts). */
   showTyping(address: ChatAddress): () => void {
-    if (this.stopped) return () => {};
+    if (this.health.stopped) return () => {};
     const other =
       address.threadId !== undefined ? { message_thread_id: Number(address.threadId) } : {};
     const send = () => {
@@ -282,25 +280,6 @@ export class TelegramAdapter implements PlatformAdapter {
     return typingSchedule(send, this.timing.typingDelayMs, this.timing.typingIntervalMs);
   }
 
-  private setError(error: string): void {
-    if (this.current.error !== error) this.logger.error({ error }, "telegram unavailable");
-    this.setStatus({ state: "error", error });
-  }
-
-  private setStatus(next: PlatformStatus): void {
-    const changed = next.state !== this.current.state || next.error !== this.current.error;
-    this.current = next;
-    if (changed) this.options.onStatusChange?.({ ...next });
-  }
-
-  private backoffMs(attempt: number): number {
-    return backoffMs(attempt, this.timing.backoffBaseMs, this.timing.backoffMaxMs);
-  }
-
-  private async pause(ms: number): Promise<void> {
-    await sleep(ms, this.stopController.signal).catch(() => {});
-  }
-
   private async run(firstAttempt: () => void): Promise<void> {
     try {
       const connected = await this.connect(firstAttempt);
@@ -308,35 +287,36 @@ export class TelegramAdapter implements PlatformAdapter {
       if (connected) await this.poll();
     } finally {
       // Polling ended without a stop (a rejected token, a bug): another gateway may poll.
-      if (!this.stopped) await this.options.poller?.release();
+      if (!this.health.stopped) await this.options.poller?.release();
     }
   }
 
   /** getMe, deleteWebhook (keeping pending updates) and setMyCommands, retried until it works. */
   private async connect(firstAttempt: () => void): Promise<boolean> {
-    for (let attempt = 1; !this.stopped; attempt++) {
+    for (let attempt = 1; !this.health.stopped; attempt++) {
       try {
-        await this.bot.init(asGrammySignal(this.stopController.signal));
+        await this.bot.init(asGrammySignal(this.health.stopSignal));
         await this.bot.api.deleteWebhook(
           { drop_pending_updates: false },
-          asGrammySignal(this.stopController.signal),
+          asGrammySignal(this.health.stopSignal),
         );
         await this.registerCommands();
-        this.setStatus({ state: "connected", error: null });
+        this.health.set("connected");
+        this.health.sawEvent();
         this.logger.info({ bot: this.bot.botInfo.username }, "telegram connected");
         // Previews a stop or crash cut off (in an earlier process too) get their mark.
         void this.progressView?.sweep();
         return true;
       } catch (err) {
-        if (this.stopped) return false;
+        if (this.health.stopped) return false;
         if (isTelegramError(err, 401)) {
-          this.setError(UNAUTHORIZED_TEXT);
+          this.health.fail(UNAUTHORIZED_TEXT, { retrying: false });
           return false;
         }
-        const delayMs = this.backoffMs(attempt);
-        this.setError(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
+        const delayMs = this.health.backoffMs(attempt);
+        this.health.fail(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
         firstAttempt();
-        await this.pause(delayMs);
+        await this.health.pause(delayMs);
       }
     }
     return false;
@@ -347,7 +327,7 @@ export class TelegramAdapter implements PlatformAdapter {
       await this.bot.api.setMyCommands(
         TELEGRAM_COMMANDS,
         undefined,
-        asGrammySignal(this.stopController.signal),
+        asGrammySignal(this.health.stopSignal),
       );
     } catch (err) {
       if (isTelegramError(err, 401)) throw err;
@@ -357,23 +337,23 @@ export class TelegramAdapter implements PlatformAdapter {
 
   /** Polls while this gateway holds the poller (always, alone); stands by while another does. */
   private async poll(): Promise<void> {
-    while (!this.stopped) {
+    while (!this.health.stopped) {
       const held = await this.holdPoller();
       if (!held) return;
-      while (!this.stopped && !held.aborted) {
+      while (!this.health.stopped && !held.aborted) {
         const updates = await this.fetchUpdates(held);
         if (updates === "fatal") return;
         if (updates) await this.handleBatch(updates);
       }
-      if (!this.stopped) this.logger.warn("telegram poller handed over; standing by");
+      if (!this.health.stopped) this.logger.warn("telegram poller handed over; standing by");
     }
   }
 
   /** Resolves once this gateway may poll, with a signal that aborts when it may no longer. */
   private async holdPoller(): Promise<AbortSignal | null> {
     const lease = this.options.poller;
-    if (!lease) return this.stopController.signal;
-    const held = await lease.acquire(this.stopController.signal);
+    if (!lease) return this.health.stopSignal;
+    const held = await lease.acquire(this.health.stopSignal);
     // Telegram redelivers what the previous holder did not confirm; the inbox stores it once.
     if (held) this.logger.info("telegram poller taken: polling from the last confirmed offset");
     return held;
@@ -396,14 +376,15 @@ export class TelegramAdapter implements PlatformAdapter {
         asGrammySignal(controller.signal),
       );
       this.confirmedOffset = offset;
-      if (this.current.state !== "connected") {
-        this.setStatus({ state: "connected", error: null });
+      this.health.sawEvent();
+      if (this.health.state !== "connected") {
+        this.health.set("connected");
         this.logger.info("telegram polling resumed");
       }
       this.pollFailures = 0;
       return updates;
     } catch (err) {
-      if (this.stopped) return "fatal";
+      if (this.health.stopped) return "fatal";
       if (held.aborted) return null;
       return (await this.recoverFromPollError(err)) ? null : "fatal";
     } finally {
@@ -415,21 +396,21 @@ export class TelegramAdapter implements PlatformAdapter {
   /** Reports a polling error and waits before the next attempt; false when polling must end. */
   private async recoverFromPollError(err: unknown): Promise<boolean> {
     if (isTelegramError(err, 401)) {
-      this.setError(UNAUTHORIZED_TEXT);
+      this.health.fail(UNAUTHORIZED_TEXT, { retrying: false });
       return false;
     }
     if (isTelegramError(err, 409)) {
-      this.setError(CONFLICT_TEXT);
-      await this.pause(this.timing.conflictRetryMs);
+      this.health.fail(CONFLICT_TEXT);
+      await this.health.pause(this.timing.conflictRetryMs);
       return true;
     }
     this.pollFailures += 1;
     if (isTelegramError(err, 429) && err instanceof GrammyError) {
-      await this.pause((err.parameters.retry_after ?? 1) * 1000);
+      await this.health.pause((err.parameters.retry_after ?? 1) * 1000);
       return true;
     }
-    this.setError(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
-    await this.pause(this.backoffMs(this.pollFailures));
+    this.health.fail(`Cannot reach Telegram (${describeTelegramError(err)}); retrying.`);
+    await this.health.pause(this.health.backoffMs(this.pollFailures));
     return true;
   }
 
@@ -442,7 +423,7 @@ export class TelegramAdapter implements PlatformAdapter {
    */
   private async handleBatch(updates: Update[]): Promise<void> {
     const sink = this.sink;
-    if (!sink || this.stopped) return;
+    if (!sink || this.health.stopped) return;
     const intakes = await Promise.all(
       updates.map((update) =>
         this.classify(update).catch((err: unknown): Intake => ({ kind: "failed", err })),
@@ -457,12 +438,12 @@ export class TelegramAdapter implements PlatformAdapter {
         continue;
       }
       this.sinkFailures += 1;
-      const delayMs = this.backoffMs(this.sinkFailures);
+      const delayMs = this.health.backoffMs(this.sinkFailures);
       this.logger.error(
         { err: outcome.reason, updateId: update.update_id, delayMs },
         "telegram message not stored, it will be redelivered",
       );
-      await this.pause(delayMs);
+      await this.health.pause(delayMs);
       return;
     }
   }

@@ -8,6 +8,8 @@ import { readFile } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { type Api, GrammyError, InputFile } from "grammy";
 import type { Logger } from "pino";
+import { backoffMs } from "../../lib/net.js";
+import { RECONNECT_JITTER } from "../kit/connection-state.js";
 import {
   type ChatAddress,
   FileTooLargeError,
@@ -85,7 +87,12 @@ export class TelegramFiles {
         if (err instanceof FileTooLargeError || signal.aborted || attempt >= DOWNLOAD_ATTEMPTS) {
           throw err;
         }
-        const delayMs = Math.min(this.options.policy.baseDelayMs * 2 ** (attempt - 1), 5_000);
+        const delayMs = backoffMs(
+          attempt,
+          this.options.policy.baseDelayMs,
+          5_000,
+          RECONNECT_JITTER,
+        );
         // The URL holds the bot token: log only what went wrong.
         this.options.logger.warn(
           { attempt, delayMs, error: (err as Error).message },

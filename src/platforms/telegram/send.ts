@@ -5,6 +5,8 @@
 import { type Api, GrammyError, HttpError } from "grammy";
 import type { InlineKeyboardMarkup } from "grammy/types";
 import type { Logger } from "pino";
+import { backoffMs } from "../../lib/net.js";
+import { RECONNECT_JITTER } from "../kit/connection-state.js";
 import type { ChatAddress, OutboundReply } from "../platform.js";
 import { htmlToPlainText, markdownToTelegramHtml, splitMessage } from "./format.js";
 
@@ -45,7 +47,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /** How long to wait before retrying after `err`, or null when it must not be retried. */
 export function retryDelayMs(err: unknown, attempt: number, policy: RetryPolicy): number | null {
-  const backoff = Math.min(policy.baseDelayMs * 2 ** (attempt - 1), policy.maxDelayMs);
+  const backoff = backoffMs(attempt, policy.baseDelayMs, policy.maxDelayMs, RECONNECT_JITTER);
   if (err instanceof HttpError) return backoff;
   if (!(err instanceof GrammyError)) return null;
   if (err.error_code === 429) {
@@ -289,7 +291,11 @@ export class TelegramSender {
   }
 }
 
-/** The three answers of an approval card; callback data as interface.md fixes it. */
+/**
+ * The three answers of an approval card. The callback data (`approve:<id>`,
+ * `approve_session:<id>`, `deny:<id>`) is read back by parseApprovalData: a card sent by an older
+ * process must still be understood, so it does not change.
+ */
 export function approvalKeyboard(approvalId: string): InlineKeyboardMarkup {
   return {
     inline_keyboard: [

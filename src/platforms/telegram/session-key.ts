@@ -1,5 +1,6 @@
 /**
- * Session keys and reply addresses for Telegram chats (lifecycle.md "session key"). Pure.
+ * Session keys and reply addresses for Telegram chats (the glossary's "session key" in
+ * docs/architecture.md). Pure.
  */
 import type { ChatAddress } from "../platform.js";
 

@@ -1,0 +1,100 @@
+import { describe, expect, it } from "vitest";
+import { createMemoryLogger } from "../../../test/helpers/memory-logger.js";
+import type { PlatformStatus } from "../platform.js";
+import { ConnectionState, RECONNECT_JITTER } from "./connection-state.js";
+
+function connection(stalledAfterMs?: number) {
+  const { logger, lines } = createMemoryLogger();
+  const changes: PlatformStatus[] = [];
+  let now = 1_000;
+  const state = new ConnectionState({
+    platform: "chat",
+    logger,
+    onStatusChange: (status) => changes.push(status),
+    backoff: { baseMs: 1_000, maxMs: 30_000 },
+    ...(stalledAfterMs !== undefined && { stalledAfterMs }),
+    now: () => now,
+  });
+  return { state, lines, changes, advance: (ms: number) => (now += ms) };
+}
+
+describe("ConnectionState", () => {
+  it("reads each status as the health status pages and alerts show", () => {
+    const { state } = connection();
+    expect(state.report()).toEqual({ state: "disabled", lastEventAt: null });
+    state.set("starting");
+    expect(state.report().state).toBe("reconnecting");
+    state.set("connected");
+    expect(state.report().state).toBe("connected");
+    state.fail("Cannot reach it; retrying.");
+    expect(state.report().state).toBe("reconnecting");
+    state.fail("token rejected", { retrying: false });
+    expect(state.report().state).toBe("down");
+    state.set("connected");
+    expect(state.report().state).toBe("connected");
+    state.set("stopped");
+    expect(state.report().state).toBe("disabled");
+  });
+
+  it("is stalled when connected and silent past the platform's bound, and not before", () => {
+    const { state, advance } = connection(60_000);
+    state.set("connected");
+    state.sawEvent();
+    expect(state.report()).toEqual({ state: "connected", lastEventAt: 1_000 });
+    advance(60_000);
+    expect(state.report().state).toBe("connected");
+    advance(1);
+    expect(state.report().state).toBe("stalled");
+    state.sawEvent();
+    expect(state.report()).toEqual({ state: "connected", lastEventAt: 61_001 });
+  });
+
+  it("is never stalled where silence is normal (no bound given)", () => {
+    const { state, advance } = connection();
+    state.set("connected");
+    state.sawEvent();
+    advance(86_400_000);
+    expect(state.report().state).toBe("connected");
+  });
+
+  it("tells listeners of real changes only, and logs each distinct error once", () => {
+    const { state, lines, changes } = connection();
+    state.set("starting");
+    state.set("starting");
+    state.fail("down for a bit");
+    state.fail("down for a bit");
+    state.fail("down differently");
+    state.set("connected");
+    expect(changes.map((c) => c.error ?? c.state)).toEqual([
+      "starting",
+      "down for a bit",
+      "down differently",
+      "connected",
+    ]);
+    expect(lines.filter((l) => l.msg === "chat unavailable").map((l) => l.error)).toEqual([
+      "down for a bit",
+      "down differently",
+    ]);
+    expect(state.status()).toEqual({ state: "connected", error: null });
+  });
+
+  it("ends its waits when the adapter stops, without throwing", async () => {
+    const { state } = connection();
+    const waiting = state.pause(600_000);
+    expect(state.stopped).toBe(false);
+    state.stop();
+    await waiting;
+    expect([state.stopped, state.stopSignal.aborted]).toEqual([true, true]);
+    await state.pause(600_000);
+  });
+
+  it("backs off within the configured bounds, with jitter below the bound", () => {
+    const { state } = connection();
+    for (let attempt = 1; attempt <= 8; attempt++) {
+      const bound = Math.min(30_000, 1_000 * 2 ** (attempt - 1));
+      const wait = state.backoffMs(attempt);
+      expect(wait).toBeLessThanOrEqual(bound);
+      expect(wait).toBeGreaterThanOrEqual(Math.floor(bound * (1 - RECONNECT_JITTER)));
+    }
+  });
+});

@@ -12,6 +12,7 @@ import { createReadFileTool } from "../agent/tools/read-file.js";
 import { createSendFileTool } from "../agent/tools/send-file.js";
 import { createTerminalTool } from "../agent/tools/terminal.js";
 import { createWriteFileTool } from "../agent/tools/write-file.js";
+import { createWebTools } from "../agent/web/web-tools.js";
 import type { Config } from "../config/schema.js";
 import { ModelStack } from "../context/model-stack.js";
 import { McpHub } from "../mcp/mcp-hub.js";
@@ -70,6 +71,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
       createScheduleTool(() => schedules, Date.now),
       createSendFileTool({ guard, filesDir: join(config.home, "files") }),
       createMemoryTool(config.home),
+      ...createWebTools(config.tools.web),
     ],
     mcp && (() => mcp.tools()),
   );

@@ -26,8 +26,9 @@ const REFUSED_V4: readonly [string, number, string][] = [
   ["240.0.0.0", 4, "reserved or broadcast"],
 ];
 const REFUSED_V6: readonly [string, number, string][] = [
-  // Holds :: (unspecified), ::1 (loopback) and the deprecated IPv4-compatible addresses.
-  ["::", 96, "loopback or unspecified"],
+  ["::1", 128, "loopback"],
+  ["::", 128, "unspecified"],
+  ["::", 96, "IPv4-compatible (deprecated)"],
   ["fc00::", 7, "private (unique local, e.g. fd00:ec2::254 metadata)"],
   ["fe80::", 10, "link-local"],
   ["fec0::", 10, "site-local"],

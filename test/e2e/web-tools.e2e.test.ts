@@ -122,3 +122,46 @@ describe("web_fetch through the gateway", () => {
     });
   }, 60_000);
 });
+
+describe("web_search through the gateway", () => {
+  it("is not offered without a provider", async () => {
+    const gateway = await startGateway("agent:\n  max_iterations: 3\n");
+    fake.script(() => ({ text: "hello" }));
+    await chat(gateway, "hi");
+    expect(offeredTools(fake.requests)).toContain("web_fetch");
+    expect(offeredTools(fake.requests)).not.toContain("web_search");
+  }, 60_000);
+
+  it("searches with the configured key, which reaches neither the model nor the store nor the logs", async () => {
+    const key = "brave-secret-key";
+    const gateway = await startGateway(
+      `tools:\n  web:\n    search:\n      provider: brave\n      url: ${web.origin}/brave\n      api_key: ${key}\n`,
+    );
+    scriptToolCalls([{ name: "web_search", arguments: { query: "otter" } }]);
+    const sessionId = await chat(gateway, "search otters");
+    expect(offeredTools(fake.requests)).toContain("web_search");
+    const [results = ""] = toolResults(fake.requests);
+    expect(results).toContain("1. Brave otter\n   https://example.org/brave");
+    expect(web.searchHeaders.at(-1)?.["x-subscription-token"]).toBe(key);
+    const rows = journal();
+    expect(rows.map((r) => [r.name, r.arguments, r.state])).toEqual([
+      ["web_search", JSON.stringify({ query: "otter" }), "finished"],
+    ]);
+    const transcript = await (await gateway.control(`/api/sessions/${sessionId}`)).text();
+    expect(transcript).toContain("Brave otter");
+    await gateway.stop();
+    const seen = [
+      JSON.stringify(fake.requests),
+      transcript,
+      ...["state.db", "state.db-wal", "logs/gateway.log"].map((name) => {
+        try {
+          return readFileSync(join(home, name)).toString("latin1");
+        } catch {
+          return "";
+        }
+      }),
+    ].join("\n");
+    expect(seen).toContain("Brave otter");
+    expect(seen).not.toContain(key);
+  }, 60_000);
+});

@@ -340,6 +340,11 @@ const webTools = z
       .describe("Bytes web_fetch reads of one response at most"),
     search: webSearch.optional().describe("The web_search provider"),
     browser: z.boolean().default(false).describe("Offer the browser tool (system Chromium)"),
+    browser_executable: z
+      .string()
+      .min(1)
+      .default("/usr/bin/chromium")
+      .describe("The Chromium (or Chrome) program the browser tool runs"),
   })
   .prefault({});
 

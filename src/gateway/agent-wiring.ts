@@ -59,6 +59,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
           callTimeoutMs: config.agent.tool_timeout * 1000,
         })
       : undefined;
+  const web = createWebTools(config.tools.web, { filesDir: join(config.home, "files") });
   const tools = createToolRegistry(
     [
       createTerminalTool({
@@ -71,7 +72,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
       createScheduleTool(() => schedules, Date.now),
       createSendFileTool({ guard, filesDir: join(config.home, "files") }),
       createMemoryTool(config.home),
-      ...createWebTools(config.tools.web),
+      ...web.tools,
     ],
     mcp && (() => mcp.tools()),
   );
@@ -81,6 +82,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
   const isReadOnlyTool = (name: string) => tools.get(name)?.readOnly ?? false;
   const killToolProcesses = () => {
     void mcp?.close();
+    void web.close();
     return processes.killAll();
   };
   const { base_url, name } = config.model;
@@ -133,6 +135,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
         ...(keeper && { keeper }),
         ...(preferred && { preferredModel: preferred }),
         memoryUser: input.memoryUser ?? null,
+        sessionId: input.sessionId ?? null,
         history: input.history,
         maxIterations: config.agent.max_iterations,
         cwd: config.cwd,

@@ -3,7 +3,7 @@
  * reach the model, the transcript and the tool-call journal; private addresses are refused there
  * as in the unit tests; search keys stay out of everything the model or the store sees.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -124,12 +124,13 @@ describe("web_fetch through the gateway", () => {
 });
 
 describe("web_search through the gateway", () => {
-  it("is not offered without a provider", async () => {
+  it("is not offered without a provider (nor the browser without tools.web.browser)", async () => {
     const gateway = await startGateway("agent:\n  max_iterations: 3\n");
     fake.script(() => ({ text: "hello" }));
     await chat(gateway, "hi");
     expect(offeredTools(fake.requests)).toContain("web_fetch");
     expect(offeredTools(fake.requests)).not.toContain("web_search");
+    expect(offeredTools(fake.requests)).not.toContain("browser");
   }, 60_000);
 
   it("searches with the configured key, which reaches neither the model nor the store nor the logs", async () => {
@@ -164,4 +165,38 @@ describe("web_search through the gateway", () => {
     expect(seen).toContain("Brave otter");
     expect(seen).not.toContain(key);
   }, 60_000);
+});
+
+describe.skipIf(!existsSync("/usr/bin/chromium"))("browser through the gateway", () => {
+  it("is offered with tools.web.browser, opens a page and sends its screenshot to the chat", async () => {
+    const gateway = await startGateway(
+      "tools:\n  web:\n    browser: true\n    allow_hosts: ['127.0.0.1']\n",
+    );
+    scriptToolCalls([
+      { name: "browser", arguments: { action: "open", url: `${web.origin}/article` } },
+      { name: "browser", arguments: { action: "screenshot" } },
+      { name: "browser", arguments: { action: "close" } },
+    ]);
+    const token = readFileSync(join(home, "control_token"), "utf8").trim();
+    const res = await gateway.fetch("/v1/chat/completions", {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      body: JSON.stringify({ model: "fake-model", messages: [{ role: "user", content: "look" }] }),
+    });
+    expect(res.status).toBe(200);
+    expect(offeredTools(fake.requests)).toContain("browser");
+    const [opened = "", shot = "", closed = ""] = toolResults(fake.requests);
+    expect(opened).toContain("Title: Otters of the Rhine");
+    expect(shot).toMatch(/queued it for the chat; link: \/files\/[0-9a-f-]{36}/);
+    expect(closed).toBe("The browser page is closed.");
+    const link = /\/files\/[0-9a-f-]{36}/.exec(shot)![0];
+    const file = await gateway.fetch(link, { headers: { authorization: `Bearer ${token}` } });
+    expect(file.status).toBe(200);
+    expect(
+      Buffer.from(await file.arrayBuffer())
+        .subarray(1, 4)
+        .toString("latin1"),
+    ).toBe("PNG");
+    expect(journal().map((r) => r.name)).toEqual(["browser", "browser", "browser"]);
+  }, 90_000);
 });

@@ -96,6 +96,35 @@ export async function startFakeWeb(options: { privateTarget?: string } = {}): Pr
         return send(200, "application/json", JSON.stringify({ otters: 12, river: "Rhine" }));
       case "/report.pdf":
         return send(200, "application/pdf", tinyPdf("Otter survey 2025: 412 animals counted"));
+      case "/form":
+        return send(
+          200,
+          "text/html",
+          `<!doctype html><html><head><title>Form page</title></head><body><h1>Find otters</h1>
+<form action="/submitted" method="get"><input name="q" placeholder="Search"><button>Go</button></form>
+<p><a href="/article">Read the article</a> or <a href="/download">download the data</a>.</p></body></html>`,
+        );
+      case "/submitted":
+        return send(
+          200,
+          "text/html",
+          `<!doctype html><html><head><title>Submitted</title></head><body><p>You searched for ${(url.searchParams.get("q") ?? "").replace(/[<&]/g, "")}.</p></body></html>`,
+        );
+      case "/leaky": {
+        // A page that tries to make the browser reach a private address behind the tool's back.
+        const target = url.searchParams.get("target") ?? "";
+        return send(
+          200,
+          "text/html",
+          `<!doctype html><html><head><title>Leaky</title></head><body><p>Leaky page.</p><img src="${target}/secret.png"><script>fetch("${target}/secret-fetch").catch(() => {});</script></body></html>`,
+        );
+      }
+      case "/download":
+        res.writeHead(200, {
+          "content-type": "text/csv",
+          "content-disposition": 'attachment; filename="otters.csv"',
+        });
+        return res.end("river,otters\nRhine,12\n");
       case "/missing":
         return send(404, "text/plain", "no such page");
       case "/image.png":

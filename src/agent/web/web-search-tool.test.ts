@@ -80,9 +80,13 @@ describe("web_search", () => {
   });
 
   it("is offered only with a provider configured", () => {
-    expect(createWebTools(webConfig({})).map((t) => t.name)).toEqual(["web_fetch"]);
+    expect(
+      createWebTools(webConfig({}), { filesDir: "/nonexistent" }).tools.map((t) => t.name),
+    ).toEqual(["web_fetch"]);
     const configured = webConfig({ search: { provider: "searxng", url: "http://127.0.0.1:1" } });
-    expect(createWebTools(configured).map((t) => t.name)).toEqual(["web_fetch", "web_search"]);
+    expect(
+      createWebTools(configured, { filesDir: "/nonexistent" }).tools.map((t) => t.name),
+    ).toEqual(["web_fetch", "web_search"]);
   });
 
   it("rejects a provider without what it needs, and bad allow_hosts, when the config loads", () => {

@@ -125,6 +125,8 @@ export async function startFakeWeb(options: { privateTarget?: string } = {}): Pr
           "content-disposition": 'attachment; filename="otters.csv"',
         });
         return res.end("river,otters\nRhine,12\n");
+      case "/headers":
+        return send(200, "application/json", JSON.stringify(req.headers));
       case "/missing":
         return send(404, "text/plain", "no such page");
       case "/image.png":

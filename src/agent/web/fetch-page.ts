@@ -52,10 +52,11 @@ export async function fetchPage(url: string, options: FetchOptions): Promise<Fet
   let current = parseWebUrl(url);
   let method = options.method ?? "GET";
   let body = options.body;
+  let headers = options.headers ?? {};
   try {
     for (;;) {
       checkLiteral(options.rules, current);
-      const response = await send(current, method, body, options.headers ?? {}, lookup, signal);
+      const response = await send(current, method, body, headers, lookup, signal);
       const location = response.headers.location;
       if (
         response.statusCode &&
@@ -68,7 +69,10 @@ export async function fetchPage(url: string, options: FetchOptions): Promise<Fet
           throw new Error(`more than ${MAX_REDIRECTS} redirects (last to ${location})`);
         }
         redirects.push(current.href);
-        current = parseWebUrl(new URL(location, current).href);
+        const next = parseWebUrl(new URL(location, current).href);
+        // A key meant for one site is not handed to the next (as browsers drop Authorization).
+        if (next.origin !== current.origin) headers = {};
+        current = next;
         // 303, and 301/302 after a POST, turn into a GET as browsers do.
         if (response.statusCode === 303 || method === "POST") {
           method = "GET";

@@ -125,6 +125,18 @@ export async function startFakeWeb(options: { privateTarget?: string } = {}): Pr
           "content-disposition": 'attachment; filename="otters.csv"',
         });
         return res.end("river,otters\nRhine,12\n");
+      case "/to-307": {
+        res.writeHead(307, { location: url.searchParams.get("url") ?? "/" });
+        return res.end();
+      }
+      case "/method": {
+        let body = "";
+        req.on("data", (chunk: Buffer) => {
+          body += chunk.toString();
+        });
+        req.on("end", () => send(200, "text/plain", `${req.method} ${body}`));
+        return;
+      }
       case "/headers":
         return send(200, "application/json", JSON.stringify(req.headers));
       case "/missing":

@@ -39,3 +39,17 @@ describe("fetchPage headers across redirects", () => {
     expect(seen).not.toHaveProperty("x-provider-key");
   });
 });
+
+describe("fetchPage methods across redirects", () => {
+  const post = { ...options, method: "POST" as const, body: "q=otter" };
+
+  it("keeps a POST and its body through a 307", async () => {
+    const page = await fetchPage(`http://a.test:${web.port}/to-307?url=/method`, post);
+    expect(page.body.toString()).toBe("POST q=otter");
+  });
+
+  it("turns a POST into a GET through a 301", async () => {
+    const page = await fetchPage(`http://a.test:${web.port}/to?url=/method`, post);
+    expect(page.body.toString()).toBe("GET ");
+  });
+});

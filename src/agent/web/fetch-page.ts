@@ -73,8 +73,9 @@ export async function fetchPage(url: string, options: FetchOptions): Promise<Fet
         // A key meant for one site is not handed to the next (as browsers drop Authorization).
         if (next.origin !== current.origin) headers = {};
         current = next;
-        // 303, and 301/302 after a POST, turn into a GET as browsers do.
-        if (response.statusCode === 303 || method === "POST") {
+        // 303, and 301/302 after a POST, turn into a GET as browsers do; 307/308 keep the method.
+        const status = response.statusCode;
+        if (status === 303 || ((status === 301 || status === 302) && method === "POST")) {
           method = "GET";
           body = undefined;
         }

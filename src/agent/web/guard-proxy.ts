@@ -129,6 +129,8 @@ export async function startGuardProxy(
         res.destroy();
       }
     });
+    // The browser gave up (navigated away, closed): stop the upstream request too.
+    res.on("close", () => outgoing.destroy());
     req.pipe(outgoing);
   });
 

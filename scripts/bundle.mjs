@@ -20,6 +20,8 @@ const EXTERNAL = [
   "discord-api-types",
   "@slack/*",
   "@modelcontextprotocol/sdk",
+  // The browser tool's driver: loaded on its first call, finds its own files at run time.
+  "playwright-core",
   // They load their WebAssembly files from beside their own code (the approvals' shell grammar).
   "web-tree-sitter",
   "tree-sitter-bash",

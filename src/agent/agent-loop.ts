@@ -153,6 +153,7 @@ async function runToolBatch(
         signal,
         ...(options.chat && { chat: options.chat }),
         ...(options.memoryUser && { memoryUser: options.memoryUser }),
+        ...(options.sessionId && { sessionId: options.sessionId }),
       });
       const { output: text, isError } = output;
       options.onEvent({ type: "tool_end", toolCallId, name: fn.name, output: text, isError });

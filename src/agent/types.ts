@@ -214,6 +214,8 @@ export interface RunTurnOptions {
   preferredModel?: string;
   /** Whose memory file the `memory` tool edits (`<platform>-<user id>`), if anyone's. */
   memoryUser?: string | null;
+  /** The session of the turn, passed to the tools. */
+  sessionId?: string | null;
   /** Approvals: consulted before each tool call; absent means every call runs. */
   gate?: ToolGate;
 }

@@ -73,6 +73,8 @@ export function approvalNeed(
   }
   if (policy.mode === "off") return null;
   if (name === "terminal") return terminalNeed(policy, commandOf(call), shell);
+  const danger = tool.dangerReason?.(argumentsOf(call));
+  if (danger) return toolNeed(danger);
   if (policy.mode === "always" && !tool.readOnly) {
     return toolNeed("every tool call is asked about");
   }
@@ -120,5 +122,13 @@ function commandOf(call: ToolCall): string {
     return typeof args.command === "string" ? args.command : call.function.arguments;
   } catch {
     return call.function.arguments;
+  }
+}
+
+function argumentsOf(call: ToolCall): unknown {
+  try {
+    return JSON.parse(call.function.arguments || "{}");
+  } catch {
+    return {};
   }
 }

@@ -52,6 +52,23 @@ describe("keel doctor", () => {
     expect(errors[1]).toMatch(/^✗ config: .*config\.yaml:4: agent\.max_iterations: /);
   });
 
+  it("names the web tools on offer, and fails a browser whose Chromium is missing", async () => {
+    writeFileSync(
+      join(dir.path, "config.yaml"),
+      "tools:\n  web:\n    search: { provider: searxng, url: 'http://127.0.0.1:9' }\n",
+    );
+    expect(line((await doctor()).out, "web")).toEqual(["✓ web: web_fetch; web_search (searxng)"]);
+    const missing = join(dir.path, "no-chromium");
+    writeFileSync(
+      join(dir.path, "config.yaml"),
+      `tools:\n  web:\n    browser: true\n    browser_executable: ${missing}\n`,
+    );
+    const run = await doctor();
+    expect(line(run.out, "web")).toEqual([
+      `✗ web: tools.web.browser is on but ${missing} cannot be run: install Chromium (Debian: apt install chromium) or set tools.web.browser_executable`,
+    ]);
+  });
+
   it("a self-referencing alias exits 78 like any other config error", async () => {
     writeFileSync(join(dir.path, "config.yaml"), "agent: &a\n  max_iterations: *a\n");
     const run = await doctor();

@@ -3,7 +3,7 @@
  * Telegram token, the Slack tokens, the listening port, the service manager — and prints ✓ / ⚠ / ✗ per check.
  * Exits 78 on a config error, 1 when any check failed, 0 otherwise (warnings included).
  */
-import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { accessSync, constants, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
 import { type LoadedConfig, loadConfig, resolveHome } from "../config/load-config.js";
@@ -71,7 +71,7 @@ export async function doctor(
   checks.push(checkHome(config.home), await checkStore(config));
   checks.push(await checkModel(config), await checkTelegram(config));
   checks.push(await checkSlack(config), await checkDiscord(config));
-  checks.push(...(await checkMcp(config)));
+  checks.push(...(await checkMcp(config)), checkWeb(config));
   checks.push(await checkGateway(config), await checkService(config.home, serviceDeps));
   for (const c of checks) print(c);
   return checks.some((c) => c.level === "fail") ? EXIT.failure : EXIT.ok;
@@ -141,6 +141,26 @@ async function checkModel(config: Config): Promise<Check> {
   const result = await probeModels(base_url, api_key, name);
   const level = result.ok ? "ok" : result.warnOnly ? "warn" : "fail";
   return { name: "model", level, detail: result.detail };
+}
+
+/** The web tools on offer, and whether the browser's Chromium can run at all. */
+function checkWeb(config: Config): Check {
+  const { search, browser, browser_executable, allow_hosts } = config.tools.web;
+  const parts = ["web_fetch"];
+  if (search) parts.push(`web_search (${search.provider})`);
+  if (allow_hosts.length > 0) parts.push(`allow_hosts: ${allow_hosts.join(", ")}`);
+  if (!browser) return { name: "web", level: "ok", detail: parts.join("; ") };
+  try {
+    accessSync(browser_executable, constants.X_OK);
+  } catch {
+    return {
+      name: "web",
+      level: "fail",
+      detail: `tools.web.browser is on but ${browser_executable} cannot be run: install Chromium (Debian: apt install chromium) or set tools.web.browser_executable`,
+    };
+  }
+  parts.push(`browser (${browser_executable})`);
+  return { name: "web", level: "ok", detail: parts.join("; ") };
 }
 
 /** One line per MCP server: started and listed its tools, or why not (a fail: its tools are absent). */

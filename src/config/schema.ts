@@ -2,6 +2,7 @@
  * The configuration reference: one zod schema, snake_case keys exactly as in config.yaml.
  * Unknown keys are errors (typos must not pass silently). Defaults live here and nowhere else.
  */
+import { isIP } from "node:net";
 import { z } from "zod";
 
 export const BUSY_INPUT_MODES = ["interrupt", "queue", "steer"] as const;
@@ -278,6 +279,75 @@ const regexList = (what: string) =>
     .default([])
     .describe(what);
 
+/** `intranet.example`, `10.1.2.3`, `fd00::1`, `10.0.0.0/8`, `fd00::/8`. */
+function isHostOrCidr(entry: string): boolean {
+  const [address, prefix, ...rest] = entry.split("/");
+  if (rest.length > 0 || !address) return false;
+  const family = isIP(address);
+  if (prefix !== undefined) {
+    if (family === 0 || !/^\d{1,3}$/.test(prefix)) return false;
+    return Number(prefix) <= (family === 4 ? 32 : 128);
+  }
+  return (
+    family !== 0 ||
+    /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i.test(address)
+  );
+}
+
+export const WEB_SEARCH_PROVIDERS = ["searxng", "brave", "tavily"] as const;
+
+const webSearch = z
+  .strictObject({
+    provider: z
+      .enum(WEB_SEARCH_PROVIDERS)
+      .describe("Search engine behind web_search (none: the tool is not offered)"),
+    url: z
+      .url()
+      .optional()
+      .describe("Base URL of the engine (required for searxng; brave and tavily have defaults)"),
+    api_key: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("API key (brave, tavily); never shown to the model"),
+  })
+  .refine((search) => search.provider !== "searxng" || search.url !== undefined, {
+    message: "searxng needs url (the base URL of your SearXNG instance)",
+    path: ["url"],
+  })
+  .refine((search) => search.provider === "searxng" || search.api_key !== undefined, {
+    message: "brave and tavily need api_key",
+    path: ["api_key"],
+  });
+
+const webTools = z
+  .strictObject({
+    allow_hosts: z
+      .array(
+        z.string().refine(isHostOrCidr, {
+          message: "must be a host name, an IP address or a CIDR such as 10.1.0.0/16",
+        }),
+      )
+      .default([])
+      .describe(
+        "Host names, addresses or CIDRs web tools may reach although private (e.g. an intranet wiki)",
+      ),
+    max_bytes: z
+      .number()
+      .int()
+      .positive()
+      .default(5 * 1024 * 1024)
+      .describe("Bytes web_fetch reads of one response at most"),
+    search: webSearch.optional().describe("The web_search provider"),
+    browser: z.boolean().default(false).describe("Offer the browser tool (system Chromium)"),
+    browser_executable: z
+      .string()
+      .min(1)
+      .default("/usr/bin/chromium")
+      .describe("The Chromium (or Chrome) program the browser tool runs"),
+  })
+  .prefault({});
+
 const tools = z
   .strictObject({
     approval: z
@@ -295,6 +365,7 @@ const tools = z
       .positive()
       .default(600)
       .describe("Seconds a tool call waits for approval before it is denied"),
+    web: webTools,
   })
   .prefault({});
 

@@ -12,6 +12,7 @@ import { createReadFileTool } from "../agent/tools/read-file.js";
 import { createSendFileTool } from "../agent/tools/send-file.js";
 import { createTerminalTool } from "../agent/tools/terminal.js";
 import { createWriteFileTool } from "../agent/tools/write-file.js";
+import { createWebTools } from "../agent/web/web-tools.js";
 import type { Config } from "../config/schema.js";
 import { ModelStack } from "../context/model-stack.js";
 import { McpHub } from "../mcp/mcp-hub.js";
@@ -58,6 +59,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
           callTimeoutMs: config.agent.tool_timeout * 1000,
         })
       : undefined;
+  const web = createWebTools(config.tools.web, { filesDir: join(config.home, "files") });
   const tools = createToolRegistry(
     [
       createTerminalTool({
@@ -70,6 +72,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
       createScheduleTool(() => schedules, Date.now),
       createSendFileTool({ guard, filesDir: join(config.home, "files") }),
       createMemoryTool(config.home),
+      ...web.tools,
     ],
     mcp && (() => mcp.tools()),
   );
@@ -79,6 +82,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
   const isReadOnlyTool = (name: string) => tools.get(name)?.readOnly ?? false;
   const killToolProcesses = () => {
     void mcp?.close();
+    void web.close();
     return processes.killAll();
   };
   const { base_url, name } = config.model;
@@ -131,6 +135,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
         ...(keeper && { keeper }),
         ...(preferred && { preferredModel: preferred }),
         memoryUser: input.memoryUser ?? null,
+        sessionId: input.sessionId ?? null,
         history: input.history,
         maxIterations: config.agent.max_iterations,
         cwd: config.cwd,

@@ -12,7 +12,7 @@ import type { Tool } from "./tool.js";
  * Discord and Slack have no upload yet: refused here, so the model can tell the user instead of
  * believing a file went out.
  */
-const FILE_PLATFORMS = new Set(["telegram", "webchat", "api"]);
+export const FILE_PLATFORMS = new Set(["telegram", "webchat", "api"]);
 
 /** The largest file a bot may upload to Telegram, and so the largest Keel sends anywhere. */
 export const MAX_SEND_BYTES = 50 * 1_048_576;

@@ -13,6 +13,11 @@ export interface Tool {
    * tools leave it out and follow `tools.approval`.
    */
   approval?: "off" | "dangerous" | "always";
+  /**
+   * Why this call of a built-in tool waits under `tools.approval: dangerous` (a browser action
+   * that submits a form), or null; for tools whose risk depends on the arguments.
+   */
+  dangerReason?(args: unknown): string | null;
   execute(args: unknown, context: ToolContext): Promise<ToolOutput>;
 }
 
@@ -25,6 +30,8 @@ export interface ToolContext {
   chat?: ChatAddress | null;
   /** Whose memory file the `memory` tool edits (`<platform>-<user id>`): the turn's sender. */
   memoryUser?: string | null;
+  /** The session the turn belongs to (the `browser` tool keeps one browser context per session). */
+  sessionId?: string | null;
 }
 
 export interface ToolOutput {

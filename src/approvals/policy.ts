@@ -50,6 +50,9 @@ export function approvalNeed(
   tool: Tool | undefined,
 ): ApprovalNeed | null {
   if (!tool) return null;
+  // Stepping outside the sandbox always asks, whatever the mode (tools.sandbox).
+  const outside = tool.outsideSandbox?.(call.function.arguments);
+  if (outside) return { ...outside, summary: clip(outside.summary) };
   const name = call.function.name;
   if (tool.approval !== undefined) {
     if (tool.approval === "off" || (tool.approval === "dangerous" && tool.readOnly)) return null;

@@ -9,6 +9,8 @@ export interface GatewayStatus {
   draining: boolean;
   restart_requested: boolean;
   platforms: Record<string, { state: string; error: string | null }>;
+  /** `tools.sandbox` as resolved at start: whether terminal commands run in the sandbox, and why. */
+  sandbox?: { mode: "workspace" | "off" | "failed"; detail: string };
   /** MCP servers (when configured): state, why one is down, and its tools while connected. */
   mcp?: Record<string, { state: string; error: string | null; tools: string[] }>;
   turns: {

@@ -29,9 +29,10 @@ export interface SandboxView {
   /**
    * Where `path` (relative to the working folder) really is, links resolved, and whether that is
    * under a writable root. A path that cannot be resolved (a link loop, a folder we may not
-   * search) is not writable: a human decides.
+   * search) is not writable: a human decides. `hidden`: inside the Keel home and not writable,
+   * which the sandbox hides and the file tools refuse (home-guard.ts), so no human is asked.
    */
-  locate(path: string): { realPath: string; writable: boolean };
+  locate(path: string): { realPath: string; writable: boolean; hidden: boolean };
 }
 
 /** A sandbox in force: its view, and how to run a command in it. */
@@ -81,11 +82,11 @@ export function resolveSandbox(
   if (options.setting === "off") {
     return { mode: "off", detail: "off (tools.sandbox: off): commands run unconfined" };
   }
-  const home = realOrAsIs(options.home);
   const roots = [options.workspace, ...options.writable].map((p) =>
     realOrAsIs(isAbsolute(p) ? p : resolve(options.home, p)),
   );
   const writableRoots = [...new Set(roots)];
+  const home = realOrAsIs(options.home);
   const view: SandboxView = {
     writableRoots,
     network: options.network,
@@ -93,9 +94,10 @@ export function resolveSandbox(
       const absolute = resolve(options.workspace, path);
       try {
         const realPath = realPathOf(absolute);
-        return { realPath, writable: writableRoots.some((root) => isInside(realPath, root)) };
+        const writable = writableRoots.some((root) => isInside(realPath, root));
+        return { realPath, writable, hidden: !writable && isInside(realPath, home) };
       } catch {
-        return { realPath: absolute, writable: false };
+        return { realPath: absolute, writable: false, hidden: false };
       }
     },
   };

@@ -43,8 +43,9 @@ export function outsideWritable(
   tool: string,
 ): (args: { path: string }) => SandboxStep | null {
   return ({ path }) => {
-    const { realPath, writable } = sandbox.locate(path);
-    if (writable) return null;
+    const { realPath, writable, hidden } = sandbox.locate(path);
+    // Inside the home the tool refuses anyway: no human is asked about a call that cannot run.
+    if (writable || hidden) return null;
     return {
       rule: `sandbox:${tool}:${realPath}`,
       reason: `${realPath} is outside the sandbox's writable folders`,

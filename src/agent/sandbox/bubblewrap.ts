@@ -5,7 +5,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
-import { delimiter, isAbsolute, join } from "node:path";
+import { delimiter, isAbsolute, join, relative } from "node:path";
 
 /** What a sandboxed command may see and touch. Paths are absolute and already real (no links). */
 export interface SandboxProfile {
@@ -19,8 +19,9 @@ export interface SandboxProfile {
 
 /**
  * bwrap's arguments up to and including `--`, for a command run in `cwd`. The root is bound
- * read-only; `/tmp` is private; the home is hidden; the writable roots are bound back over both
- * (later mounts win, so a root under `/tmp` or the home stays visible). The command gets a pid
+ * read-only; `/tmp` is private; the writable roots are bound over it; then the home is hidden and
+ * the roots inside it (the workspace) are bound back. Later mounts win: a root under `/tmp` stays
+ * visible, and a root that holds the home (`~` listed as writable) does not uncover it. The command gets a pid
  * namespace of its own, so everything it starts dies when it ends, and a session of its own, so
  * it cannot push input into a terminal (TIOCSTI). `--die-with-parent`: nothing outlives the gateway.
  */
@@ -41,13 +42,22 @@ export function bubblewrapArgs(profile: SandboxProfile, cwd: string): string[] {
     "/proc",
     "--tmpfs",
     "/tmp",
-    "--tmpfs",
-    profile.home,
   ];
+  // Strictly inside: the home itself listed as writable stays hidden all the same.
+  const inHome = (root: string) => root !== profile.home && isInside(root, profile.home);
   // A root that does not exist (yet) is skipped rather than failing every command.
-  for (const root of profile.writable) args.push("--bind-try", root, root);
+  const bind = (root: string) => args.push("--bind-try", root, root);
+  profile.writable.filter((root) => !inHome(root)).forEach(bind);
+  args.push("--tmpfs", profile.home);
+  profile.writable.filter(inHome).forEach(bind);
   args.push("--chdir", cwd, "--");
   return args;
+}
+
+/** True when `path` is `folder` or lies below it (both absolute and normalized). */
+export function isInside(path: string, folder: string): boolean {
+  const rel = relative(folder, path);
+  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
 }
 
 /** The outcome of probing bubblewrap: the program to run, or why it cannot be used. */

@@ -4,9 +4,9 @@
  * once, at start: `auto` probes bubblewrap and falls back to no sandbox with a warning.
  */
 import { lstatSync, readlinkSync, realpathSync } from "node:fs";
-import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import type { Config } from "../../config/schema.js";
-import { type BubblewrapProbe, bubblewrapArgs, probeBubblewrap } from "./bubblewrap.js";
+import { type BubblewrapProbe, bubblewrapArgs, isInside, probeBubblewrap } from "./bubblewrap.js";
 
 export interface SandboxOptions {
   setting: Config["tools"]["sandbox"];
@@ -132,11 +132,6 @@ function realOrAsIs(path: string): string {
   } catch {
     return path;
   }
-}
-
-function isInside(path: string, folder: string): boolean {
-  const rel = relative(folder, path);
-  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
 }
 
 /** Symlinks followed at most while resolving one path (as the kernel's ELOOP limit). */

@@ -220,6 +220,18 @@ describe("the terminal tool in the sandbox", () => {
     expect(existsSync(join(outside, "note.txt"))).toBe(false);
   });
 
+  it("a writable path that holds the home (as ~ would) does not uncover it", async () => {
+    const state = sandboxState({ writable: [root] });
+    const result = await run(
+      `cat ../control_token; ls -A '${home}'; echo yes > '${join(root, "beside.txt")}' && echo wrote`,
+      state,
+    );
+    expect(result.output).not.toContain("secret-token");
+    expect(result.output).not.toMatch(/^state\.db$/m);
+    expect(result.output).toContain("wrote");
+    expect(readFileSync(join(root, "beside.txt"), "utf8")).toBe("yes\n");
+  });
+
   it('"sandbox": false runs unconfined (the approval gate asks first; see policy tests)', async () => {
     const result = await run(`echo out > '${join(outside, "note.txt")}' && echo wrote`, undefined, {
       sandbox: false,

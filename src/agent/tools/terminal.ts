@@ -67,8 +67,14 @@ const MAX_TIMER_MS = 2_147_483_647;
  * Creates the `terminal` tool: runs a command with `/bin/sh -c` in the context's cwd, in its own
  * process group, with the given environment plus a run marker. The model's `timeout` can only
  * shorten the configured one. On timeout or abort the whole group and every process carrying the
- * marker (see process-registry.ts) get SIGTERM, then SIGKILL after a grace period. Output is stdout and stderr combined, middle-truncated, followed by the exit status; a
- * non-zero exit, a timeout or an interruption is `isError` with the output still included.
+ * marker (see process-registry.ts) get SIGTERM, then SIGKILL after a grace period. Output is
+ * stdout and stderr combined, middle-truncated, followed by the exit status; a non-zero exit, a
+ * timeout or an interruption is `isError` with the output still included.
+ *
+ * With a sandbox (`options.sandbox`), the shell runs under bubblewrap instead (its outer process
+ * leads the group, and the command's own pid namespace ends with it), the model is told the
+ * limits and offered `sandbox: false`, and such a call names itself through `outsideSandbox`
+ * so that the approval gate always asks; a failure on the sandbox's walls says how to ask.
  */
 export function createTerminalTool(options: TerminalToolOptions): Tool {
   const description =

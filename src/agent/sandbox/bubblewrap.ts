@@ -21,15 +21,20 @@ export interface SandboxProfile {
  * bwrap's arguments up to and including `--`, for a command run in `cwd`. The root is bound
  * read-only; `/tmp` is private; the writable roots are bound over it; then the home is hidden and
  * the roots inside it (the workspace) are bound back. Later mounts win: a root under `/tmp` stays
- * visible, and a root that holds the home (`~` listed as writable) does not uncover it. The command gets a pid
- * namespace of its own, so everything it starts dies when it ends, and a session of its own, so
- * it cannot push input into a terminal (TIOCSTI). `--die-with-parent`: nothing outlives the gateway.
+ * visible, and a root that holds the home (`~` listed as writable) does not uncover it. The
+ * command gets a pid namespace of its own, so everything it starts dies when it ends, and a
+ * session of its own, so it cannot push input into a terminal (TIOCSTI). `--die-with-parent`:
+ * nothing outlives the gateway.
  */
 export function bubblewrapArgs(profile: SandboxProfile, cwd: string): string[] {
   const args = [
     "--die-with-parent",
     "--new-session",
     "--unshare-pid",
+    // The shell is the namespace's pid 1: when it exits the kernel kills and reaps everything
+    // else in it before bwrap sees the exit, so nothing is left once the command returns. (With
+    // bwrap's own init as pid 1, bwrap reports the exit status first and tears down after.)
+    "--as-pid-1",
     "--unshare-ipc",
     "--unshare-uts",
     ...(profile.network ? [] : ["--unshare-net"]),

@@ -202,7 +202,7 @@ describe("the terminal tool in the sandbox", () => {
       const result = await run(connect(), sandboxState({ network: false }));
       expect(result.output).not.toContain("hello from the host");
       expect(result.output).toContain("ECONNREFUSED");
-      expect(result.output).toContain("there is no network");
+      expect(result.output).toContain("no network");
       expect(result.output).toContain('"sandbox": false');
     });
   });

@@ -50,9 +50,7 @@ const SandboxedTerminalArgs = TerminalArgs.extend({
   sandbox: z
     .boolean()
     .optional()
-    .describe(
-      "false: run outside the sandbox, only when a command needs it (a human must approve first)",
-    ),
+    .describe("false: run outside the sandbox (waits for a human's approval)"),
 });
 
 type Args = z.output<typeof SandboxedTerminalArgs>;
@@ -108,23 +106,23 @@ export function createTerminalTool(options: TerminalToolOptions): Tool {
   });
 }
 
+/**
+ * Added to the tool's description. Short: it goes with every model call (the working folder's
+ * path is in the system prompt already).
+ */
 function sandboxDescription(state: Exclude<SandboxState, { mode: "off" }>): string {
-  const ask =
-    'If a command needs more, call it again with "sandbox": false: a human must approve that first.';
-  if (state.mode === "failed") {
-    return `The sandbox commands must run in is not usable here, so a command runs only with "sandbox": false, which a human must approve first.`;
-  }
-  return `Commands run in a sandbox: ${limits(state.sandbox)} ${ask}`;
+  if (state.mode === "failed") return 'The sandbox is broken here: only "sandbox": false runs.';
+  return `Runs in a sandbox: ${limits(state.sandbox)}.`;
 }
 
-/** What the sandbox allows, in words for the model. */
+/** What the sandbox allows, in few words for the model. */
 function limits(sandbox: Sandbox): string {
-  const [workspace, ...others] = sandbox.writableRoots;
-  const writable = others.length > 0 ? `${workspace} and ${others.join(", ")}` : workspace;
+  const others = sandbox.writableRoots.slice(1);
+  const writable =
+    others.length > 0 ? `the working folder and ${others.join(", ")}` : "the working folder";
   return (
-    `only ${writable} can be written, /tmp is private and starts empty, ` +
-    `${sandbox.network ? "" : "there is no network, "}` +
-    "and whatever a command starts in the background ends with it."
+    `only ${writable} writable, private /tmp, ` +
+    `${sandbox.network ? "" : "no network, "}background processes end with the command`
   );
 }
 
@@ -212,8 +210,8 @@ function hitTheSandbox(output: string, sandbox: Sandbox): boolean {
 
 function sandboxHint(sandbox: Sandbox): string {
   return (
-    `This ran in the sandbox: ${limits(sandbox)} If the command failed because of that, ` +
-    `call terminal again with the same command and "sandbox": false; it then waits for a human to approve it.`
+    `This ran in the sandbox (${limits(sandbox)}). If it failed because of that, call terminal ` +
+    `again with the same command and "sandbox": false; it then waits for a human to approve it.`
   );
 }
 

@@ -152,7 +152,6 @@ describe("stepping outside the sandbox always asks", () => {
     expect(result).toContain("Read-only file system");
     expect(result).toContain('"sandbox": false');
     expect(offeredTerminal().parameters.properties).toHaveProperty("sandbox");
-    expect(offeredTerminal().description).toContain("Runs in a sandbox");
   });
 
   it("write_file and send_file outside the writable roots ask; inside the workspace they do not", async () => {

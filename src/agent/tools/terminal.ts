@@ -50,7 +50,7 @@ const SandboxedTerminalArgs = TerminalArgs.extend({
   sandbox: z
     .boolean()
     .optional()
-    .describe("false: run outside the sandbox (waits for a human's approval)"),
+    .describe("false: run outside the sandbox (needs a human's approval)"),
 });
 
 type Args = z.output<typeof SandboxedTerminalArgs>;
@@ -70,9 +70,9 @@ const MAX_TIMER_MS = 2_147_483_647;
  * timeout or an interruption is `isError` with the output still included.
  *
  * With a sandbox (`options.sandbox`), the shell runs under bubblewrap instead (its outer process
- * leads the group, and the command's own pid namespace ends with it), the model is told the
- * limits and offered `sandbox: false`, and such a call names itself through `outsideSandbox`
- * so that the approval gate always asks; a failure on the sandbox's walls says how to ask.
+ * leads the group, and the command's own pid namespace ends with it), the model is offered
+ * `sandbox: false`, and such a call names itself through `outsideSandbox` so that the approval
+ * gate always asks; a failure on the sandbox's walls states the limits and how to ask.
  */
 export function createTerminalTool(options: TerminalToolOptions): Tool {
   const description =
@@ -90,7 +90,7 @@ export function createTerminalTool(options: TerminalToolOptions): Tool {
   }
   return defineTool({
     name: "terminal",
-    description: `${description} ${sandboxDescription(state)}`,
+    description: `${description}${sandboxDescription(state)}`,
     schema: SandboxedTerminalArgs,
     readOnly: false,
     run: (args, context) => runCommand(args, context, options),
@@ -107,12 +107,12 @@ export function createTerminalTool(options: TerminalToolOptions): Tool {
 }
 
 /**
- * Added to the tool's description. Short: it goes with every model call (the working folder's
- * path is in the system prompt already).
+ * Added to the tool's description: nothing while the sandbox works, since the specs go with every
+ * model call (about 50 tokens made small-window conversations overflow); a command that hits the
+ * sandbox's walls is told its limits in its result instead.
  */
 function sandboxDescription(state: Exclude<SandboxState, { mode: "off" }>): string {
-  if (state.mode === "failed") return 'The sandbox is broken here: only "sandbox": false runs.';
-  return `Runs in a sandbox: ${limits(state.sandbox)}.`;
+  return state.mode === "failed" ? ' The sandbox is broken here: only "sandbox": false runs.' : "";
 }
 
 /** What the sandbox allows, in few words for the model. */

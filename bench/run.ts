@@ -17,6 +17,10 @@
  * - `context`: prompt size per turn over a long conversation on an 8k-token model, compaction
  *   time, and the budget check per model call (`--context-turns`, `--budget-checks`).
  *
+ * - `sandbox`: what the sandbox (bubblewrap) adds per terminal command: p50/p99 of `true` and a
+ *   small `ls -l` through the real terminal tool, unconfined and sandboxed (`--commands`, default
+ *   200 of each; bench/sandbox.ts).
+ *
  * Not in the default run (it needs Postgres): `cluster` (`npm run bench -- cluster`, or
  * `--only cluster`): turns/s with 1, 2 and 3 gateway processes on one Postgres, and the takeover
  * time after a SIGKILL (`--instances`, `--cluster-sessions`, `--cluster-turns`, `--lease-ttl`,
@@ -41,12 +45,21 @@ import { CONTEXT_WINDOW, type ContextResult, runContext, THRESHOLD_TOKENS } from
 import { type CoreResult, runCore, SETTLE_S } from "./core.js";
 import { runDiscordThroughput } from "./discord-throughput.js";
 import { type ResumeResult, runResume, runStopInFlight, type StopResult } from "./lifecycle.js";
+import { runSandboxBench, type SandboxBenchResult } from "./sandbox.js";
 import { runSlackThroughput } from "./slack-throughput.js";
 import { spread, verdict } from "./stats.js";
 import { runTelegramThroughput, type ThroughputResult } from "./telegram-throughput.js";
 
 const TARGET_MESSAGES_PER_SECOND = 300;
-const SECTIONS = ["telegram", "slack", "discord", "api", "lifecycle", "context"] as const;
+const SECTIONS = [
+  "telegram",
+  "slack",
+  "discord",
+  "api",
+  "lifecycle",
+  "context",
+  "sandbox",
+] as const;
 /** Run only when named: they need more than this machine alone (a Postgres server). */
 const NAMED_ONLY = ["cluster", "restart"] as const;
 type Section = (typeof SECTIONS)[number] | (typeof NAMED_ONLY)[number];
@@ -80,6 +93,7 @@ function parseOptions() {
       "cluster-turns": { type: "string", default: "600" },
       "lease-ttl": { type: "string", default: "5" },
       interrupted: { type: "string", default: "5" },
+      commands: { type: "string", default: "200" },
     },
   });
 }
@@ -425,6 +439,25 @@ function restartReport(results: RestartResult[]): string {
   ].join("\n");
 }
 
+async function sandbox(values: Values, runs: number): Promise<SandboxBenchResult[]> {
+  const results: SandboxBenchResult[] = [];
+  for (let i = 0; i < runs; i += 1) results.push(await runSandboxBench(Number(values.commands)));
+  return results;
+}
+
+function sandboxReport(results: SandboxBenchResult[]): string {
+  const ms = (f: (r: SandboxBenchResult) => number) => spread(pick(results, f), 2);
+  const row = (label: string, kind: "true" | "ls") =>
+    `  ${label.padEnd(30)} p50 ${ms((r) => r.plain[kind].p50)} -> ${ms((r) => r.sandboxed[kind].p50)} ms, ` +
+    `p99 ${ms((r) => r.plain[kind].p99)} -> ${ms((r) => r.sandboxed[kind].p99)} ms`;
+  return [
+    `Sandbox cost per command (the terminal tool, unconfined -> under bubblewrap; ${results[0]!.commands} of each per run)`,
+    row("true", "true"),
+    row("ls -l (20 files)", "ls"),
+    `  ${"added at p50, true".padEnd(30)} ${ms((r) => r.sandboxed.true.p50 - r.plain.true.p50)} ms`,
+  ].join("\n");
+}
+
 async function main(): Promise<number> {
   const { values, positionals } = parseOptions();
   const runs = Math.max(1, Number(values.runs));
@@ -465,6 +498,10 @@ async function main(): Promise<number> {
         results.push(await runRestart({ interrupted: Number(values.interrupted) }));
       json.restart = results;
       text = restartReport(results);
+    } else if (section === "sandbox") {
+      const results = await sandbox(values, runs);
+      json.sandbox = results;
+      text = sandboxReport(results);
     } else if (section === "context") {
       const results = await context(values, runs);
       json.context = results;

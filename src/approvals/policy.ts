@@ -58,6 +58,10 @@ export function approvalNeed(
   shell: ShellParser | null,
 ): ApprovalNeed | null {
   if (!tool) return null;
+  // Stepping outside the sandbox always asks, whatever the mode (tools.sandbox).
+  const outside = tool.outsideSandbox?.(call.function.arguments);
+  // Its grant is that one step (the exact command, or the path): nothing wider.
+  if (outside) return { ...outside, grants: [outside.rule] };
   const name = call.function.name;
   const toolNeed = (reason: string): ApprovalNeed => ({
     rule: `tool:${name}`,

@@ -251,3 +251,35 @@ describe("keel doctor finds what a new user gets wrong", () => {
     expect(code).toBe(1);
   });
 });
+
+describe("keel doctor says whether terminal commands run in the sandbox", () => {
+  it("✓ workspace where bubblewrap works, with what is writable", async () => {
+    const run = await doctor();
+    expect(line(run.out, "sandbox")).toEqual([
+      expect.stringMatching(/^✓ sandbox: workspace \(.*bwrap\): writable .*workspace; network on$/),
+    ]);
+  });
+
+  it("⚠ off and why when bubblewrap is missing under `auto`; ✗ under `workspace`", async () => {
+    env.KEEL_BWRAP = join(dir.path, "no-such-bwrap");
+    const auto = await doctor();
+    expect(line(auto.out, "sandbox")).toEqual([
+      expect.stringMatching(
+        /^⚠ sandbox: off: bubblewrap is not usable \(.*no-such-bwrap was not found\), so terminal commands run unconfined/,
+      ),
+    ]);
+    writeFileSync(join(dir.path, "config.yaml"), "tools:\n  sandbox: workspace\n");
+    const strict = await doctor();
+    expect(line(strict.out, "sandbox")).toEqual([
+      expect.stringMatching(/^✗ sandbox: tools\.sandbox is workspace but bubblewrap is not usable/),
+    ]);
+    expect(strict.code).toBe(1);
+  });
+
+  it("✓ off when the config says so", async () => {
+    writeFileSync(join(dir.path, "config.yaml"), "tools:\n  sandbox: off\n");
+    expect(line((await doctor()).out, "sandbox")).toEqual([
+      "✓ sandbox: off (tools.sandbox: off): commands run unconfined",
+    ]);
+  });
+});

@@ -6,6 +6,7 @@
 import { accessSync, constants, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
+import { resolveSandbox, sandboxOptions } from "../agent/sandbox/sandbox.js";
 import { type LoadedConfig, loadConfig, resolveHome } from "../config/load-config.js";
 import type { Config } from "../config/schema.js";
 import { describeStoreTarget, storeTarget } from "../config/store-target.js";
@@ -68,7 +69,7 @@ export async function doctor(
             detail: `${join(config.home, "config.yaml")} (or defaults)`,
           },
         ];
-  checks.push(checkHome(config.home), await checkStore(config));
+  checks.push(checkHome(config.home), await checkStore(config), checkSandbox(config));
   checks.push(await checkModel(config), await checkTelegram(config));
   checks.push(await checkSlack(config), await checkDiscord(config));
   checks.push(...(await checkMcp(config)), checkWeb(config));
@@ -98,6 +99,14 @@ function checkHome(home: string): Check {
       detail: `${home} is mode ${mode.toString(8)}; run chmod 700 ${home}`,
     };
   return { name: "home", level: "ok", detail: home };
+}
+
+/** Probes bubblewrap as the gateway does at start: are terminal commands sandboxed, and if not why. */
+function checkSandbox(config: Config): Check {
+  const state = resolveSandbox(sandboxOptions(config));
+  const level =
+    state.mode === "failed" ? "fail" : state.mode === "off" && state.warning ? "warn" : "ok";
+  return { name: "sandbox", level, detail: state.detail };
 }
 
 /** Opens the store the config selects (running its migrations, as the gateway would). */

@@ -83,6 +83,7 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
     controlToken: p.control.token ?? readOrCreateControlToken(home, owner),
     telegramEnabled: p.platforms.telegram.enabled ?? p.platforms.telegram.token !== undefined,
     toolEnv: buildToolEnv(options.env, p.agent.env_passthrough),
+    bwrapProgram: options.env.KEEL_BWRAP || "bwrap",
     crashPoint: options.env.KEEL_CRASH_POINT || undefined,
   };
   return { config: deepFreeze(config), warnings };
@@ -106,6 +107,7 @@ export function fallbackConfig(options: LoadConfigOptions): Config {
     controlToken: p.control.token ?? readControlToken(home) ?? "",
     telegramEnabled: false,
     toolEnv: buildToolEnv(options.env, []),
+    bwrapProgram: options.env.KEEL_BWRAP || "bwrap",
     crashPoint: undefined,
   };
   return deepFreeze(config);
@@ -251,12 +253,13 @@ function relaxLifecycleKeys(
 }
 
 /**
- * `KEEL_*` variables Keel reads besides the config bindings (the home, the crash-point harness).
+ * `KEEL_*` variables Keel reads besides the config bindings (the home, the crash-point harness,
+ * the bubblewrap program).
  * Any other `KEEL_` name close to a known one is probably a misspelling that silently does
  * nothing, so it gets a warning with the name it resembles; names close to nothing (a user's own
  * `KEEL_SOMETHING`) are left alone.
  */
-const OTHER_KEEL_VARIABLES = ["KEEL_HOME", "KEEL_CRASH_POINT"];
+const OTHER_KEEL_VARIABLES = ["KEEL_HOME", "KEEL_CRASH_POINT", "KEEL_BWRAP"];
 
 function misspeltVariables(env: Env): string[] {
   const known = [...ENV_BINDINGS.map((b) => b.env), ...OTHER_KEEL_VARIABLES];

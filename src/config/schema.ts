@@ -261,6 +261,9 @@ const telegram = z
 
 export const APPROVAL_MODES = ["off", "dangerous", "always"] as const;
 
+/** `tools.sandbox`: `auto` is `workspace` where bubblewrap works, else `off` (with a warning). */
+export const SANDBOX_MODES = ["auto", "workspace", "off"] as const;
+
 const regexList = (what: string) =>
   z
     .array(
@@ -365,6 +368,20 @@ const tools = z
       .positive()
       .default(600)
       .describe("Seconds a tool call waits for approval before it is denied"),
+    sandbox: z
+      .enum(SANDBOX_MODES)
+      .default("auto")
+      .describe(
+        "Where terminal commands run: in a bubblewrap sandbox (workspace), unconfined (off), or the sandbox where bubblewrap works (auto)",
+      ),
+    sandbox_writable: z
+      .array(z.string().min(1))
+      .default([])
+      .describe("Paths the sandbox leaves writable besides the working folder"),
+    sandbox_network: z
+      .boolean()
+      .default(true)
+      .describe("Sandboxed commands may use the network (false: loopback of their own only)"),
     web: webTools,
   })
   .prefault({});
@@ -532,6 +549,8 @@ export interface Config extends ParsedConfig {
   telegramEnabled: boolean;
   /** The environment the agent's tools run with (see tool-env.ts): scrubbed of Keel's secrets. */
   toolEnv: Readonly<Record<string, string>>;
+  /** KEEL_BWRAP: the bubblewrap program the sandbox runs (default `bwrap`, found on PATH). */
+  bwrapProgram: string;
   /** KEEL_CRASH_POINT: a named crash point for the crash-safety harness (never set in production). */
   crashPoint: string | undefined;
 }

@@ -10,6 +10,8 @@ export interface GatewayStatus {
   restart_requested: boolean;
   /** `last_event_at`: when the platform last handed over a message or a button press (ISO). */
   platforms: Record<string, { state: string; error: string | null; last_event_at?: string | null }>;
+  /** `tools.sandbox` as resolved at start: whether terminal commands run in the sandbox, and why. */
+  sandbox?: { mode: "workspace" | "off" | "failed"; detail: string };
   /** MCP servers (when configured): state, why one is down, and its tools while connected. */
   mcp?: Record<string, { state: string; error: string | null; tools: string[] }>;
   turns: {

@@ -5,6 +5,12 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { runAgentLoop } from "../agent/agent-loop.js";
 import { withImageInput } from "../agent/image-input.js";
+import {
+  resolveSandbox,
+  type SandboxState,
+  sandboxOptions,
+  sandboxView,
+} from "../agent/sandbox/sandbox.js";
 import { createHomeGuard } from "../agent/tools/home-guard.js";
 import { createToolRegistry } from "../agent/tools/index.js";
 import { createProcessRegistry } from "../agent/tools/process-registry.js";
@@ -34,6 +40,8 @@ export interface AgentParts {
   bindSchedules?(book: ScheduleBook): void;
   /** The configured MCP servers, started with the gateway. */
   mcp?: McpHub;
+  /** `tools.sandbox` as resolved at start (bubblewrap probed once). */
+  sandbox: SandboxState;
 }
 
 const BASE_PROMPT =
@@ -44,6 +52,11 @@ const BASE_PROMPT =
 
 export function createAgentParts(config: Config, logger: Logger): AgentParts {
   const processes = createProcessRegistry();
+  const sandbox = resolveSandbox(sandboxOptions(config));
+  if (sandbox.mode === "failed") logger.error(`sandbox ${sandbox.detail}`);
+  else if (sandbox.mode === "off" && sandbox.warning) logger.warn(sandbox.warning);
+  else logger.info(`sandbox ${sandbox.detail}`);
+  const view = sandboxView(sandbox);
   // The home holds the gateway's secrets; only its workspace is open, wherever agent.cwd is.
   const guard = createHomeGuard(config.home);
   // The gateway hands over its schedule book once its store exists (bindSchedules).
@@ -66,11 +79,16 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
         defaultTimeoutMs: config.agent.tool_timeout * 1000,
         processes,
         env: config.toolEnv,
+        sandbox,
       }),
       createReadFileTool({ guard }),
-      createWriteFileTool({ guard }),
+      createWriteFileTool({ guard, ...(view && { sandbox: view }) }),
       createScheduleTool(() => schedules, Date.now),
-      createSendFileTool({ guard, filesDir: join(config.home, "files") }),
+      createSendFileTool({
+        guard,
+        filesDir: join(config.home, "files"),
+        ...(view && { sandbox: view }),
+      }),
       createMemoryTool(config.home),
       ...web.tools,
     ],
@@ -88,7 +106,14 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
   const { base_url, name } = config.model;
   if (!base_url || !name) {
     logger.warn("no model configured: chat messages will be answered with how to configure one");
-    return { agent: null, isReadOnlyTool, killToolProcesses, bindSchedules, ...(mcp && { mcp }) };
+    return {
+      agent: null,
+      isReadOnlyTool,
+      killToolProcesses,
+      bindSchedules,
+      sandbox,
+      ...(mcp && { mcp }),
+    };
   }
   mkdirSync(config.cwd, { recursive: true });
   const models = new ModelStack(config, logger);
@@ -101,6 +126,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
     isReadOnlyTool,
     killToolProcesses,
     bindSchedules,
+    sandbox,
     models,
     ...(mcp && { mcp }),
     agent: async (input) => {

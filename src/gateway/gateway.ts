@@ -510,6 +510,7 @@ export class Gateway implements LifecycleCalls {
       draining: this.phase === "drained",
       restart_requested: this.stopGuard.current()?.restart ?? false,
       platforms,
+      sandbox: { mode: this.deps.agent.sandbox.mode, detail: this.deps.agent.sandbox.detail },
       ...(this.deps.agent.mcp && { mcp: this.deps.agent.mcp.status() }),
       turns: turns.map((t) => ({
         session_key: t.sessionKey,

@@ -60,7 +60,11 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
   const count = options.conversations ?? Math.min(8, Math.max(2, Math.ceil(options.turns / 6)));
   const conversations = planConversations(createRng(options.seed), options.turns, count);
   const dir = mkdtempSync(join(tmpdir(), "keel-chaos-cluster-"));
-  const ledger = join(dir, "ledger.txt");
+  // Shared by the gateways' commands, which run in the sandbox (the default): its folder is the
+  // one path each config adds to the sandbox's writable roots.
+  const ledgerDir = join(dir, "ledger");
+  mkdirSync(ledgerDir);
+  const ledger = join(ledgerDir, "ledger.txt");
   writeFileSync(ledger, "");
   const telegram = await startFakeTelegram({ token: TOKEN });
   const model = await startFakeOpenAI({ contextLength: CHAOS_CONTEXT_LENGTH });
@@ -97,7 +101,8 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
     const agent = window === undefined ? "" : `agent:\n  resume_breaker_window: ${window}\n`;
     writeFileSync(
       join(homes[i]!, "config.yaml"),
-      `${agent}display:\n  busy_input_mode: ${rng.pick(BUSY_MODES)}\n`,
+      `${agent}display:\n  busy_input_mode: ${rng.pick(BUSY_MODES)}\n` +
+        `tools:\n  sandbox_writable: [${JSON.stringify(ledgerDir)}]\n`,
     );
     const gateway = await startGatewayProcess({
       home: homes[i]!,

@@ -86,7 +86,8 @@ export async function createRig(options: RigOptions): Promise<Rig> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), "keel-chaos-"));
   mkdirSync(dir, { recursive: true });
   const home = join(dir, "home");
-  const ledger = join(dir, "ledger.txt");
+  // In the workspace: the commands run in the sandbox (the default), where only it is writable.
+  const ledger = join(home, "workspace", "ledger.txt");
   mkdirSync(join(home, "workspace"), { recursive: true });
   writeFileSync(join(home, "workspace", READ_FILE_NAME), `${READ_FILE_TEXT}\n`);
   writeFileSync(ledger, "");

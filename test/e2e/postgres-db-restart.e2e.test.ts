@@ -101,7 +101,8 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
           KEEL_GATEWAY_BUSY_INPUT_MODE: "queue",
         },
       });
-      ledger = join(gateway.home, "ledger.txt");
+      // In the workspace: the sandbox hides the rest of the home from commands.
+      ledger = join(gateway.home, "workspace", "ledger.txt");
       model.script(jobScript(ledger));
       await gateway.waitForReady(30_000);
     });

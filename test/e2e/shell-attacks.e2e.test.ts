@@ -15,7 +15,11 @@ import { aimedAt, ISSUE_ATTACKS, MORE_ATTACKS } from "../helpers/shell-attacks.j
 
 /** The gateway's config.yaml for this suite: approvals in their default mode, nothing else. */
 function attackerConfig(): string {
-  return ["tools:", "  approval: dangerous", "  approval_timeout: 3600", ""].join("\n");
+  // The sandbox off: with it on, the victim folder survives anyway (read-only), and this suite
+  // would no longer show that the approval rules hold by themselves.
+  return ["tools:", "  approval: dangerous", "  approval_timeout: 3600", "  sandbox: off", ""].join(
+    "\n",
+  );
 }
 
 let fake: FakeOpenAI;

@@ -249,7 +249,10 @@ describe("file modes of the home", () => {
 });
 
 describe("processes a tool hides from its process group", () => {
-  it("a setsid and a double-forked sleep do not outlive the gateway's stop", async () => {
+  it("without the sandbox, a setsid and a double-forked sleep do not outlive the gateway's stop", async () => {
+    // With the sandbox (the default) they die with the command itself: see the next describe.
+    mkdirSync(home, { recursive: true });
+    writeFileSync(join(home, "config.yaml"), "tools:\n  sandbox: off\n");
     const gateway = await startGateway();
     const token = readFileSync(join(home, "control_token"), "utf8").trim();
     const command = `setsid sleep ${uniqueSeconds} & (sleep ${uniqueSeconds} &) ; echo started`;
@@ -266,5 +269,50 @@ describe("processes a tool hides from its process group", () => {
       timeoutMs: 5000,
       message: "both sleeps killed by the stop",
     });
+  });
+});
+
+describe("the sandbox, on by default (tools.sandbox: auto, bubblewrap installed)", () => {
+  it("with approvals off, a command cannot write or delete outside the workspace nor read the home, can write the workspace, and what it started in the background dies with it", async () => {
+    // Outside /tmp, which the sandbox replaces with its own: the folder must be there, read-only.
+    const outside = mkdtempSync(
+      join(existsSync("/var/tmp") ? "/var/tmp" : tmpdir(), "keel-e2e-out-"),
+    );
+    try {
+      writeFileSync(join(outside, "keep.txt"), "precious\n");
+      // No approvals at all (rm -rf would ask otherwise): the sandbox alone holds.
+      mkdirSync(home, { recursive: true });
+      writeFileSync(join(home, "config.yaml"), "tools:\n  approval: off\n");
+      const gateway = await startGateway();
+      const token = readFileSync(join(home, "control_token"), "utf8").trim();
+      const command = [
+        `rm -rf '${outside}'`,
+        `echo attacker > '${join(outside, "keep.txt")}'`,
+        "cat ../control_token",
+        `head -c 16 '${join(home, "state.db")}'`,
+        "echo from-the-sandbox > made.txt && echo wrote-workspace",
+        `setsid sleep ${uniqueSeconds} &`,
+        `nohup sleep ${uniqueSeconds} >/dev/null 2>&1 &`,
+        "echo started",
+      ].join("\n");
+      scriptToolCalls([{ name: "terminal", arguments: { command } }]);
+      await chat(gateway, token, "try everything");
+      const [output = ""] = toolResults(fake.requests);
+      expect(output).toContain("started");
+      expect(output).toMatch(/Read-only file system/);
+      expect(output).not.toContain(token);
+      expect(output).not.toContain("SQLite format");
+      expect(output).toContain("wrote-workspace");
+      expect(readFileSync(join(outside, "keep.txt"), "utf8")).toBe("precious\n");
+      expect(readFileSync(join(home, "workspace", "made.txt"), "utf8")).toBe("from-the-sandbox\n");
+      // The command has returned: nothing it started is left, with the gateway still running.
+      expect(pidsWithArgument(uniqueSeconds)).toEqual([]);
+      const status = (await (await gateway.control("/api/status")).json()) as {
+        sandbox?: { mode: string };
+      };
+      expect(status.sandbox?.mode).toBe("workspace");
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Tool, ToolContext, ToolOutput } from "./tool.js";
+import type { SandboxStep, Tool, ToolContext, ToolOutput } from "./tool.js";
 
 /** What a tool implementation provides; `run` receives arguments already validated by `schema`. */
 export interface ToolDefinition<Schema extends z.ZodType> {
@@ -8,6 +8,8 @@ export interface ToolDefinition<Schema extends z.ZodType> {
   schema: Schema;
   readOnly: boolean;
   run(args: z.output<Schema>, context: ToolContext): Promise<ToolOutput>;
+  /** See {@link Tool.outsideSandbox}; called with arguments already validated by `schema`. */
+  outsideSandbox?(args: z.output<Schema>): SandboxStep | null;
 }
 
 /**
@@ -17,11 +19,19 @@ export interface ToolDefinition<Schema extends z.ZodType> {
  */
 export function defineTool<Schema extends z.ZodType>(definition: ToolDefinition<Schema>): Tool {
   const { $schema: _dialect, ...parameters } = z.toJSONSchema(definition.schema, { io: "input" });
+  const { outsideSandbox } = definition;
   return {
     name: definition.name,
     description: definition.description,
     parameters,
     readOnly: definition.readOnly,
+    ...(outsideSandbox && {
+      // Arguments that do not parse step nowhere: the call fails with the validation error.
+      outsideSandbox(args: unknown): SandboxStep | null {
+        const parsed = definition.schema.safeParse(parseArguments(args));
+        return parsed.success ? outsideSandbox(parsed.data) : null;
+      },
+    }),
     async execute(args: unknown, context: ToolContext): Promise<ToolOutput> {
       let input = args;
       if (typeof args === "string") {
@@ -44,6 +54,15 @@ export function defineTool<Schema extends z.ZodType>(definition: ToolDefinition<
       }
     },
   };
+}
+
+function parseArguments(args: unknown): unknown {
+  if (typeof args !== "string") return args;
+  try {
+    return JSON.parse(args || "{}");
+  } catch {
+    return undefined;
+  }
 }
 
 /** An error result for the model. */

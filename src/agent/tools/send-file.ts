@@ -3,9 +3,11 @@ import { copyFile, mkdir, stat } from "node:fs/promises";
 import { basename, isAbsolute, join, relative } from "node:path";
 import { z } from "zod";
 import { formatSize, mimeOf } from "../media/file-kind.js";
+import type { SandboxView } from "../sandbox/sandbox.js";
 import { defineTool, errorText, toolError } from "./define-tool.js";
 import { type HomeGuard, resolveReal } from "./home-guard.js";
 import type { Tool } from "./tool.js";
+import { outsideWritable } from "./write-file.js";
 
 /**
  * Platforms whose adapters deliver a file (Telegram uploads it, the web chat and the API link it).
@@ -21,6 +23,11 @@ export interface SendFileToolOptions {
   guard: HomeGuard;
   /** Where Keel keeps the copies it sends (`$KEEL_HOME/files`), served at `/files/<id>`. */
   filesDir: string;
+  /**
+   * The sandbox's view (`tools.sandbox`): a file outside its writable roots is sent once a human
+   * approves. Absent: only files under the working folder are sent, never asked.
+   */
+  sandbox?: SandboxView;
 }
 
 const SendFileArgs = z.object({
@@ -42,6 +49,7 @@ export function createSendFileTool(options: SendFileToolOptions): Tool {
       "photos). Up to 50 MB. The path is relative to the working folder.",
     schema: SendFileArgs,
     readOnly: false,
+    ...(options.sandbox && { outsideSandbox: outsideWritable(options.sandbox, "send_file") }),
     async run({ path, caption }, { cwd, chat }) {
       if (!chat) return toolError("This turn has no chat to send a file to.");
       if (!FILE_PLATFORMS.has(chat.platform)) {
@@ -52,9 +60,10 @@ export function createSendFileTool(options: SendFileToolOptions): Tool {
       try {
         const target = await options.guard.check(cwd, path);
         if (target.refusal) return toolError(target.refusal);
+        // With a sandbox, a path outside its writable roots was approved before the call ran.
         const realCwd = await resolveReal(cwd);
         const rel = relative(realCwd, target.realPath);
-        if (rel.startsWith("..") || isAbsolute(rel)) {
+        if (!options.sandbox && (rel.startsWith("..") || isAbsolute(rel))) {
           return toolError(`Refused: ${path} is outside the working folder (${realCwd}).`);
         }
         const info = await stat(target.realPath).catch(() => null);

@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { z } from "zod";
+import type { Sandbox, SandboxState } from "../sandbox/sandbox.js";
 import { defineTool, errorText, toolError } from "./define-tool.js";
 import {
   isGroupAlive,
@@ -25,6 +27,12 @@ export interface TerminalToolOptions {
   killGraceMs?: number;
   /** Environment of the commands (the config's scrubbed `toolEnv`); a run marker is added. */
   env: Readonly<Record<string, string>>;
+  /**
+   * `tools.sandbox` as resolved at start. `workspace`: commands run in the sandbox unless the
+   * call says `sandbox: false` (which a human approves first); `failed`: they are refused unless
+   * it says so. Absent or `off`: commands run unconfined and the argument is not offered.
+   */
+  sandbox?: SandboxState;
 }
 
 const TerminalArgs = z.object({
@@ -38,6 +46,15 @@ const TerminalArgs = z.object({
     ),
 });
 
+const SandboxedTerminalArgs = TerminalArgs.extend({
+  sandbox: z
+    .boolean()
+    .optional()
+    .describe("false: run outside the sandbox (needs a human's approval)"),
+});
+
+type Args = z.output<typeof SandboxedTerminalArgs>;
+
 /** How long to wait for the output pipes after the shell exited (background children may hold them). */
 const PIPE_DRAIN_MS = 500;
 
@@ -48,19 +65,65 @@ const MAX_TIMER_MS = 2_147_483_647;
  * Creates the `terminal` tool: runs a command with `/bin/sh -c` in the context's cwd, in its own
  * process group, with the given environment plus a run marker. The model's `timeout` can only
  * shorten the configured one. On timeout or abort the whole group and every process carrying the
- * marker (see process-registry.ts) get SIGTERM, then SIGKILL after a grace period. Output is stdout and stderr combined, middle-truncated, followed by the exit status; a
- * non-zero exit, a timeout or an interruption is `isError` with the output still included.
+ * marker (see process-registry.ts) get SIGTERM, then SIGKILL after a grace period. Output is
+ * stdout and stderr combined, middle-truncated, followed by the exit status; a non-zero exit, a
+ * timeout or an interruption is `isError` with the output still included.
+ *
+ * With a sandbox (`options.sandbox`), the shell runs under bubblewrap instead (its outer process
+ * leads the group, and the command's own pid namespace ends with it), the model is offered
+ * `sandbox: false`, and such a call names itself through `outsideSandbox` so that the approval
+ * gate always asks; a failure on the sandbox's walls states the limits and how to ask.
  */
 export function createTerminalTool(options: TerminalToolOptions): Tool {
+  const description =
+    "Run a shell command in the working folder and return its combined stdout and stderr " +
+    "with the exit code. Long output is truncated in the middle.";
+  const state = options.sandbox;
+  if (!state || state.mode === "off") {
+    return defineTool({
+      name: "terminal",
+      description,
+      schema: TerminalArgs,
+      readOnly: false,
+      run: (args, context) => runCommand(args, context, options),
+    });
+  }
   return defineTool({
     name: "terminal",
-    description:
-      "Run a shell command in the working folder and return its combined stdout and stderr " +
-      "with the exit code. Long output is truncated in the middle.",
-    schema: TerminalArgs,
+    description: `${description}${sandboxDescription(state)}`,
+    schema: SandboxedTerminalArgs,
     readOnly: false,
     run: (args, context) => runCommand(args, context, options),
+    outsideSandbox: (args) =>
+      args.sandbox === false
+        ? {
+            // The exact command: approving it "for the session" covers that command alone.
+            rule: `sandbox:off:${createHash("sha256").update(args.command).digest("hex").slice(0, 24)}`,
+            reason: "it runs outside the sandbox",
+            summary: args.command,
+          }
+        : null,
   });
+}
+
+/**
+ * Added to the tool's description: nothing while the sandbox works, since the specs go with every
+ * model call (about 50 tokens made small-window conversations overflow); a command that hits the
+ * sandbox's walls is told its limits in its result instead.
+ */
+function sandboxDescription(state: Exclude<SandboxState, { mode: "off" }>): string {
+  return state.mode === "failed" ? ' The sandbox is broken here: only "sandbox": false runs.' : "";
+}
+
+/** What the sandbox allows, in few words for the model. */
+function limits(sandbox: Sandbox): string {
+  const others = sandbox.writableRoots.slice(1);
+  const writable =
+    others.length > 0 ? `the working folder and ${others.join(", ")}` : "the working folder";
+  return (
+    `only ${writable} writable, private /tmp, ` +
+    `${sandbox.network ? "" : "no network, "}background processes end with the command`
+  );
 }
 
 type Ending =
@@ -68,18 +131,25 @@ type Ending =
   | { kind: "spawn_failed"; error: Error };
 
 async function runCommand(
-  args: z.output<typeof TerminalArgs>,
+  args: Args,
   context: ToolContext,
   options: TerminalToolOptions,
 ): Promise<ToolOutput> {
   if (context.signal.aborted) return toolError("Not run: the turn was interrupted.");
+  const state = options.sandbox;
+  const outside = args.sandbox === false;
+  if (state?.mode === "failed" && !outside) return toolError(`Not run: ${state.detail}.`);
+  const sandbox = state?.mode === "workspace" && !outside ? state.sandbox : undefined;
   const cwdProblem = await checkFolder(context.cwd);
   if (cwdProblem) return toolError(cwdProblem);
   const limitMs = Math.min(options.defaultTimeoutMs, MAX_TIMER_MS);
   const requestedMs = args.timeout !== undefined ? args.timeout * 1000 : limitMs;
   const timeoutMs = Math.min(requestedMs, limitMs);
   const marker = options.processes.newMarker();
-  const child = spawn("/bin/sh", ["-c", args.command], {
+  const program = sandbox
+    ? sandbox.command(context.cwd, args.command)
+    : { file: "/bin/sh", args: ["-c", args.command] };
+  const child = spawn(program.file, program.args, {
     cwd: context.cwd,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
@@ -114,7 +184,11 @@ async function runCommand(
       return toolError(`Could not start the command: ${errorText(ending.error)}`);
     }
     const capped = requestedMs > limitMs ? limitMs : undefined;
-    return report(output.text(), ending, stoppedBy, timeoutMs, capped);
+    const result = report(output.text(), ending, stoppedBy, timeoutMs, capped);
+    if (sandbox && result.isError && !stoppedBy && hitTheSandbox(result.output, sandbox)) {
+      result.output += `\n[${sandboxHint(sandbox)}]`;
+    }
+    return result;
   } finally {
     clearTimeout(timer);
     context.signal.removeEventListener("abort", onAbort);
@@ -122,6 +196,23 @@ async function runCommand(
     // child that left the group is found by its marker.
     if (run && !stoppedBy && !isGroupAlive(run.pgid)) options.processes.delete(run);
   }
+}
+
+/** Messages of a command stopped by the sandbox's walls (a write, a signal, the network). */
+const WALL_MESSAGES =
+  /read-only file system|permission denied|operation not permitted|\bE(ROFS|ACCES|PERM)\b/i;
+const NETWORK_MESSAGES =
+  /network is unreachable|could not resolve|temporary failure in name resolution|name or service not known|connection refused|\bE(NETUNREACH|AI_AGAIN|NOTFOUND|CONNREFUSED)\b/i;
+
+function hitTheSandbox(output: string, sandbox: Sandbox): boolean {
+  return WALL_MESSAGES.test(output) || (!sandbox.network && NETWORK_MESSAGES.test(output));
+}
+
+function sandboxHint(sandbox: Sandbox): string {
+  return (
+    `This ran in the sandbox (${limits(sandbox)}). If it failed because of that, call terminal ` +
+    `again with the same command and "sandbox": false; it then waits for a human to approve it.`
+  );
 }
 
 function report(

@@ -18,7 +18,21 @@ export interface Tool {
    * that submits a form), or null; for tools whose risk depends on the arguments.
    */
   dangerReason?(args: unknown): string | null;
+  /**
+   * Set by tools the sandbox confines (`tools.sandbox`): a call that would step outside it (a
+   * command with `sandbox: false`, a write outside the writable roots) returns what to ask a
+   * human, who must approve it whatever `tools.approval` says; null when it stays inside.
+   * `args` is the call's raw arguments (a JSON string or an object).
+   */
+  outsideSandbox?(args: unknown): SandboxStep | null;
   execute(args: unknown, context: ToolContext): Promise<ToolOutput>;
+}
+
+/** A call that steps outside the sandbox: the approval rule it falls under, why, what to show. */
+export interface SandboxStep {
+  rule: string;
+  reason: string;
+  summary: string;
 }
 
 export interface ToolContext {

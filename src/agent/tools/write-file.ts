@@ -2,14 +2,20 @@ import { constants } from "node:fs";
 import { mkdir, open, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
+import type { SandboxView } from "../sandbox/sandbox.js";
 import { defineTool, errorText, toolError } from "./define-tool.js";
 import { type HomeGuard, resolveReal } from "./home-guard.js";
 import { describeKind } from "./read-file.js";
-import type { Tool } from "./tool.js";
+import type { SandboxStep, Tool } from "./tool.js";
 
 export interface WriteFileToolOptions {
   /** Refuses paths inside the Keel home (the gateway always sets it). */
   guard?: HomeGuard;
+  /**
+   * The sandbox's view (`tools.sandbox`): a write outside its writable roots waits for a human.
+   * Absent: no sandbox, no question.
+   */
+  sandbox?: SandboxView;
 }
 
 const WriteFileArgs = z.object({
@@ -29,6 +35,26 @@ const OPEN_FLAGS =
   constants.O_NOFOLLOW;
 
 /**
+ * The sandbox hook of a file tool: a path outside the writable roots asks. The rule names the
+ * real path, so approving it for the session covers that file alone.
+ */
+export function outsideWritable(
+  sandbox: SandboxView,
+  tool: string,
+): (args: { path: string }) => SandboxStep | null {
+  return ({ path }) => {
+    const { realPath, writable, hidden } = sandbox.locate(path);
+    // Inside the home the tool refuses anyway: no human is asked about a call that cannot run.
+    if (writable || hidden) return null;
+    return {
+      rule: `sandbox:${tool}:${realPath}`,
+      reason: `${realPath} is outside the sandbox's writable folders`,
+      summary: `${tool} ${path}`,
+    };
+  };
+}
+
+/**
  * Creates the `write_file` tool: writes `content` to `path` (relative to the context's cwd),
  * replacing the file and creating missing parent folders. Not read-only: never re-run after a
  * crash. Paths the guard refuses, existing targets that are not regular files and file-system
@@ -42,6 +68,7 @@ export function createWriteFileTool(options: WriteFileToolOptions = {}): Tool {
       "The path is relative to the working folder.",
     schema: WriteFileArgs,
     readOnly: false,
+    ...(options.sandbox && { outsideSandbox: outsideWritable(options.sandbox, "write_file") }),
     async run({ path, content }, { cwd }) {
       try {
         const target = options.guard

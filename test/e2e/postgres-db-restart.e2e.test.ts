@@ -141,7 +141,17 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       for (let step = 0; n < JOBS_PER_CHAT; step++) {
         const ids: string[] = [];
         for (let k = 0; k < 1 + (step % 2) && n < JOBS_PER_CHAT; k++) ids.push(`c${chatId}-${++n}`);
-        for (const id of ids) telegram.sendUserMessage({ chatId, text: `job ${id}` });
+        telegram.sendUserMessage({ chatId, text: `job ${ids[0]}` });
+        if (ids[1]) {
+          // Sent once the first job's turn runs, so it waits in the inbox behind that turn (in
+          // queue mode its own turn); sent together, the two would be one turn (a backlog).
+          await waitFor(() => botTexts(chatId).some((t) => t.includes(`echo ${ids[0]} >>`)), {
+            timeoutMs: 240_000,
+            intervalMs: 50,
+            message: `${ids[0]} started; chat: ${JSON.stringify(botTexts(chatId))}`,
+          });
+          telegram.sendUserMessage({ chatId, text: `job ${ids[1]}` });
+        }
         for (const id of ids) {
           await waitFor(() => answered(chatId, id) > 0, {
             timeoutMs: 240_000,

@@ -56,6 +56,7 @@ import type { Cluster } from "./cluster.js";
 import type { GatewayCore, LifecycleCalls } from "./core-wiring.js";
 import { PlatformEventClock } from "./event-clock.js";
 import { listHomeChannels } from "./home-channels.js";
+import { platformRows } from "./platform-rows.js";
 
 /** The parts the composition root built, and the seams of this gateway's surroundings. */
 export interface GatewayParts {
@@ -493,11 +494,11 @@ export class Gateway implements LifecycleCalls {
     const now = this.now();
     const turns = this.runner.activeTurns();
     const sessions = await this.store.countSessions();
-    const platforms = Object.fromEntries(
-      Object.entries(this.platformStates()).map(([name, p]) => {
-        const at = this.platformEvents.lastEventAt(name);
-        return [name, { ...p, last_event_at: at === null ? null : new Date(at).toISOString() }];
-      }),
+    const platforms = platformRows(
+      this.platformStates(),
+      this.platforms.connections(),
+      (name) => this.platformEvents.lastEventAt(name),
+      now,
     );
     return {
       gateway_state:

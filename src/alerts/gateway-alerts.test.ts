@@ -116,7 +116,12 @@ describe("gateway alerts", () => {
   it("raises each condition once after it held for `after`, and clears it once", async () => {
     await at(0);
     connections.telegram = { state: "stalled", lastEventAt: T0 };
-    model.record({ model: "m", attempt: 1, outcome: "http", status: 500, error: "HTTP 500" });
+    model.record({
+      model: "m",
+      attempt: 1,
+      outcome: "network",
+      error: "fetch failed: http://user:secret@10.0.0.9/v1",
+    });
     oldest = T0;
     await at(10);
     await at(299);
@@ -157,6 +162,9 @@ describe("gateway alerts", () => {
     const raised = receiver.log.find((e) => e.kind === "alert" && e.alert === "disk_low");
     expect(raised).toMatchObject({ state: "raised", at: "2026-01-01T12:06:41.000Z" });
     expect(raised && "detail" in raised && raised.detail).toMatch(/1\.0 % of the store's volume/);
+    const failing = receiver.log.find((e) => e.kind === "alert" && e.alert === "model_failing");
+    expect(failing && "detail" in failing && failing.detail).toMatch(/user:\*\*\*@10\.0\.0\.9/);
+    expect(JSON.stringify(receiver.log)).not.toContain("secret");
     // The chat got the same, one notice each.
     expect(notices.map((n) => n.text.split("\n")[0])).toHaveLength(expected.length);
   });

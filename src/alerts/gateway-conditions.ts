@@ -5,6 +5,7 @@
  */
 import { statfs } from "node:fs/promises";
 import type { ModelFailing } from "../agent/model-health.js";
+import { maskUrlCredentials } from "../lib/url-credentials.js";
 import type { ConnectionReport } from "../platforms/platform.js";
 import type { Observation } from "./alert-monitor.js";
 
@@ -35,7 +36,10 @@ export async function observeGateway(signals: GatewaySignals): Promise<Observati
   if (failing) {
     found.push({
       alert: "model_failing",
-      detail: `every model call has failed since ${new Date(failing.since).toISOString()} (last: ${failing.model}: ${failing.error})`,
+      // Another system's words, sent to a webhook and a chat: a URL's password is masked.
+      detail: maskUrlCredentials(
+        `every model call has failed since ${new Date(failing.since).toISOString()} (last: ${failing.model}: ${failing.error})`,
+      ),
       since: failing.since,
     });
   }

@@ -35,6 +35,7 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: "schedules", paths: ["src/schedules/"] },
   { name: "recovery", paths: ["src/recovery/"] },
   { name: "lifecycle", paths: ["src/lifecycle/"] },
+  { name: "alerts", paths: ["src/alerts/"] },
   { name: "gateway", paths: ["src/gateway/"] },
   { name: "cli", paths: ["src/cli/", "src/main.ts"] },
 ];

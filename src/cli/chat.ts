@@ -139,6 +139,8 @@ async function startLocalGateway(config: Config): Promise<Gateway> {
     http: { ...config.http, host: "127.0.0.1", port: 0 },
     platforms: { ...config.platforms, webchat: { enabled: false } },
     telegramEnabled: false,
+    // Not the operator's gateway: its heartbeat would tell the monitor a dead gateway is fine.
+    alerts: { after: config.alerts.after, heartbeat_every: config.alerts.heartbeat_every },
   };
   // No supervisor and no successor: a /restart here ends the conversation's gateway.
   const gateway = createGateway(local, { logger: createLogger({ level: "silent" }) });

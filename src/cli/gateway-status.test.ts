@@ -175,6 +175,19 @@ describe("formatStatusLines", () => {
     ]);
   });
 
+  it("gives each platform's last event age where the gateway knows it", () => {
+    const report: StatusReport = {
+      ...running,
+      platforms: {
+        telegram: { state: "stalled", error: null, last_event_age_s: 125 },
+        slack: { state: "reconnecting", error: "no pong", last_event_age_s: null },
+      },
+    };
+    expect(formatStatusLines(report, "http://127.0.0.1:8642").at(-1)).toBe(
+      "Platforms: telegram stalled, last event 2m 5s ago, slack reconnecting (no pong)",
+    );
+  });
+
   it("lists the gateways sharing the store, alive or dead, and marks this one", () => {
     const instance = {
       host: "h1",

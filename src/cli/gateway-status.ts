@@ -37,7 +37,8 @@ export interface StatusReport {
   active_turns: number;
   /** An external drain is in effect (running) or requested for the next start (not running). */
   draining: boolean;
-  platforms: Record<string, { state: string; error: string | null }>;
+  /** From the API: each platform's connection health and `last_event_age_s` (GatewayStatus). */
+  platforms: GatewayStatus["platforms"];
   source: "api" | "files";
   /** What `gateway_state.json` last recorded (e.g. `running` after a crash), or null. */
   recorded_state: string | null;
@@ -154,7 +155,8 @@ export function formatStatusLines(report: StatusReport, baseUrl: string): string
     );
   }
   const platforms = Object.entries(report.platforms).map(
-    ([name, p]) => `${name} ${p.state}${p.error ? ` (${p.error})` : ""}`,
+    ([name, p]) =>
+      `${name} ${p.state}${heardLine(p.last_event_age_s)}${p.error ? ` (${p.error})` : ""}`,
   );
   if (platforms.length > 0) lines.push(`Platforms: ${platforms.join(", ")}`);
   for (const i of report.instances ?? []) lines.push(instanceLine(i));
@@ -164,6 +166,11 @@ export function formatStatusLines(report: StatusReport, baseUrl: string): string
     );
   }
   return lines;
+}
+
+/** ", last event 5s ago" where the gateway knows when the platform last spoke. */
+function heardLine(ageSeconds: number | null | undefined): string {
+  return typeof ageSeconds === "number" ? `, last event ${formatDuration(ageSeconds)} ago` : "";
 }
 
 type InstanceStatus = NonNullable<StatusReport["instances"]>[number];

@@ -43,6 +43,11 @@ export const ENV_BINDINGS: readonly EnvBinding[] = [
   { env: "KEEL_DATABASE_URL", path: ["store", "url"], kind: "string" },
   { env: "KEEL_LEASE_TTL", path: ["cluster", "lease_ttl"], kind: "number" },
   { env: "KEEL_INSTANCE_ID", path: ["cluster", "instance_id"], kind: "string" },
+  { env: "KEEL_ALERTS_WEBHOOK", path: ["alerts", "webhook"], kind: "string" },
+  { env: "KEEL_ALERTS_CHAT", path: ["alerts", "chat"], kind: "string" },
+  { env: "KEEL_ALERTS_AFTER", path: ["alerts", "after"], kind: "number" },
+  { env: "KEEL_ALERTS_HEARTBEAT_URL", path: ["alerts", "heartbeat_url"], kind: "string" },
+  { env: "KEEL_ALERTS_HEARTBEAT_EVERY", path: ["alerts", "heartbeat_every"], kind: "number" },
   { env: "KEEL_LOG_LEVEL", path: ["logging", "level"], kind: "string" },
 ];
 

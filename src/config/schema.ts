@@ -497,6 +497,36 @@ const cluster = z
   })
   .prefault({});
 
+const alerts = z
+  .strictObject({
+    webhook: z
+      .url()
+      .optional()
+      .describe(
+        'URL that gets each alert as POST JSON {alert, state: "raised"|"cleared", detail, at}',
+      ),
+    chat: z
+      .string()
+      .regex(/^[a-z]+:[^:]+(:[^:]+)?$/, 'must be "platform:chat", e.g. telegram:12345')
+      .optional()
+      .describe("Chat (platform:chat) that gets each alert, through the outbox"),
+    after: z
+      .number()
+      .positive()
+      .default(300)
+      .describe("Seconds a condition must hold before its alert is raised"),
+    heartbeat_url: z
+      .url()
+      .optional()
+      .describe("URL fetched (GET) while no alert is raised: a dead-man's switch for a monitor"),
+    heartbeat_every: z
+      .number()
+      .positive()
+      .default(60)
+      .describe("Seconds between two fetches of alerts.heartbeat_url"),
+  })
+  .prefault({});
+
 export const ConfigSchema = z.strictObject({
   model,
   agent,
@@ -525,6 +555,7 @@ export const ConfigSchema = z.strictObject({
     .prefault({}),
   store,
   cluster,
+  alerts,
   logging: z
     .strictObject({
       level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

@@ -12,6 +12,7 @@ import {
   type ModelAttempt,
   type ModelChainRequest,
 } from "../agent/model-chain.js";
+import { ModelHealth } from "../agent/model-health.js";
 import type { LlmResult } from "../agent/types.js";
 import type { Config } from "../config/schema.js";
 import { type CompactionSink, ContextKeeper } from "./context-keeper.js";
@@ -41,6 +42,8 @@ export class ModelStack {
   private readonly chain: ReturnType<typeof createModelChain>;
   private readonly gauges = new Map<string, TokenGauge>();
   private readonly attemptLog = new Map<string, ModelAttempt[]>();
+  /** Since when every call has failed (for the alerts). */
+  readonly health = new ModelHealth();
 
   constructor(config: Config, logger: Logger, options: ModelStackOptions = {}) {
     const { base_url, name, api_key, timeout_seconds } = config.model;
@@ -68,6 +71,7 @@ export class ModelStack {
       maxRetries: config.model.max_retries,
       ...(options.backoff && { backoff: options.backoff }),
       onAttempt: (attempt, request: ModelChainRequest) => {
+        this.health.record(attempt);
         const session = request.label;
         if (session) {
           const log = [...(this.attemptLog.get(session) ?? []), attempt].slice(-ATTEMPTS_KEPT);

@@ -8,8 +8,20 @@ export interface GatewayStatus {
   active_turns: number;
   draining: boolean;
   restart_requested: boolean;
-  /** `last_event_at`: when the platform last handed over a message or a button press (ISO). */
-  platforms: Record<string, { state: string; error: string | null; last_event_at?: string | null }>;
+  /**
+   * `state`: the connection's health (`connected`, `reconnecting`, `stalled`, `down`,
+   * `disabled`); `last_event_at` / `last_event_age_s`: when the platform was last heard from (an
+   * answered poll, a heartbeat ACK, a message), null before the first time.
+   */
+  platforms: Record<
+    string,
+    {
+      state: string;
+      error: string | null;
+      last_event_at?: string | null;
+      last_event_age_s?: number | null;
+    }
+  >;
   /** `tools.sandbox` as resolved at start: whether terminal commands run in the sandbox, and why. */
   sandbox?: { mode: "workspace" | "off" | "failed"; detail: string };
   /** MCP servers (when configured): state, why one is down, and its tools while connected. */

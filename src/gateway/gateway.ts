@@ -4,6 +4,8 @@
  * them in order, arms each one's step of the stop path as it comes up, and runs that path once.
  */
 import type { Logger } from "pino";
+import { createGatewayAlerts, type GatewayAlerts } from "../alerts/gateway-alerts.js";
+import { freeShareOf } from "../alerts/gateway-conditions.js";
 import type { Approvals } from "../approvals/approvals.js";
 import type { Config } from "../config/schema.js";
 import type { GatewayStatus } from "../control/control-surface.js";
@@ -56,6 +58,7 @@ import type { Cluster } from "./cluster.js";
 import type { GatewayCore, LifecycleCalls } from "./core-wiring.js";
 import { PlatformEventClock } from "./event-clock.js";
 import { listHomeChannels } from "./home-channels.js";
+import { platformRows } from "./platform-rows.js";
 
 /** The parts the composition root built, and the seams of this gateway's surroundings. */
 export interface GatewayParts {
@@ -115,6 +118,8 @@ export class Gateway implements LifecycleCalls {
   private stopSummary: StopSummary | null = null;
   /** This process's start time as `gateway.pid` records it (what `keel gateway stop` names). */
   private processStartTime: number | null = null;
+  /** Sessions the restart-loop breaker holds back until the breaker window has passed. */
+  private heldBack = 0;
   private boundPort = 0;
   /** Resolves with the process exit code once a stop or restart has finished. */
   readonly exited: Promise<number>;
@@ -266,6 +271,7 @@ export class Gateway implements LifecycleCalls {
    */
   private scheduleHeldResume(keys: string[]): void {
     const { config, logger } = this.deps;
+    this.heldBack = keys.length;
     const schedule =
       this.deps.schedule ??
       ((fn: () => void, ms: number) => {
@@ -274,6 +280,7 @@ export class Gateway implements LifecycleCalls {
       });
     const cancel = schedule(() => {
       if (this.phase === "stopping" || this.phase === "stopped") return;
+      this.heldBack = 0;
       resumeHeldBack({ store: this.store, runner: this.runner, keys, logger }).catch(
         (err: unknown) => logger.error({ err }, "resuming held-back sessions failed"),
       );
@@ -308,6 +315,11 @@ export class Gateway implements LifecycleCalls {
         logger,
       }),
     ];
+    const alerts = this.createAlerts();
+    if (alerts) {
+      alerts.start();
+      watchers.push(alerts);
+    }
     if (this.deps.settleMemory) {
       watchers.push(
         startMemorySettle({ logger, isIdle: () => this.runner.activeTurns().length === 0 }),
@@ -315,6 +327,28 @@ export class Gateway implements LifecycleCalls {
     }
     this.stopPath.arm("stop watchers", async () => {
       for (const watcher of watchers) await watcher.stop();
+    });
+  }
+
+  /** `alerts.*`: conditions read from what the gateway keeps, off every turn's path. */
+  private createAlerts(): GatewayAlerts | null {
+    const { config, logger } = this.deps;
+    return createGatewayAlerts({
+      config,
+      signals: {
+        connections: () => this.platforms.connections(),
+        modelFailing: () => this.deps.agent.models?.health.failingSince() ?? null,
+        oldestUndelivered: async () => {
+          const pending = await this.store.listPendingOutbox();
+          return pending.length > 0 ? Math.min(...pending.map((item) => item.createdAt)) : null;
+        },
+        heldBack: () => this.heldBack,
+        freeDiskShare: () => freeShareOf(config.home),
+      },
+      sendNotice: (address, text) => this.sendNotice(address, text),
+      homeChannels: () => this.homeChannels(),
+      logger,
+      now: this.now,
     });
   }
 
@@ -493,11 +527,11 @@ export class Gateway implements LifecycleCalls {
     const now = this.now();
     const turns = this.runner.activeTurns();
     const sessions = await this.store.countSessions();
-    const platforms = Object.fromEntries(
-      Object.entries(this.platformStates()).map(([name, p]) => {
-        const at = this.platformEvents.lastEventAt(name);
-        return [name, { ...p, last_event_at: at === null ? null : new Date(at).toISOString() }];
-      }),
+    const platforms = platformRows(
+      this.platformStates(),
+      this.platforms.connections(),
+      (name) => this.platformEvents.lastEventAt(name),
+      now,
     );
     return {
       gateway_state:

@@ -107,6 +107,8 @@ describe("dashboard: approvals, sessions, platforms", () => {
     await expect
       .poll(() => webchat.locator("[data-testid=platform-last-event]").textContent())
       .toMatch(/ago$/);
+    // The connection's health (`/api/status`'s platform state).
+    expect(await webchat.locator("[data-testid=platform-state]").textContent()).toBe("connected");
     await h.screenshot(page, "dashboard-sessions");
   });
 });

@@ -205,7 +205,8 @@ describe("Discord on the real gateway process", () => {
       env: { KEEL_HTTP_PORT: String(port) },
     });
     expect(status.stdout).toMatch(
-      /Platforms: .*discord error \(Discord rejected the bot token \(401 Unauthorized\)\. Check platforms\.discord\.token \(DISCORD_BOT_TOKEN\)/,
+      // `down`: it stopped trying until an operator acts (the API's connection health).
+      /Platforms: .*discord down \(Discord rejected the bot token \(401 Unauthorized\)\. Check platforms\.discord\.token \(DISCORD_BOT_TOKEN\)/,
     );
     expect(status.stdout).not.toContain("not-the-token");
     expect(discord.identifies()).toHaveLength(0);

@@ -214,7 +214,7 @@ describe("Slack with the real gateway process", () => {
     const status = (await (await gateway.control("/api/status")).json()) as {
       platforms: Record<string, unknown>;
     };
-    expect(status.platforms.slack).toEqual({ state: "connected", error: null });
+    expect(status.platforms.slack).toMatchObject({ state: "connected", error: null });
     slack.dropSockets();
     await waitFor(() => slack.connectionsOpened() === 2 && slack.openConnections() === 1, {
       timeoutMs: 20_000,

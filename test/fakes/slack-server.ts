@@ -106,6 +106,11 @@ export interface FakeSlack {
   greetWith(greeting: ConnectionGreeting): void;
   /** Cuts every open socket without a close frame (the client sees 1006). */
   dropSockets(): void;
+  /**
+   * The open sockets go half-open: they stay up but answer no ping and carry no event (events
+   * wait for the next connection). Later connections are healthy.
+   */
+  stall(): void;
   /** Calls `listener` with every Web API call once it was answered; returns an unsubscribe. */
   onCall(listener: (call: ApiCall, answer: Record<string, unknown>) => void): () => void;
   /** Messages of a channel (a thread's replies included), oldest first. */
@@ -158,7 +163,9 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
   const mute = new Set<WebSocket>();
   let port = 0;
 
-  const wss = new WebSocketServer({ noServer: true });
+  // Pongs are answered by hand, so that a stalled socket can stop answering them.
+  const wss = new WebSocketServer({ noServer: true, autoPong: false });
+  const stalled = new WeakSet<WebSocket>();
 
   function deliver(record: EnvelopeRecord): void {
     const [connection] = [...connections];
@@ -215,6 +222,9 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
       return;
     }
     connections.add(connection);
+    socket.on("ping", (data) => {
+      if (!stalled.has(socket)) socket.pong(data);
+    });
     socket.on("message", (data) => {
       try {
         const frame = JSON.parse(String(data)) as { envelope_id?: string };
@@ -475,6 +485,13 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     },
     dropSockets() {
       for (const { socket } of connections) socket.terminate();
+    },
+    stall() {
+      for (const connection of [...connections]) {
+        stalled.add(connection.socket);
+        connections.delete(connection);
+        mute.add(connection.socket);
+      }
     },
     onCall(listener) {
       listeners.add(listener);

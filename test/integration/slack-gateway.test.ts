@@ -74,6 +74,7 @@ describe("Slack through the real gateway", () => {
       error: null,
       // The DM just answered was its last event.
       last_event_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      last_event_age_s: expect.any(Number),
     });
     const state = JSON.parse(readFileSync(join(home.path, "gateway_state.json"), "utf8"));
     expect(state.platforms.slack).toEqual({ state: "connected", error: null });

@@ -192,6 +192,7 @@ function createDashboard() {
     const rows = Object.entries(platforms).map(([name, p]) => {
       const stateCell = document.createElement("td");
       stateCell.append(stateBadge(p.state));
+      stateCell.dataset.testid = "platform-state";
       // MCP servers have no events of their own: their column stays empty.
       const event = "last_event_at" in p ? age(p.last_event_at) : "";
       const eventCell = cell(event);

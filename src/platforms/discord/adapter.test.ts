@@ -278,6 +278,25 @@ describe("Discord adapter against a stand-in Discord", () => {
     expect(fake.connections()).toBeGreaterThanOrEqual(2);
   });
 
+  it("a heartbeat Discord never ACKs closes the zombied connection and resumes: the message is taken once", async () => {
+    // Heartbeats every 200 ms, the watchdog far away: the heartbeat without ACK alone must heal it.
+    await fake.close();
+    fake = await startFakeDiscord({ token: TOKEN, heartbeatIntervalMs: 200 });
+    await started({ timing: { deafAfterMs: 600_000 } });
+    const dm = fake.dmChannel(OWNER.id);
+    fake.stall();
+    fake.userSends({ channelId: dm, user: OWNER, content: "during the stall" });
+    await waitFor(() => sink.accepted.length === 1, {
+      message: "replayed after the resume",
+      timeoutMs: 10_000,
+    });
+    fake.userSends({ channelId: dm, user: OWNER, content: "after" });
+    await waitFor(() => sink.accepted.length === 2, { message: "the next message" });
+    expect(texts()).toEqual(["during the stall", "after"]);
+    expect(fake.resumes().length).toBeGreaterThanOrEqual(1);
+    expect(fake.identifies()).toHaveLength(1);
+  });
+
   it("catches up over REST when the session was invalidated", async () => {
     const first = await started();
     const dm = fake.dmChannel(OWNER.id);

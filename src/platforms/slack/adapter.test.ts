@@ -202,6 +202,28 @@ describe("SlackAdapter against a stand-in Slack", () => {
     expect(adapter!.status().state).toBe("connected");
   });
 
+  it("closes a socket that stops answering pings and takes the message sent meanwhile once", async () => {
+    const states: string[] = [];
+    await start({
+      timing: { ...FAST, clientPingTimeoutMs: 600 },
+      onStatusChange: (status) => states.push(status.state),
+    });
+    slack.userPosts({ channel: "D1", user: OWNER, text: "before" });
+    await waitFor(() => sink.received.length === 1);
+    slack.stall();
+    slack.userPosts({ channel: "D1", user: OWNER, text: "during the stall" });
+    await waitFor(() => sink.received.length === 2, {
+      message: "taken on a new socket",
+      timeoutMs: 10_000,
+    });
+    await waitFor(() => slack.envelopes.every((e) => e.acked), { message: "all acknowledged" });
+    expect(slack.connectionsOpened()).toBe(2);
+    expect(sink.received.map((m) => m.text)).toEqual(["before", "during the stall"]);
+    // Between the two sockets it said so, rather than "connected" with no socket.
+    expect(states).toEqual(["starting", "connected", "starting", "connected"]);
+    expect(adapter!.status().state).toBe("connected");
+  });
+
   it("reports a rejected token as an error and does not loop", async () => {
     adapter = new SlackAdapter({
       appToken: slack.appToken,

@@ -331,7 +331,10 @@ export class SlackAdapter implements PlatformAdapter {
     void this.progressView?.sweep();
     firstAttempt();
     await closed;
-    if (!this.health.stopped) this.logger.info("slack socket closed; reconnecting");
+    if (this.health.stopped) return;
+    // Not connected while the next socket is opened (a pong missed, a refresh, a drop).
+    this.health.set("starting");
+    this.logger.info("slack socket closed; reconnecting");
   }
 
   /** Every envelope: events are taken in order per channel, everything else acknowledged. */

@@ -14,6 +14,7 @@ const OWNER = 42;
 
 const FAST: TelegramTiming = {
   pollTimeoutSec: 1,
+  pollMarginMs: 300,
   conflictRetryMs: 100,
   backoffBaseMs: 20,
   backoffMaxMs: 100,
@@ -407,6 +408,23 @@ describe("TelegramAdapter connection trouble", () => {
     expect(adapter.status()).toEqual({ state: "connected", error: null });
   });
 
+  it("gives up on a long poll that never answers and polls again: the message is taken once", async () => {
+    const sink = new RecordingSink();
+    const adapter = createAdapter();
+    await adapter.start(sink);
+    fake.sendUserMessage({ chatId: OWNER, text: "before the stall" });
+    await waitFor(() => sink.received.length === 1);
+    // The next long poll is held open forever, like a half-open connection.
+    fake.hangNext("getUpdates");
+    await waitFor(() => fake.sent.some((c) => c.method === "getUpdates" && !c.ok));
+    const during = fake.sendUserMessage({ chatId: OWNER, text: "during the stall" });
+    await waitFor(() => sink.received.length === 2, { message: "taken after the re-opened poll" });
+    // Confirmed past it, and answered by later polls without a second hand-over.
+    await waitFor(() => fake.confirmedOffset() > during.update_id);
+    await waitFor(() => adapter.connection().state === "connected");
+    expect(sink.received.map((m) => m.text)).toEqual(["before the stall", "during the stall"]);
+  });
+
   it("retries when the network fails at start and then connects", async () => {
     fake.dropNextConnection("getMe");
     fake.failNext("getMe", { error_code: 502 });
@@ -440,7 +458,8 @@ describe("TelegramAdapter connection trouble", () => {
     sink.hold = new Promise((resolve) => {
       release = resolve;
     });
-    const adapter = createAdapter();
+    // The hung poll is not given up on during this test: only stop() ends it.
+    const adapter = createAdapter({ timing: { ...FAST, pollMarginMs: 60_000 } });
     await adapter.start(sink);
     fake.sendUserMessage({ chatId: OWNER, text: "before the hang" });
     await waitFor(() => sink.calls === 1);

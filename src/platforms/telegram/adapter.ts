@@ -63,6 +63,11 @@ export const TELEGRAM_COMMANDS = [
 export interface TelegramTiming {
   /** Long-poll duration of each getUpdates call. */
   pollTimeoutSec: number;
+  /**
+   * A long poll still unanswered this long after its timeout is stalled (a half-open connection,
+   * a proxy holding it): it is aborted and the poll opened again from the same offset.
+   */
+  pollMarginMs: number;
   /** Wait before polling again after a 409 (another poller on the token). */
   conflictRetryMs: number;
   /** First and largest backoff for network trouble and a failing sink. */
@@ -79,6 +84,7 @@ export interface TelegramTiming {
 
 export const DEFAULT_TELEGRAM_TIMING: TelegramTiming = {
   pollTimeoutSec: 30,
+  pollMarginMs: 15_000,
   conflictRetryMs: 30_000,
   backoffBaseMs: 1_000,
   backoffMaxMs: 30_000,
@@ -155,12 +161,13 @@ export class TelegramAdapter implements PlatformAdapter {
       ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
       backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
       // Every long poll is answered within its timeout; a standby (another gateway polls) is quiet.
-      ...(!options.poller && { stalledAfterMs: 2 * (this.timing.pollTimeoutSec + 15) * 1000 }),
+      ...(!options.poller && { stalledAfterMs: 2 * this.pollLimitMs() }),
     });
     this.bot = new Bot(options.token, {
       client: {
         apiRoot: options.apiRoot,
-        timeoutSeconds: this.timing.pollTimeoutSec + 15,
+        // Above the poll's own stall limit, which aborts a hung long poll first (fetchUpdates).
+        timeoutSeconds: Math.ceil(this.pollLimitMs() / 1000) + 5,
         fetch: createNodeFetch(),
       },
     });
@@ -197,6 +204,11 @@ export class TelegramAdapter implements PlatformAdapter {
 
   status(): PlatformStatus {
     return this.health.status();
+  }
+
+  /** How long a long poll may take before it counts as stalled. */
+  private pollLimitMs(): number {
+    return this.timing.pollTimeoutSec * 1000 + this.timing.pollMarginMs;
   }
 
   connection(): ConnectionReport {
@@ -365,6 +377,11 @@ export class TelegramAdapter implements PlatformAdapter {
     this.pollController = controller;
     const letGo = () => controller.abort();
     held.addEventListener("abort", letGo, { once: true });
+    let stalled = false;
+    const stallTimer = setTimeout(() => {
+      stalled = true;
+      controller.abort();
+    }, this.pollLimitMs());
     try {
       const offset = this.offset;
       const updates = await this.bot.api.getUpdates(
@@ -386,8 +403,17 @@ export class TelegramAdapter implements PlatformAdapter {
     } catch (err) {
       if (this.health.stopped) return "fatal";
       if (held.aborted) return null;
+      if (stalled) {
+        // Nothing was taken from the hung poll: the next one asks from the same offset.
+        this.pollFailures += 1;
+        const seconds = Math.round(this.pollLimitMs() / 1000);
+        this.health.fail(`Telegram's long poll did not answer within ${seconds} s; polling again.`);
+        await this.health.pause(this.health.backoffMs(this.pollFailures));
+        return null;
+      }
       return (await this.recoverFromPollError(err)) ? null : "fatal";
     } finally {
+      clearTimeout(stallTimer);
       held.removeEventListener("abort", letGo);
       this.pollController = null;
     }

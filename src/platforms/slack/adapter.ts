@@ -15,7 +15,7 @@ import { LogLevel, type Logger as SlackLogger, SocketModeClient } from "@slack/s
 import { WebAPIPlatformError, WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
 import { backoffMs } from "../../lib/net.js";
-import type { Store } from "../../sessions/store.js";
+import type { SessionStore } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import type {
   InboundSink,
@@ -40,7 +40,7 @@ import {
 } from "./send.js";
 
 /** What the adapter reads from the store: pairing, and whether a thread already has a session. */
-export type SlackStoreAccess = PairingAccess & Pick<Store, "getSession">;
+export type SlackStoreAccess = PairingAccess & SessionStore;
 
 /** Waits and bounds; the defaults suit production, tests shorten them. */
 export interface SlackTiming {

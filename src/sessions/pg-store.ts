@@ -1731,7 +1731,7 @@ export class PgStore implements Store {
 
   listApprovals(filter: ApprovalFilter = {}): Promise<ApprovalRecord[]> {
     const state = filter.state ?? null;
-    // As the SQLite store: the narrowed lists are not capped (sqlite-approvals.ts).
+    // As the SQLite store: the narrowed lists are not capped (approvals/sqlite.ts).
     return this.read(async (db) => {
       let rows: ApprovalRow[];
       if (filter.dueBy !== undefined) {

@@ -1,28 +1,26 @@
 /**
- * The approvals part of the SQLite store: synchronous bodies the store runs inside its
- * transactions (`tx`) or reads. Kept apart only for size; the contract is in store.ts.
+ * ApprovalStore (approvals) on SQLite; what each method promises is in roles.ts.
+ * Writes run in the group commit (`s.tx`), reads through `s.read`.
  */
 import type Database from "better-sqlite3";
+import type { ApprovalStore } from "../roles.js";
+import type { SqliteContext } from "../sqlite-shared.js";
 import type {
   ApprovalDecisionInput,
   ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
-} from "./store.js";
-import { APPROVAL_STATE_OF, type ApprovalRow, toApproval } from "./store-rows.js";
+} from "../store.js";
+import { APPROVAL_STATE_OF, type ApprovalRow, toApproval } from "../store-rows.js";
 
 type Stmt = (sql: string) => Database.Statement;
 
-export function getApprovalSync(stmt: Stmt, id: string): ApprovalRecord | null {
+function getApprovalSync(stmt: Stmt, id: string): ApprovalRecord | null {
   const row = stmt("SELECT * FROM approvals WHERE id = ?").get(id) as ApprovalRow | undefined;
   return row ? toApproval(row) : null;
 }
 
-export function requestApprovalSync(
-  stmt: Stmt,
-  input: ApprovalRequestInput,
-  now: number,
-): ApprovalRecord {
+function requestApprovalSync(stmt: Stmt, input: ApprovalRequestInput, now: number): ApprovalRecord {
   const existing = getApprovalSync(stmt, input.id);
   if (existing) return existing;
   stmt(
@@ -54,7 +52,7 @@ export function requestApprovalSync(
   return getApprovalSync(stmt, input.id)!;
 }
 
-export function findApprovalForCallSync(
+function findApprovalForCallSync(
   stmt: Stmt,
   sessionId: string,
   toolCallId: string,
@@ -65,7 +63,7 @@ export function findApprovalForCallSync(
   return row ? toApproval(row) : null;
 }
 
-export function listApprovalsSync(stmt: Stmt, filter: ApprovalFilter): ApprovalRecord[] {
+function listApprovalsSync(stmt: Stmt, filter: ApprovalFilter): ApprovalRecord[] {
   const state = filter.state ?? null;
   // The narrowed lists are not capped: every turn and every deadline check asks one of them, and
   // missing a row past a cap would leave it waiting for good. Due and per-transcript ones go
@@ -93,7 +91,7 @@ export function listApprovalsSync(stmt: Stmt, filter: ApprovalFilter): ApprovalR
   return (rows as ApprovalRow[]).map(toApproval);
 }
 
-export function decideApprovalSync(
+function decideApprovalSync(
   stmt: Stmt,
   input: ApprovalDecisionInput,
   now: number,
@@ -122,7 +120,7 @@ export function decideApprovalSync(
   return { record, changed: true };
 }
 
-export function hasApprovalGrantsSync(
+function hasApprovalGrantsSync(
   stmt: Stmt,
   sessionId: string,
   asker: string,
@@ -135,7 +133,7 @@ export function hasApprovalGrantsSync(
   return units.every((unit) => held.get(sessionId, asker, unit) !== undefined);
 }
 
-export function listUnappliedDecisionsSync(stmt: Stmt): ApprovalRecord[] {
+function listUnappliedDecisionsSync(stmt: Stmt): ApprovalRecord[] {
   return (
     stmt(
       `SELECT a.* FROM approvals a JOIN sessions s ON s.key = a.session_key AND s.session_id = a.session_id
@@ -145,4 +143,42 @@ export function listUnappliedDecisionsSync(stmt: Stmt): ApprovalRecord[] {
          ORDER BY a.decided_at, a.rowid`,
     ).all() as ApprovalRow[]
   ).map(toApproval);
+}
+
+export function sqliteApprovals(s: SqliteContext): ApprovalStore {
+  return {
+    requestApproval(input: ApprovalRequestInput): Promise<ApprovalRecord> {
+      return s.tx(() => requestApprovalSync((sql) => s.stmt(sql), input, s.now()));
+    },
+
+    getApproval(id: string): Promise<ApprovalRecord | null> {
+      return s.read(() => getApprovalSync((sql) => s.stmt(sql), id));
+    },
+
+    findApprovalForCall(sessionId: string, toolCallId: string): Promise<ApprovalRecord | null> {
+      return s.read(() => findApprovalForCallSync((sql) => s.stmt(sql), sessionId, toolCallId));
+    },
+
+    listApprovals(filter: ApprovalFilter = {}): Promise<ApprovalRecord[]> {
+      return s.read(() => listApprovalsSync((sql) => s.stmt(sql), filter));
+    },
+
+    decideApproval(
+      input: ApprovalDecisionInput,
+    ): Promise<{ record: ApprovalRecord; changed: boolean } | null> {
+      return s.tx(() => decideApprovalSync((sql) => s.stmt(sql), input, s.now()));
+    },
+
+    hasApprovalGrants(
+      sessionId: string,
+      asker: string,
+      units: readonly string[],
+    ): Promise<boolean> {
+      return s.read(() => hasApprovalGrantsSync((sql) => s.stmt(sql), sessionId, asker, units));
+    },
+
+    listUnappliedDecisions(): Promise<ApprovalRecord[]> {
+      return s.read(() => listUnappliedDecisionsSync((sql) => s.stmt(sql)));
+    },
+  };
 }

@@ -49,7 +49,7 @@ export async function changes(db: Db, sql: string, params: unknown[] = []): Prom
   return (await db.query(sql, params)).rowCount ?? 0;
 }
 
-export function sessionRow(_s: PgContext, db: Db, key: string): Promise<SessionRow | undefined> {
+export function sessionRow(db: Db, key: string): Promise<SessionRow | undefined> {
   return first<SessionRow>(db, "SELECT * FROM sessions WHERE key = $1", [key]);
 }
 
@@ -61,7 +61,7 @@ export async function ensureSessionIn(
   origin: ChatAddress | null,
   credential?: string,
 ): Promise<SessionRow> {
-  const existing = await sessionRow(s, db, key);
+  const existing = await sessionRow(db, key);
   if (existing) return existing;
   const now = s.now();
   const sessionId = newSessionId(now);
@@ -72,7 +72,7 @@ export async function ensureSessionIn(
        VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING RETURNING *`,
     [key, sessionId, platform, origin ? JSON.stringify(origin) : null, credential ?? null, now],
   );
-  if (!created) return (await sessionRow(s, db, key))!;
+  if (!created) return (await sessionRow(db, key))!;
   await db.query(
     "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES ($1, $2, $3, $4)",
     [sessionId, key, platform, now],
@@ -208,11 +208,7 @@ export async function insertOutbox(
  * Throws when a fenced write's lease moved on. The row stays share-locked until this
  * transaction ends, so a claim by another instance waits for this write instead of passing it.
  */
-export async function checkLease(
-  _s: PgContext,
-  db: Db,
-  lease: LeaseToken | undefined,
-): Promise<void> {
+export async function checkLease(db: Db, lease: LeaseToken | undefined): Promise<void> {
   if (!lease) return;
   const held = await first(
     db,

@@ -12,7 +12,7 @@ import type {
 } from "../store.js";
 import { APPROVAL_STATE_OF, type ApprovalRow, toApproval } from "../store-rows.js";
 
-async function approvalRow(_s: PgContext, db: Db, id: string): Promise<ApprovalRecord | null> {
+async function approvalRow(db: Db, id: string): Promise<ApprovalRecord | null> {
   const row = await first<ApprovalRow>(db, "SELECT * FROM approvals WHERE id = $1", [id]);
   return row ? toApproval(row) : null;
 }
@@ -21,7 +21,7 @@ export function pgApprovals(s: PgContext): ApprovalStore {
   return {
     requestApproval(input: ApprovalRequestInput): Promise<ApprovalRecord> {
       return s.tx(async (db) => {
-        const existing = await approvalRow(s, db, input.id);
+        const existing = await approvalRow(db, input.id);
         if (existing) return existing;
         const now = s.now();
         await db.query(
@@ -60,7 +60,7 @@ export function pgApprovals(s: PgContext): ApprovalStore {
     },
 
     getApproval(id: string): Promise<ApprovalRecord | null> {
-      return s.read((db) => approvalRow(s, db, id));
+      return s.read((db) => approvalRow(db, id));
     },
 
     findApprovalForCall(sessionId: string, toolCallId: string): Promise<ApprovalRecord | null> {
@@ -120,7 +120,7 @@ export function pgApprovals(s: PgContext): ApprovalStore {
              WHERE id = $5 AND state = 'pending'`,
           [state, input.decision, input.decidedBy, now, input.id],
         );
-        const record = await approvalRow(s, db, input.id);
+        const record = await approvalRow(db, input.id);
         if (!record) return null;
         if (changed === 0) return { record, changed: false };
         await db.query(

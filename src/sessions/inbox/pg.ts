@@ -30,7 +30,6 @@ import { ScheduleChangedError } from "../store.js";
 import { flag, type InboxRow, type TurnRow, toInbox } from "../store-rows.js";
 
 function idempotencyRow(
-  _s: PgContext,
   db: Db,
   scope: string,
   key: string,
@@ -45,7 +44,7 @@ function idempotencyRow(
   );
 }
 
-async function hasMessages(_s: PgContext, db: Db, sessionId: string): Promise<boolean> {
+async function hasMessages(db: Db, sessionId: string): Promise<boolean> {
   return (
     (await first(db, "SELECT 1 FROM messages WHERE session_id = $1 LIMIT 1", [sessionId])) !==
     undefined
@@ -71,7 +70,7 @@ export function pgInbox(s: PgContext): InboxStore {
             `keel:idempotency:${claim.scope}:${claim.key}`,
           ]);
           await db.query("DELETE FROM idempotency_keys WHERE expires_at <= $1", [now]);
-          const seen = await idempotencyRow(s, db, claim.scope, claim.key, now);
+          const seen = await idempotencyRow(db, claim.scope, claim.key, now);
           // Checked before anything is written: a repeat must not even create its session.
           if (seen) {
             return {
@@ -124,7 +123,7 @@ export function pgInbox(s: PgContext): InboxStore {
           now,
           message.sessionKey,
         ]);
-        if (message.history?.length && !(await hasMessages(s, db, session.session_id))) {
+        if (message.history?.length && !(await hasMessages(db, session.session_id))) {
           await appendIn(s, db, session.session_id, null, message.history);
         }
         if (claim) {
@@ -153,7 +152,7 @@ export function pgInbox(s: PgContext): InboxStore {
 
     findIdempotencyKey(scope: string, key: string): Promise<IdempotencyRecord | null> {
       return s.read(async (db) => {
-        const row = await idempotencyRow(s, db, scope, key, s.now());
+        const row = await idempotencyRow(db, scope, key, s.now());
         return row
           ? { requestHash: row.request_hash, item: toInbox(row), expiresAt: row.expires_at }
           : null;
@@ -206,7 +205,7 @@ export function pgInbox(s: PgContext): InboxStore {
             turn = next;
             continue;
           }
-          const session = await sessionRow(s, db, turn.session_key);
+          const session = await sessionRow(db, turn.session_key);
           const awaitingResume =
             !next && session?.session_id === turn.session_id && flag(session.resume_pending);
           return awaitingResume ? open : { state: "answered", outcome: "interrupted", text: "" };

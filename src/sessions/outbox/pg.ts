@@ -100,7 +100,7 @@ export function pgOutbox(s: PgContext): OutboxStore {
 
     markDelivered(outboxId: number, lease?: LeaseToken): Promise<void> {
       return s.tx(async (db) => {
-        await checkLease(s, db, lease);
+        await checkLease(db, lease);
         await db.query(
           `UPDATE outbox SET state = 'delivered', delivered_at = $1, attempts = attempts + 1
              WHERE id = $2`,

@@ -17,7 +17,7 @@ import type { ScheduleJob, ScheduleJobInput } from "../store.js";
 import { ScheduleNameTakenError } from "../store.js";
 import { flag, type ScheduleJobRow, toScheduleJob } from "../store-rows.js";
 
-function scheduleRow(_s: PgContext, db: Db, name: string): Promise<ScheduleJobRow | undefined> {
+function scheduleRow(db: Db, name: string): Promise<ScheduleJobRow | undefined> {
   return first<ScheduleJobRow>(db, "SELECT * FROM schedule_jobs WHERE name = $1", [name]);
 }
 
@@ -48,7 +48,7 @@ export function pgSchedules(s: PgContext): ScheduleStore {
         );
         if (!row) throw new ScheduleNameTakenError(input.name);
         // A name used before left its session behind: the new job starts a fresh transcript.
-        if (await sessionRow(s, db, input.sessionKey)) {
+        if (await sessionRow(db, input.sessionKey)) {
           await resetSessionIn(s, db, input.sessionKey);
         }
         return toScheduleJob(row);
@@ -65,7 +65,7 @@ export function pgSchedules(s: PgContext): ScheduleStore {
 
     getScheduleJob(name: string): Promise<ScheduleJob | null> {
       return s.read(async (db) => {
-        const row = await scheduleRow(s, db, name);
+        const row = await scheduleRow(db, name);
         return row ? toScheduleJob(row) : null;
       });
     },

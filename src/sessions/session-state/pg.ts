@@ -19,7 +19,7 @@ export function pgSessionState(s: PgContext): SessionStore {
   return {
     getSession(key: string): Promise<SessionRecord | null> {
       return s.read(async (db) => {
-        const row = await sessionRow(s, db, key);
+        const row = await sessionRow(db, key);
         return row ? toSession(row) : null;
       });
     },
@@ -37,7 +37,7 @@ export function pgSessionState(s: PgContext): SessionStore {
           [sessionId],
         );
         if (!t) return null;
-        const current = await sessionRow(s, db, t.session_key);
+        const current = await sessionRow(db, t.session_key);
         return current ? { ...toSession(current), sessionId, resumePending: false } : null;
       });
     },

@@ -45,7 +45,7 @@ import {
   toTurn,
 } from "../store-rows.js";
 
-async function transcriptIn(_s: PgContext, db: Db, sessionId: string, afterSeq: number) {
+async function transcriptIn(db: Db, sessionId: string, afterSeq: number) {
   return (
     await all<MessageRow>(
       db,
@@ -80,11 +80,7 @@ async function insertUsage(
   );
 }
 
-function latestCompactionRow(
-  _s: PgContext,
-  db: Db,
-  sessionId: string,
-): Promise<CompactionRow | undefined> {
+function latestCompactionRow(db: Db, sessionId: string): Promise<CompactionRow | undefined> {
   return first<CompactionRow>(
     db,
     "SELECT * FROM compactions WHERE session_id = $1 ORDER BY id DESC LIMIT 1",
@@ -95,16 +91,16 @@ function latestCompactionRow(
 export function pgTurns(s: PgContext): TurnStore {
   return {
     loadTranscript(sessionId: string, afterSeq = 0): Promise<StoredMessage[]> {
-      return s.read((db) => transcriptIn(s, db, sessionId, afterSeq));
+      return s.read((db) => transcriptIn(db, sessionId, afterSeq));
     },
 
     loadTurnHistory(sessionId: string): Promise<TurnHistory> {
       return s.read(async (db) => {
-        const row = await latestCompactionRow(s, db, sessionId);
+        const row = await latestCompactionRow(db, sessionId);
         const compaction = row ? toCompaction(row) : null;
         return {
           compaction,
-          messages: await transcriptIn(s, db, sessionId, compaction?.throughSeq ?? 0),
+          messages: await transcriptIn(db, sessionId, compaction?.throughSeq ?? 0),
           unfinished: (
             await all<ToolCallRow>(
               db,
@@ -125,7 +121,7 @@ export function pgTurns(s: PgContext): TurnStore {
       lease?: LeaseToken,
     ): Promise<void> {
       return s.tx(async (db) => {
-        await checkLease(s, db, lease);
+        await checkLease(db, lease);
         await appendIn(s, db, sessionId, turnId, messages);
         if (usage) await insertUsage(s, db, sessionId, turnId, "turn", usage);
         if (closeInboxIds.length > 0) {
@@ -142,7 +138,7 @@ export function pgTurns(s: PgContext): TurnStore {
         await db.query("SELECT pg_advisory_xact_lock(hashtext($1))", [
           `keel:compaction:${input.sessionId}`,
         ]);
-        const latest = await latestCompactionRow(s, db, input.sessionId);
+        const latest = await latestCompactionRow(db, input.sessionId);
         if (latest && input.throughSeq <= latest.through_seq) {
           throw new Error(
             `compaction through message ${input.throughSeq} does not go past the latest one (${latest.through_seq})`,
@@ -172,14 +168,14 @@ export function pgTurns(s: PgContext): TurnStore {
 
     latestCompaction(sessionId: string): Promise<CompactionRecord | null> {
       return s.read(async (db) => {
-        const row = await latestCompactionRow(s, db, sessionId);
+        const row = await latestCompactionRow(db, sessionId);
         return row ? toCompaction(row) : null;
       });
     },
 
     startTurn(input: StartTurnInput): Promise<StartedTurn> {
       return s.tx(async (db) => {
-        await checkLease(s, db, input.lease);
+        await checkLease(db, input.lease);
         const session = await ensureSessionIn(s, db, input.sessionKey, null);
         if (input.inboxId !== null) {
           const taken = await changes(
@@ -248,7 +244,7 @@ export function pgTurns(s: PgContext): TurnStore {
 
     finishTurn(input: FinishTurnInput): Promise<OutboxItem | null> {
       return s.tx(async (db) => {
-        await checkLease(s, db, input.lease);
+        await checkLease(db, input.lease);
         const now = s.now();
         const turn = await first<TurnRow>(
           db,
@@ -300,7 +296,7 @@ export function pgTurns(s: PgContext): TurnStore {
 
     recordToolStart(input: ToolStartInput): Promise<void> {
       return s.tx(async (db) => {
-        await checkLease(s, db, input.lease);
+        await checkLease(db, input.lease);
         await db.query(
           `INSERT INTO tool_calls (tool_call_id, turn_id, session_id, name, arguments, state, started_at)
              VALUES ($1, $2, $3, $4, $5, 'started', $6)
@@ -313,7 +309,7 @@ export function pgTurns(s: PgContext): TurnStore {
 
     recordToolFinish(input: ToolFinishInput): Promise<void> {
       return s.tx(async (db) => {
-        await checkLease(s, db, input.lease);
+        await checkLease(db, input.lease);
         await db.query(
           `UPDATE tool_calls SET state = 'finished', result = $1, finished_at = $2
              WHERE turn_id = $3 AND tool_call_id = $4 AND state = 'started'`,

@@ -23,9 +23,6 @@ export interface PgContext {
 /** One connection, inside or outside a transaction. */
 export type Db = pg.ClientBase;
 
-/** How long finished stream messages are kept (as in SqliteStore). */
-export const STREAM_RETENTION_MS = 7 * 24 * 3600 * 1000;
-
 /**
  * The database's clock in epoch ms. Leases and heartbeats are compared across instances, so they
  * use this one clock, never an instance's (clock_timestamp: the time now, not the transaction's

@@ -25,9 +25,6 @@ export interface SqliteContext {
   readonly transcripts: TranscriptCache;
 }
 
-/** How long finished stream messages are kept (a reply's delivery never takes that long). */
-export const STREAM_RETENTION_MS = 7 * 24 * 3600 * 1000;
-
 export function sessionRow(s: SqliteContext, key: string): SessionRow | undefined {
   return s.stmt("SELECT * FROM sessions WHERE key = ?").get(key) as SessionRow | undefined;
 }

@@ -5,6 +5,7 @@
 import { all, first, type PgContext } from "../pg-shared.js";
 import type { PlatformDataStore } from "../roles.js";
 import type { RecentChat } from "../store.js";
+import { type RecentChatRow, toRecentChat } from "../store-rows.js";
 
 export function pgPlatformData(s: PgContext): PlatformDataStore {
   return {
@@ -35,11 +36,7 @@ export function pgPlatformData(s: PgContext): PlatformDataStore {
 
     listRecentChats(platform: string, sinceMs: number): Promise<RecentChat[]> {
       return s.read(async (db) => {
-        const rows = await all<{
-          chat_id: string;
-          platform_message_id: string;
-          received_at: number;
-        }>(
+        const rows = await all<RecentChatRow>(
           db,
           `SELECT i.chat_id, i.platform_message_id, i.received_at FROM inbox i
              JOIN (SELECT MAX(id) AS id FROM inbox WHERE platform = $1 AND received_at >= $2
@@ -47,11 +44,7 @@ export function pgPlatformData(s: PgContext): PlatformDataStore {
              ORDER BY i.id`,
           [platform, sinceMs],
         );
-        return rows.map((r) => ({
-          chatId: r.chat_id,
-          lastMessageId: r.platform_message_id,
-          receivedAt: r.received_at,
-        }));
+        return rows.map(toRecentChat);
       });
     },
 

@@ -2,9 +2,11 @@
  * PlatformDataStore (platform adapters' data) on SQLite; what each method promises is in roles.ts.
  * Writes run in the group commit (`s.tx`), reads through `s.read`.
  */
+
 import type { PlatformDataStore } from "../roles.js";
 import type { SqliteContext } from "../sqlite-shared.js";
 import type { RecentChat } from "../store.js";
+import { type RecentChatRow, toRecentChat } from "../store-rows.js";
 
 export function sqlitePlatformData(s: SqliteContext): PlatformDataStore {
   return {
@@ -39,16 +41,8 @@ export function sqlitePlatformData(s: SqliteContext): PlatformDataStore {
                      GROUP BY chat_id) latest ON latest.id = i.id
              ORDER BY i.id`,
           )
-          .all(platform, sinceMs) as {
-          chat_id: string;
-          platform_message_id: string;
-          received_at: number;
-        }[];
-        return rows.map((r) => ({
-          chatId: r.chat_id,
-          lastMessageId: r.platform_message_id,
-          receivedAt: r.received_at,
-        }));
+          .all(platform, sinceMs) as RecentChatRow[];
+        return rows.map(toRecentChat);
       });
     },
 

@@ -6,7 +6,12 @@ import { all, first, type PgContext } from "../pg-shared.js";
 import type { ReportingStore } from "../roles.js";
 import { INTERNAL_KEY_PREFIX } from "../session-id.js";
 import type { SessionSummary, UsageTotals } from "../store.js";
-import { type SessionSummaryRow, toSessionSummary } from "../store-rows.js";
+import {
+  type SessionSummaryRow,
+  toSessionSummary,
+  toUsageTotals,
+  type UsageSumsRow,
+} from "../store-rows.js";
 
 export function pgReporting(s: PgContext): ReportingStore {
   return {
@@ -47,12 +52,7 @@ export function pgReporting(s: PgContext): ReportingStore {
 
     sessionUsage(sessionId: string): Promise<UsageTotals> {
       return s.read(async (db) => {
-        const totals = (await first<{
-          calls: number;
-          prompt: number;
-          completion: number;
-          estimated: number;
-        }>(
+        const totals = (await first<UsageSumsRow>(
           db,
           `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
                COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
@@ -66,37 +66,20 @@ export function pgReporting(s: PgContext): ReportingStore {
              ORDER BY id DESC LIMIT 1`,
           [sessionId],
         );
-        return {
-          calls: totals.calls,
-          promptTokens: totals.prompt,
-          completionTokens: totals.completion,
-          estimatedCalls: totals.estimated,
-          lastPromptTokens: last?.prompt_tokens ?? null,
-        };
+        return toUsageTotals(totals, last?.prompt_tokens ?? null);
       });
     },
 
     totalUsage(): Promise<UsageTotals> {
       return s.read(async (db) => {
-        const totals = (await first<{
-          calls: number;
-          prompt: number;
-          completion: number;
-          estimated: number;
-        }>(
+        const totals = (await first<UsageSumsRow>(
           db,
           `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
                COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
                COUNT(*) FILTER (WHERE estimated) AS estimated
              FROM model_usage`,
         ))!;
-        return {
-          calls: totals.calls,
-          promptTokens: totals.prompt,
-          completionTokens: totals.completion,
-          estimatedCalls: totals.estimated,
-          lastPromptTokens: null,
-        };
+        return toUsageTotals(totals, null);
       });
     },
 

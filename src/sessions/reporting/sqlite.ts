@@ -6,7 +6,12 @@ import type { ReportingStore } from "../roles.js";
 import { INTERNAL_KEY_PREFIX } from "../session-id.js";
 import type { SqliteContext } from "../sqlite-shared.js";
 import type { SessionSummary, UsageTotals } from "../store.js";
-import { type SessionSummaryRow, toSessionSummary } from "../store-rows.js";
+import {
+  type SessionSummaryRow,
+  toSessionSummary,
+  toUsageTotals,
+  type UsageSumsRow,
+} from "../store-rows.js";
 
 export function sqliteReporting(s: SqliteContext): ReportingStore {
   return {
@@ -55,25 +60,14 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
                COALESCE(SUM(estimated), 0) AS estimated
              FROM model_usage WHERE session_id = ?`,
           )
-          .get(sessionId) as {
-          calls: number;
-          prompt: number;
-          completion: number;
-          estimated: number;
-        };
+          .get(sessionId) as UsageSumsRow;
         const last = s
           .stmt(
             `SELECT prompt_tokens FROM model_usage WHERE session_id = ? AND purpose = 'turn'
              ORDER BY id DESC LIMIT 1`,
           )
           .get(sessionId) as { prompt_tokens: number } | undefined;
-        return {
-          calls: totals.calls,
-          promptTokens: totals.prompt,
-          completionTokens: totals.completion,
-          estimatedCalls: totals.estimated,
-          lastPromptTokens: last?.prompt_tokens ?? null,
-        };
+        return toUsageTotals(totals, last?.prompt_tokens ?? null);
       });
     },
 
@@ -86,14 +80,8 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
                COALESCE(SUM(estimated), 0) AS estimated
              FROM model_usage`,
           )
-          .get() as { calls: number; prompt: number; completion: number; estimated: number };
-        return {
-          calls: totals.calls,
-          promptTokens: totals.prompt,
-          completionTokens: totals.completion,
-          estimatedCalls: totals.estimated,
-          lastPromptTokens: null,
-        };
+          .get() as UsageSumsRow;
+        return toUsageTotals(totals, null);
       });
     },
 

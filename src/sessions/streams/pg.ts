@@ -2,10 +2,16 @@
  * StreamStore (stream messages) on Postgres; what each method promises is in roles.ts.
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
-import { all, first, type PgContext, STREAM_RETENTION_MS } from "../pg-shared.js";
+import { all, first, type PgContext } from "../pg-shared.js";
 import type { StreamStore } from "../roles.js";
 import type { StreamMessage, StreamTurn, TurnState } from "../store.js";
-import { type StreamMessageRow, toStreamMessage } from "../store-rows.js";
+import {
+  type LeftoverStreamRow,
+  STREAM_RETENTION_MS,
+  type StreamMessageRow,
+  toStreamMessage,
+  toStreamTurns,
+} from "../store-rows.js";
 
 export function pgStreams(s: PgContext): StreamStore {
   return {
@@ -56,7 +62,7 @@ export function pgStreams(s: PgContext): StreamStore {
 
     listLeftoverStreams(platform: string): Promise<StreamTurn[]> {
       return s.read(async (db) => {
-        const rows = await all<StreamMessageRow & { turn_state: TurnState | null }>(
+        const rows = await all<LeftoverStreamRow>(
           db,
           `SELECT s.*, t.state AS turn_state FROM stream_messages s
              LEFT JOIN turns t ON t.id = s.turn_id
@@ -66,16 +72,7 @@ export function pgStreams(s: PgContext): StreamStore {
              ORDER BY s.turn_id, s.piece`,
           [platform],
         );
-        const turns = new Map<number, StreamTurn>();
-        for (const row of rows) {
-          let turn = turns.get(row.turn_id);
-          if (!turn) {
-            turn = { turnId: row.turn_id, turnState: row.turn_state, messages: [] };
-            turns.set(row.turn_id, turn);
-          }
-          turn.messages.push(toStreamMessage(row));
-        }
-        return [...turns.values()];
+        return toStreamTurns(rows);
       });
     },
   };

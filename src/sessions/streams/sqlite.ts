@@ -3,9 +3,15 @@
  * Writes run in the group commit (`s.tx`), reads through `s.read`.
  */
 import type { StreamStore } from "../roles.js";
-import { type SqliteContext, STREAM_RETENTION_MS } from "../sqlite-shared.js";
+import type { SqliteContext } from "../sqlite-shared.js";
 import type { StreamMessage, StreamTurn, TurnState } from "../store.js";
-import { type StreamMessageRow, toStreamMessage } from "../store-rows.js";
+import {
+  type LeftoverStreamRow,
+  STREAM_RETENTION_MS,
+  type StreamMessageRow,
+  toStreamMessage,
+  toStreamTurns,
+} from "../store-rows.js";
 
 export function sqliteStreams(s: SqliteContext): StreamStore {
   return {
@@ -60,17 +66,8 @@ export function sqliteStreams(s: SqliteContext): StreamStore {
                  WHERE o.turn_id = s.turn_id AND o.state IN ('pending', 'sending'))
              ORDER BY s.turn_id, s.piece`,
           )
-          .all(platform) as (StreamMessageRow & { turn_state: TurnState | null })[];
-        const turns = new Map<number, StreamTurn>();
-        for (const row of rows) {
-          let turn = turns.get(row.turn_id);
-          if (!turn) {
-            turn = { turnId: row.turn_id, turnState: row.turn_state, messages: [] };
-            turns.set(row.turn_id, turn);
-          }
-          turn.messages.push(toStreamMessage(row));
-        }
-        return [...turns.values()];
+          .all(platform) as LeftoverStreamRow[];
+        return toStreamTurns(rows);
       });
     },
   };

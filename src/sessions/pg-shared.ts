@@ -8,6 +8,7 @@ import type { ChatAddress } from "../platforms/platform.js";
 import { newSessionId } from "./session-id.js";
 import type { LeaseToken, OutboxItem, ScheduleAdvance, SessionRecord } from "./store.js";
 import { LeaseLostError } from "./store.js";
+import type { NewOutboxRow } from "./store-rows.js";
 import { type OutboxRow, type SessionRow, toOutbox, toSession } from "./store-rows.js";
 
 /** What the role modules (inbox/pg.ts, …) get of the store: its transactions and clock. */
@@ -157,24 +158,7 @@ export async function appendIn(
   );
 }
 
-export async function insertOutbox(
-  s: PgContext,
-  db: Db,
-  row: {
-    sessionKey: string;
-    sessionId: string;
-    turnId: number | null;
-    address: ChatAddress;
-    text: string;
-    kind: "reply" | "notice";
-    /** `delivered`: a record of a reply answered in band (FinishTurnInput.reply.inBand). */
-    state?: "pending" | "sending" | "delivered";
-    /** The inbox item this notice answers (it closed the item without a turn). */
-    inboxId?: number;
-    /** The approval this row asks for (chat platforms add buttons). */
-    approvalId?: string | undefined;
-  },
-): Promise<OutboxItem> {
+export async function insertOutbox(s: PgContext, db: Db, row: NewOutboxRow): Promise<OutboxItem> {
   const now = s.now();
   const state = row.state ?? "pending";
   const inserted = await first<OutboxRow>(

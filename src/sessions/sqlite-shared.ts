@@ -8,6 +8,7 @@ import type { ChatAddress } from "../platforms/platform.js";
 import { newSessionId } from "./session-id.js";
 import type { LeaseToken, OutboxItem, ScheduleAdvance, SessionRecord } from "./store.js";
 import { LeaseLostError } from "./store.js";
+import type { NewOutboxRow } from "./store-rows.js";
 import { type OutboxRow, type SessionRow, toOutbox, toSession } from "./store-rows.js";
 import type { TranscriptCache } from "./transcript-cache.js";
 
@@ -117,21 +118,9 @@ export function appendSync(
   for (const m of messages) insert.run(sessionId, turnId, m.role, JSON.stringify(m), now);
 }
 
-export function insertOutbox(
-  s: SqliteContext,
-  sessionKey: string,
-  sessionId: string,
-  turnId: number | null,
-  address: ChatAddress,
-  text: string,
-  kind: "reply" | "notice",
-  /** `delivered`: a record of a reply answered in band (FinishTurnInput.reply.inBand). */
-  state: "pending" | "sending" | "delivered" = "pending",
-  /** The inbox item this notice answers (it closed the item without a turn). */
-  inboxId: number | null = null,
-  approvalId: string | null = null,
-): OutboxItem {
+export function insertOutbox(s: SqliteContext, row: NewOutboxRow): OutboxItem {
   const now = s.now();
+  const state = row.state ?? "pending";
   const { lastInsertRowid } = s
     .stmt(
       `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state,
@@ -139,18 +128,18 @@ export function insertOutbox(
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
     .run(
-      sessionKey,
-      sessionId,
-      turnId,
-      address.platform,
-      JSON.stringify(address),
-      text,
-      kind,
+      row.sessionKey,
+      row.sessionId,
+      row.turnId,
+      row.address.platform,
+      JSON.stringify(row.address),
+      row.text,
+      row.kind,
       state,
       now,
       state === "delivered" ? now : null,
-      inboxId,
-      approvalId,
+      row.inboxId ?? null,
+      row.approvalId ?? null,
       s.instanceId,
     );
   return toOutbox(s.stmt("SELECT * FROM outbox WHERE id = ?").get(lastInsertRowid) as OutboxRow);

@@ -247,17 +247,15 @@ export function sqliteInbox(s: SqliteContext): InboxStore {
           row.session_key,
           JSON.parse(row.address) as ChatAddress,
         );
-        return insertOutbox(
-          s,
-          row.session_key,
-          session.session_id,
-          null,
-          JSON.parse(row.address) as ChatAddress,
-          notice,
-          "notice",
-          "pending",
+        return insertOutbox(s, {
+          sessionKey: row.session_key,
+          sessionId: session.session_id,
+          turnId: null,
+          address: JSON.parse(row.address) as ChatAddress,
+          text: notice,
+          kind: "notice",
           inboxId,
-        );
+        });
       });
     },
 
@@ -285,7 +283,14 @@ export function sqliteInbox(s: SqliteContext): InboxStore {
           | undefined;
         if (!row) throw new Error(`unknown inbox item ${input.inboxId}`);
         const address = JSON.parse(row.address) as ChatAddress;
-        insertOutbox(s, row.session_key, row.session_id, null, address, input.notice, "notice");
+        insertOutbox(s, {
+          sessionKey: row.session_key,
+          sessionId: row.session_id,
+          turnId: null,
+          address,
+          text: input.notice,
+          kind: "notice",
+        });
         return true;
       });
     },

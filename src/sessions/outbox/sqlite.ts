@@ -22,18 +22,16 @@ export function sqliteOutbox(s: SqliteContext): OutboxStore {
   return {
     enqueueOutbox(input: OutboxInput): Promise<OutboxItem> {
       return s.tx(() =>
-        insertOutbox(
-          s,
-          input.sessionKey,
-          input.sessionId,
-          null,
-          input.address,
-          input.text,
-          input.kind,
-          input.direct ? "sending" : "pending",
-          null,
-          input.approvalId ?? null,
-        ),
+        insertOutbox(s, {
+          sessionKey: input.sessionKey,
+          sessionId: input.sessionId,
+          turnId: null,
+          address: input.address,
+          text: input.text,
+          kind: input.kind,
+          state: input.direct ? "sending" : "pending",
+          approvalId: input.approvalId,
+        }),
       );
     },
 
@@ -45,15 +43,14 @@ export function sqliteOutbox(s: SqliteContext): OutboxStore {
           input.notice,
           input.sessionKey,
         );
-        return insertOutbox(
-          s,
-          input.sessionKey,
-          session.session_id,
-          null,
-          input.address,
-          input.text,
-          "notice",
-        );
+        return insertOutbox(s, {
+          sessionKey: input.sessionKey,
+          sessionId: session.session_id,
+          turnId: null,
+          address: input.address,
+          text: input.text,
+          kind: "notice",
+        });
       });
     },
 
@@ -66,15 +63,14 @@ export function sqliteOutbox(s: SqliteContext): OutboxStore {
           )
           .run(input.sessionId, input.name, s.now());
         if (changes === 0) return null;
-        return insertOutbox(
-          s,
-          input.sessionKey,
-          input.sessionId,
-          null,
-          input.address,
-          input.text,
-          "notice",
-        );
+        return insertOutbox(s, {
+          sessionKey: input.sessionKey,
+          sessionId: input.sessionId,
+          turnId: null,
+          address: input.address,
+          text: input.text,
+          kind: "notice",
+        });
       });
     },
 

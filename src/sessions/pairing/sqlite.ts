@@ -64,7 +64,14 @@ export function sqlitePairing(s: SqliteContext): PairingStore {
           const address: ChatAddress = { platform: row.platform, chatId: row.chat_id };
           const key = noticeSessionKey(address);
           const session = ensureSessionSync(s, key, address);
-          insertOutbox(s, key, session.session_id, null, address, notice, "notice");
+          insertOutbox(s, {
+            sessionKey: key,
+            sessionId: session.session_id,
+            turnId: null,
+            address,
+            text: notice,
+            kind: "notice",
+          });
         }
         return toPairing({ ...row, approved_at: now });
       });

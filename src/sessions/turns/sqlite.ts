@@ -261,18 +261,16 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
           ).run(now, turn.session_key, turn.session_id);
         }
         if (!input.reply) return null;
-        return insertOutbox(
-          s,
-          turn.session_key,
-          turn.session_id,
-          input.turnId,
-          input.reply.address,
-          input.reply.text,
-          "reply",
-          input.reply.inBand ? "delivered" : "pending",
-          null,
-          input.reply.approvalId ?? null,
-        );
+        return insertOutbox(s, {
+          sessionKey: turn.session_key,
+          sessionId: turn.session_id,
+          turnId: input.turnId,
+          address: input.reply.address,
+          text: input.reply.text,
+          kind: "reply",
+          state: input.reply.inBand ? "delivered" : "pending",
+          approvalId: input.reply.approvalId,
+        });
       });
     },
 
@@ -313,15 +311,14 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
             `INSERT INTO sent_files (id, session_key, path, name, mime, size, created_at)
                VALUES (?, ?, ?, ?, ?, ?, ?)`,
           ).run(file.id, sent.sessionKey, file.path, file.name, file.mime, file.size, now);
-          const row = insertOutbox(
-            s,
-            sent.sessionKey,
-            input.sessionId,
-            input.turnId,
-            sent.address,
-            sent.caption,
-            "reply",
-          );
+          const row = insertOutbox(s, {
+            sessionKey: sent.sessionKey,
+            sessionId: input.sessionId,
+            turnId: input.turnId,
+            address: sent.address,
+            text: sent.caption,
+            kind: "reply",
+          });
           s.stmt("UPDATE outbox SET file_id = ? WHERE id = ?").run(file.id, row.id);
         }
         s.stmt(

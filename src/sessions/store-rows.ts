@@ -215,20 +215,16 @@ export function toOutbox(r: OutboxRow): OutboxItem {
 }
 
 /** What a new outbox row is made of (the stores' `insertOutbox`; the rest is the store's). */
-export interface NewOutboxRow {
-  sessionKey: string;
-  sessionId: string;
-  turnId: number | null;
-  address: ChatAddress;
-  text: string;
-  kind: "reply" | "notice";
+export type NewOutboxRow = Pick<
+  OutboxItem,
+  "sessionKey" | "sessionId" | "turnId" | "address" | "text" | "kind"
+> & {
   /** `delivered`: a record of a reply answered in band (FinishTurnInput.reply.inBand). */
   state?: "pending" | "sending" | "delivered";
   /** The inbox item this notice answers (it closed the item without a turn). */
   inboxId?: number | null;
-  /** The approval this row asks for (chat platforms add buttons). */
   approvalId?: string | null | undefined;
-}
+};
 
 export interface MessageRow {
   seq: number;

@@ -13,6 +13,12 @@ import {
   type UsageSumsRow,
 } from "../store-rows.js";
 
+/** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
+const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
+    COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
+    COUNT(*) FILTER (WHERE estimated) AS estimated
+  FROM model_usage`;
+
 export function pgReporting(s: PgContext): ReportingStore {
   return {
     listSessions(
@@ -52,14 +58,9 @@ export function pgReporting(s: PgContext): ReportingStore {
 
     sessionUsage(sessionId: string): Promise<UsageTotals> {
       return s.read(async (db) => {
-        const totals = (await first<UsageSumsRow>(
-          db,
-          `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
-               COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
-               COUNT(*) FILTER (WHERE estimated) AS estimated
-             FROM model_usage WHERE session_id = $1`,
-          [sessionId],
-        ))!;
+        const totals = (await first<UsageSumsRow>(db, `${USAGE_SUMS} WHERE session_id = $1`, [
+          sessionId,
+        ]))!;
         const last = await first<{ prompt_tokens: number }>(
           db,
           `SELECT prompt_tokens FROM model_usage WHERE session_id = $1 AND purpose = 'turn'
@@ -72,13 +73,7 @@ export function pgReporting(s: PgContext): ReportingStore {
 
     totalUsage(): Promise<UsageTotals> {
       return s.read(async (db) => {
-        const totals = (await first<UsageSumsRow>(
-          db,
-          `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
-               COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
-               COUNT(*) FILTER (WHERE estimated) AS estimated
-             FROM model_usage`,
-        ))!;
+        const totals = (await first<UsageSumsRow>(db, USAGE_SUMS))!;
         return toUsageTotals(totals, null);
       });
     },

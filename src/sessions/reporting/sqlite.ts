@@ -13,6 +13,11 @@ import {
   type UsageSumsRow,
 } from "../store-rows.js";
 
+/** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
+const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
+    COALESCE(SUM(completion_tokens), 0) AS completion, COALESCE(SUM(estimated), 0) AS estimated
+  FROM model_usage`;
+
 export function sqliteReporting(s: SqliteContext): ReportingStore {
   return {
     listSessions(
@@ -53,14 +58,7 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
 
     sessionUsage(sessionId: string): Promise<UsageTotals> {
       return s.read(() => {
-        const totals = s
-          .stmt(
-            `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
-               COALESCE(SUM(completion_tokens), 0) AS completion,
-               COALESCE(SUM(estimated), 0) AS estimated
-             FROM model_usage WHERE session_id = ?`,
-          )
-          .get(sessionId) as UsageSumsRow;
+        const totals = s.stmt(`${USAGE_SUMS} WHERE session_id = ?`).get(sessionId) as UsageSumsRow;
         const last = s
           .stmt(
             `SELECT prompt_tokens FROM model_usage WHERE session_id = ? AND purpose = 'turn'
@@ -73,14 +71,7 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
 
     totalUsage(): Promise<UsageTotals> {
       return s.read(() => {
-        const totals = s
-          .stmt(
-            `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
-               COALESCE(SUM(completion_tokens), 0) AS completion,
-               COALESCE(SUM(estimated), 0) AS estimated
-             FROM model_usage`,
-          )
-          .get() as UsageSumsRow;
+        const totals = s.stmt(USAGE_SUMS).get() as UsageSumsRow;
         return toUsageTotals(totals, null);
       });
     },

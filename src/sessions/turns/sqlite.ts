@@ -198,7 +198,7 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
         }
         const now = s.now();
         // Under the session's lease no other turn of it runs: one still marked running was cut off
-        // with its gateway, and this turn continues from its record (see the Postgres store).
+        // with its gateway, and this turn continues from its record (turns/pg.ts says why).
         if (input.lease) {
           const cut = s
             .stmt(

@@ -8,12 +8,27 @@
  *
  * Unlike SQLite's group commit, calls made together are independent transactions: they commit
  * in any order. A caller that needs an order awaits (the runner and the adapters do).
+ *
+ * This class is the engine: the pool, the migrations, the transaction helper and its timeouts.
+ * The SQL of each role is in the role's folder (inbox/pg.ts, turns/pg.ts, …).
  */
 import pg from "pg";
 import { describeStoreTarget } from "../config/store-target.js";
 import { errorMessage } from "../lib/errors.js";
+import { pgApprovals } from "./approvals/pg.js";
+import { pgCluster } from "./cluster/pg.js";
+import { pgInbox } from "./inbox/pg.js";
+import { pgOutbox } from "./outbox/pg.js";
+import { pgPairing } from "./pairing/pg.js";
 import { PG_MIGRATIONS } from "./pg-migrations.js";
+import { type Db, first, type PgContext } from "./pg-shared.js";
+import { pgPlatformData } from "./platform-data/pg.js";
+import { pgReporting } from "./reporting/pg.js";
+import { pgSchedules } from "./schedules/pg.js";
+import { pgSessionState } from "./session-state/pg.js";
 import type { Store, StoreHandle } from "./store.js";
+import { pgStreams } from "./streams/pg.js";
+import { pgTurns } from "./turns/pg.js";
 
 export interface PgStoreOptions {
   /** Injected clock (epoch ms); stored times come from it, as in SqliteStore. */
@@ -92,19 +107,6 @@ function timedOut(err: unknown, committing: boolean): Error | null {
     : "nothing of this call was committed";
   return new Error(`${what}; ${outcome}`, { cause: err });
 }
-
-import { pgApprovals } from "./approvals/pg.js";
-import { pgCluster } from "./cluster/pg.js";
-import { pgInbox } from "./inbox/pg.js";
-import { pgOutbox } from "./outbox/pg.js";
-import { pgPairing } from "./pairing/pg.js";
-import { type Db, first, type PgContext } from "./pg-shared.js";
-import { pgPlatformData } from "./platform-data/pg.js";
-import { pgReporting } from "./reporting/pg.js";
-import { pgSchedules } from "./schedules/pg.js";
-import { pgSessionState } from "./session-state/pg.js";
-import { pgStreams } from "./streams/pg.js";
-import { pgTurns } from "./turns/pg.js";
 
 /**
  * The store's role methods come from the role modules (inbox/pg.ts, …), assigned in the

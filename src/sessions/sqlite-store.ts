@@ -9,14 +9,29 @@
  * changes), and every promise settles only after that transaction has committed and been
  * flushed to disk. One fsync then covers many methods, and commits made while it runs share the
  * next one; "durable before the promise resolves" holds for each of them.
+ *
+ * This class is the engine: the connection, the migrations, the group commit and the WAL gate.
+ * The SQL of each role is in the role's folder (inbox/sqlite.ts, turns/sqlite.ts, …).
  */
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import type Database from "better-sqlite3";
+import { sqliteApprovals } from "./approvals/sqlite.js";
+import { sqliteCluster } from "./cluster/sqlite.js";
+import { sqliteInbox } from "./inbox/sqlite.js";
+import { sqliteOutbox } from "./outbox/sqlite.js";
+import { sqlitePairing } from "./pairing/sqlite.js";
+import { sqlitePlatformData } from "./platform-data/sqlite.js";
+import { sqliteReporting } from "./reporting/sqlite.js";
+import { sqliteSchedules } from "./schedules/sqlite.js";
+import { sqliteSessionState } from "./session-state/sqlite.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
 import { MIGRATIONS } from "./sqlite-migrations.js";
+import type { SqliteContext } from "./sqlite-shared.js";
 import type { Store, StoreHandle } from "./store.js";
+import { sqliteStreams } from "./streams/sqlite.js";
 import { TranscriptCache } from "./transcript-cache.js";
+import { sqliteTurns } from "./turns/sqlite.js";
 import { WalCheckpoint } from "./wal-checkpoint.js";
 import { type FsyncFn, WalSync } from "./wal-sync.js";
 
@@ -48,19 +63,6 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 const TRANSCRIPT_CACHE_BYTES = 6_000_000;
 /** SQLite's page cache per connection, KiB (SQLite's own default; see the constructor). */
 const PAGE_CACHE_KIB = 2000;
-
-import { sqliteApprovals } from "./approvals/sqlite.js";
-import { sqliteCluster } from "./cluster/sqlite.js";
-import { sqliteInbox } from "./inbox/sqlite.js";
-import { sqliteOutbox } from "./outbox/sqlite.js";
-import { sqlitePairing } from "./pairing/sqlite.js";
-import { sqlitePlatformData } from "./platform-data/sqlite.js";
-import { sqliteReporting } from "./reporting/sqlite.js";
-import { sqliteSchedules } from "./schedules/sqlite.js";
-import { sqliteSessionState } from "./session-state/sqlite.js";
-import type { SqliteContext } from "./sqlite-shared.js";
-import { sqliteStreams } from "./streams/sqlite.js";
-import { sqliteTurns } from "./turns/sqlite.js";
 
 /**
  * The store's role methods come from the role modules (inbox/sqlite.ts, …), assigned in the

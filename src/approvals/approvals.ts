@@ -12,7 +12,13 @@ import type { Logger } from "pino";
 import type { ToolGate } from "../agent/types.js";
 import type { ApprovalPress, ApprovalPressResult, ChatAddress } from "../platforms/platform.js";
 import type { GateTurn, TurnApprovals } from "../runner/agent-run.js";
-import type { ApprovalDecision, ApprovalRecord, InboxItem, Store } from "../sessions/store.js";
+import type {
+  ApprovalDecision,
+  ApprovalRecord,
+  ApprovalStore,
+  InboxItem,
+  TurnStore,
+} from "../sessions/store.js";
 import { type ApprovalPolicy, approvalNeed } from "./policy.js";
 import type { ShellParser } from "./shell-syntax.js";
 import {
@@ -26,7 +32,7 @@ import {
 } from "./texts.js";
 
 export interface ApprovalsOptions {
-  store: Store;
+  store: ApprovalStore & TurnStore;
   policy: ApprovalPolicy;
   timeoutMs: number;
   /** Queues a message to a chat through the outbox; `approvalId` makes it a card with buttons. */

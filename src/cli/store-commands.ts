@@ -5,7 +5,15 @@ import { storeTarget } from "../config/store-target.js";
 import { errorMessage } from "../lib/errors.js";
 import { PAIRING_APPROVED_NOTICE } from "../platforms/telegram/access.js";
 import { openCommandStore } from "../sessions/open-store.js";
-import type { PairingRequest, Store } from "../sessions/store.js";
+import type {
+  PairingRequest,
+  PairingStore,
+  ReportingStore,
+  SessionStore,
+  Store,
+  StoreHandle,
+  TurnStore,
+} from "../sessions/store.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 
@@ -37,7 +45,7 @@ export async function sessionsList(
     io.err(`keel: --limit must be a positive whole number, got '${options.limit}'`);
     return EXIT.usage;
   }
-  return withStore(options, io, async (store) => {
+  return withStore(options, io, async (store: ReportingStore) => {
     const sessions = await store.listSessions({
       limit,
       // Notice lanes (`system:...`) are Keel's bookkeeping, not conversations.
@@ -65,7 +73,7 @@ export function sessionsShow(
   options: GlobalOptions & { json?: boolean },
   io: CliIo,
 ): Promise<number> {
-  return withStore(options, io, async (store) => {
+  return withStore(options, io, async (store: SessionStore & TurnStore) => {
     const session = await store.getSessionById(id);
     if (!session) {
       io.err(`No session with id ${id}. See \`keel sessions list\`.`);
@@ -120,7 +128,7 @@ export function pairingList(
   options: GlobalOptions & { approved?: boolean; json?: boolean },
   io: CliIo,
 ): Promise<number> {
-  return withStore(options, io, async (store) => {
+  return withStore(options, io, async (store: PairingStore) => {
     if (options.json) {
       const rows = options.approved
         ? await store.listApprovedUsers()
@@ -151,7 +159,7 @@ export function pairingList(
 }
 
 export function pairingApprove(code: string, options: GlobalOptions, io: CliIo): Promise<number> {
-  return withStore(options, io, async (store) => {
+  return withStore(options, io, async (store: PairingStore) => {
     // The welcome is queued in the same transaction: a running gateway sends it within seconds,
     // a stopped one at its next start.
     const approved = await store.approvePairing(code, PAIRING_APPROVED_NOTICE);
@@ -170,7 +178,7 @@ export function pairingApprove(code: string, options: GlobalOptions, io: CliIo):
 
 /** `keel pairing revoke USER`: USER is a user id, or `platform:id` when several platforms pair. */
 export function pairingRevoke(user: string, options: GlobalOptions, io: CliIo): Promise<number> {
-  return withStore(options, io, async (store) => {
+  return withStore(options, io, async (store: PairingStore) => {
     const [platform, userId] = user.includes(":")
       ? (user.split(/:(.*)/s, 2) as [string, string])
       : ["telegram", user];
@@ -201,7 +209,7 @@ export function backup(path: string, options: GlobalOptions, io: CliIo): Promise
     io.err(`${target} already exists; choose a new path.`);
     return Promise.resolve(EXIT.failure);
   }
-  return withStore(options, io, async (store) => {
+  return withStore(options, io, async (store: StoreHandle) => {
     try {
       // Created empty and private first: SQLite would create the copy 0644.
       closeSync(openSync(target, "wx", 0o600));

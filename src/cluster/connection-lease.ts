@@ -8,12 +8,9 @@
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { ConnectionLease } from "../platforms/platform.js";
-import type { LeaseToken, Store } from "../sessions/store.js";
+import type { ClusterStore, LeaseToken } from "../sessions/store.js";
 
-export type LeaseStore = Pick<
-  Store,
-  "claimSessionLease" | "renewSessionLease" | "releaseSessionLease"
->;
+export type LeaseStore = ClusterStore;
 
 /** The lease's name: the platform and a hash of the credential, never the credential itself. */
 export function connectionLeaseKey(platform: string, credential: string): string {

@@ -6,7 +6,7 @@
  */
 import type { ChatMessage } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
-import type { CompactionRecord, Store, StoredMessage } from "../sessions/store.js";
+import type { CompactionRecord, StoredMessage, TurnStore } from "../sessions/store.js";
 import type { CompactionSink } from "./context-keeper.js";
 
 /** The stored messages a compaction has not replaced, in order. */
@@ -19,7 +19,7 @@ export function visibleMessages(
 }
 
 export function createCompactionSink(options: {
-  store: Store;
+  store: TurnStore;
   sessionId: string;
   turnId: number | null;
   crashPoint?: CrashPoint;

@@ -6,7 +6,7 @@ import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { maskUrlCredentials } from "../lib/url-credentials.js";
-import type { Store } from "../sessions/store.js";
+import type { ReportingStore, SessionStore, TurnStore } from "../sessions/store.js";
 import type { ControlSurface, GatewayStatus } from "./control-surface.js";
 import { httpError } from "./http-errors.js";
 import type { AppEnv } from "./http-server.js";
@@ -18,7 +18,7 @@ const DrainBody = z.strictObject({ action: z.enum(["drain", "cancel"]) });
 
 export function createControlRoutes(options: {
   surface: ControlSurface;
-  store: Store;
+  store: SessionStore & TurnStore & ReportingStore;
   /** What `GET /api/sessions` adds to the store's list (states, cost). */
   sessionList: Omit<SessionListDeps, "store">;
   /** Where a failed status computation for the live stream is reported. */

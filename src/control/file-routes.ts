@@ -7,13 +7,13 @@ import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { Hono } from "hono";
-import type { Store } from "../sessions/store.js";
+import type { TurnStore } from "../sessions/store.js";
 import { httpError } from "./http-errors.js";
 import type { AppEnv } from "./http-server.js";
 
 const INLINE_TYPES = /^image\/(jpeg|png|gif|webp)$/;
 
-export function createFileRoutes(store: Store): Hono<AppEnv> {
+export function createFileRoutes(store: TurnStore): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.get("/files/:id", async (c) => {
     const file = await store.getSentFile(c.req.param("id"));

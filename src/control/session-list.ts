@@ -3,10 +3,15 @@
  * (the chat's name, or its first message), what it is doing now, and its tokens (and cost, when
  * `model.prices` is set); Keel's own lanes (`system:…`) only on request; and the totals.
  */
-import type { ApprovalRecord, SessionSummary, Store, UsageTotals } from "../sessions/store.js";
+import type {
+  ApprovalRecord,
+  ReportingStore,
+  SessionSummary,
+  UsageTotals,
+} from "../sessions/store.js";
 
 export interface SessionListDeps {
-  store: Pick<Store, "listSessions" | "totalUsage">;
+  store: ReportingStore;
   /** Session keys with a turn running now. */
   runningKeys(): string[];
   pendingApprovals(): Promise<ApprovalRecord[]>;

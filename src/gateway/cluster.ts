@@ -15,7 +15,14 @@ import type { StopRequest } from "../lifecycle/stop-sequence.js";
 import { recoverInterruptedWork } from "../recovery/recovery.js";
 import { resumeHeldBack } from "../recovery/startup-resume.js";
 import type { Runner } from "../runner/runner.js";
-import type { InboxItem, Store } from "../sessions/store.js";
+import type {
+  ClusterStore,
+  InboxItem,
+  InboxStore,
+  OutboxStore,
+  SessionStore,
+  TurnStore,
+} from "../sessions/store.js";
 import {
   createInstanceWatch,
   describeInstances,
@@ -41,7 +48,7 @@ export interface ClusterParts {
   cluster: ClusterMembership;
   /** This gateway's home: it records who runs there, for the next gateway to take over from. */
   home: string;
-  store: Store;
+  store: ClusterStore & InboxStore & SessionStore & TurnStore & OutboxStore;
   runner: Runner;
   /** The gateway's stop path: leaving the cluster is one of its steps. */
   stopPath: StopPath<StopRequest | null>;
@@ -60,7 +67,7 @@ export interface ClusterParts {
 }
 
 export class Cluster {
-  private readonly store: Store;
+  private readonly store: ClusterStore & InboxStore & SessionStore & TurnStore & OutboxStore;
   private readonly runner: Runner;
   private readonly stopPath: StopPath<StopRequest | null>;
   private readonly now: () => number;

@@ -6,7 +6,7 @@
  */
 import type { Logger } from "pino";
 import type { GatewayStatus } from "../control/control-surface.js";
-import type { InstanceInput, InstanceRecord, Store } from "../sessions/store.js";
+import type { ClusterStore, InstanceInput, InstanceRecord } from "../sessions/store.js";
 
 /**
  * A dead instance's row is removed once it has been silent this many lease TTLs (and nobody runs
@@ -35,7 +35,7 @@ export interface Heartbeat {
 
 /** Beats every third of the lease TTL; the row must already be registered. */
 export function startHeartbeat(
-  store: Store,
+  store: ClusterStore,
   self: InstanceInput,
   leaseTtlMs: number,
   logger: Logger,
@@ -79,7 +79,7 @@ export function startHeartbeat(
 
 /** Removes the rows of instances dead for {@link FORGET_AFTER_TTLS} whose turns were taken over. */
 export async function forgetDeadInstances(
-  store: Store,
+  store: ClusterStore,
   leaseTtlMs: number,
   logger: Logger,
 ): Promise<void> {
@@ -94,7 +94,7 @@ export async function forgetDeadInstances(
 
 /** Every gateway sharing the store, alive or dead, with the sessions each holds a live lease on. */
 export async function describeInstances(
-  store: Store,
+  store: ClusterStore,
   self: { instanceId: string; leaseTtlMs: number },
   now: number,
 ): Promise<NonNullable<GatewayStatus["instances"]>> {
@@ -128,7 +128,7 @@ function isDeliveryLease(key: string): boolean {
  * only pushes on changes and another gateway's death is no event here.
  */
 export function createInstanceWatch(
-  store: Store,
+  store: ClusterStore,
   self: { instanceId: string; leaseTtlMs: number },
   now: () => number,
   onChange: () => void,

@@ -16,7 +16,7 @@ import { runCommand } from "../service/install.js";
 import { stopTimeoutFromDrain } from "../service/service-spec.js";
 import { renderSystemdRestartCommand, SYSTEMD_UNIT_NAME } from "../service/systemd.js";
 import { queueNotice } from "../sessions/notices.js";
-import type { Store } from "../sessions/store.js";
+import type { OutboxStore, SessionStore } from "../sessions/store.js";
 import type { Supervisor } from "./exit-code.js";
 import { writeCleanShutdown, writeRestartPending } from "./markers.js";
 import { spawnDetachedSuccessor } from "./restart-helper.js";
@@ -43,7 +43,7 @@ export type Relaunch = () => {
 export interface StoppingGateway {
   config: Config;
   logger: Logger;
-  store: Store;
+  store: OutboxStore & SessionStore;
   runner: Runner;
   dispatcher: OutboxDispatcher;
   platforms: PlatformRegistry;

@@ -4,10 +4,10 @@
  * length, expiry and the cap. Only `admin_users` have operator rights (`/restart`, `/sethome`).
  * Identities are platform user ids, never display names.
  */
-import type { Store } from "../sessions/store.js";
+import type { PairingStore } from "../sessions/store.js";
 
 /** The slice of the store a chat adapter needs for pairing. */
-export type PairingAccess = Pick<Store, "requestPairing" | "isUserApproved">;
+export type PairingAccess = Pick<PairingStore, "requestPairing" | "isUserApproved">;
 
 /** Pairing codes live an hour; at most three wait for approval at once. */
 export const PAIRING_TTL_MS = 3_600_000;

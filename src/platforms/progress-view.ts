@@ -6,7 +6,7 @@
  * plug in the same way, with their own edit limits in `minIntervalMs`).
  */
 import type { Logger } from "pino";
-import type { Store } from "../sessions/store.js";
+import type { StreamStore } from "../sessions/store.js";
 import type { OutboundReply, ProgressUpdate } from "./platform.js";
 import {
   type ChatGate,
@@ -19,11 +19,8 @@ import {
   type ToolProgressMode,
 } from "./stream-editor.js";
 
-/** The store methods progress needs. */
-export type StreamStore = Pick<
-  Store,
-  "saveStreamMessage" | "getStreamTurn" | "listLeftoverStreams"
->;
+/** The store role progress needs. */
+export type { StreamStore };
 
 export interface ProgressSettings {
   /** `display.streaming`: the reply's text is shown as it is written. */

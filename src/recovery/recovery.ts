@@ -6,11 +6,13 @@
  */
 import type { CrashPoint } from "../lib/crash-point.js";
 import type {
+  ClusterStore,
   LeaseToken,
   ResumeReason,
   SessionRecord,
-  Store,
+  SessionStore,
   TurnRecord,
+  TurnStore,
 } from "../sessions/store.js";
 
 export const RECENT_ACTIVITY_MS = 120_000;
@@ -22,7 +24,7 @@ export interface RecoveryReport {
 
 /** Turns the previous process's cut-off work into resume marks; safe to run again after a crash. */
 export async function recoverInterruptedWork(
-  store: Store,
+  store: SessionStore & TurnStore & ClusterStore,
   options: {
     cleanShutdown: boolean;
     now: number;
@@ -43,7 +45,7 @@ export async function recoverInterruptedWork(
 }
 
 async function recover(
-  store: Store,
+  store: SessionStore & TurnStore & ClusterStore,
   options: Parameters<typeof recoverInterruptedWork>[1],
   held: Map<string, LeaseToken>,
 ): Promise<RecoveryReport> {
@@ -107,7 +109,7 @@ async function recover(
  * twice. `turnStartedAt` gives each key's cut-off turn start (epoch ms).
  */
 export async function markCutOff(
-  store: Store,
+  store: SessionStore,
   keys: string[],
   reason: ResumeReason,
   turnStartedAt: ReadonlyMap<string, number> = new Map(),
@@ -129,7 +131,10 @@ export async function markCutOff(
  * False when the session's transcript is empty or ends with a final assistant answer (no tool
  * calls): the record shows its last turn finished, so there is nothing to continue.
  */
-export async function hasWorkToContinue(store: Store, session: SessionRecord): Promise<boolean> {
+export async function hasWorkToContinue(
+  store: TurnStore,
+  session: SessionRecord,
+): Promise<boolean> {
   const transcript = await store.loadTranscript(session.sessionId);
   const last = transcript.at(-1)?.message;
   if (!last) return false;

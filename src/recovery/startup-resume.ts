@@ -9,13 +9,13 @@ import { contentText } from "../agent/content.js";
 import { cutOffRequest } from "../runner/history.js";
 import { droppedRequestNotice, heldBackNotice } from "../runner/lifecycle-texts.js";
 import type { Runner } from "../runner/runner.js";
-import type { SessionRecord, Store } from "../sessions/store.js";
+import type { OutboxStore, SessionRecord, SessionStore, TurnStore } from "../sessions/store.js";
 import { readBootHistory, recordBoot } from "./boot-history.js";
 import { hasWorkToContinue } from "./recovery.js";
 import { planResume } from "./resume-planner.js";
 
 export interface ResumeOptions {
-  store: Store;
+  store: SessionStore & OutboxStore & TurnStore;
   runner: Runner;
   home: string;
   now: number;
@@ -99,7 +99,7 @@ export async function resumeInterruptedSessions(options: ResumeOptions): Promise
  * may have dealt with some meanwhile); returns their keys.
  */
 export async function resumeHeldBack(options: {
-  store: Store;
+  store: SessionStore & OutboxStore & TurnStore;
   runner: Runner;
   keys: readonly string[];
   logger: Logger;
@@ -117,7 +117,7 @@ export async function resumeHeldBack(options: {
 
 /** Queues a request notice to the session's origin once; true when it was queued now. */
 async function notify(
-  store: Store,
+  store: SessionStore & OutboxStore & TurnStore,
   session: SessionRecord,
   notice: "held_back" | "dropped",
   text: (request: string | null) => string,
@@ -137,7 +137,10 @@ async function notify(
  * What was cut off: the user messages since the transcript's last reply (several when more came
  * in meanwhile, all of which a dropped session loses), as one text.
  */
-async function lastRequest(store: Store, sessionId: string): Promise<string | null> {
+async function lastRequest(
+  store: SessionStore & OutboxStore & TurnStore,
+  sessionId: string,
+): Promise<string | null> {
   const transcript = await store.loadTranscript(sessionId);
   const request = cutOffRequest(transcript.map((m) => m.message));
   return request === null ? null : contentText(request);

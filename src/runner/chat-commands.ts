@@ -2,7 +2,13 @@
 
 import type { UserContent } from "../agent/content.js";
 import type { ChatAddress } from "../platforms/platform.js";
-import type { InboxItem, SessionRecord, Store } from "../sessions/store.js";
+import type {
+  InboxItem,
+  InboxStore,
+  SessionRecord,
+  SessionStore,
+  TurnStore,
+} from "../sessions/store.js";
 import { cutOffRequest } from "./history.js";
 import type { AbortCause, ActiveTurn } from "./lane.js";
 import { TEXT } from "./texts.js";
@@ -28,7 +34,7 @@ export interface ChatCommand {
 
 /** The slice of the runner a command may use. */
 export interface ChatCommandHost {
-  store: Store;
+  store: InboxStore & SessionStore & TurnStore;
   control: GatewayControl;
   laneOf(sessionKey: string): ActiveTurn | null;
   stopTurn(active: ActiveTurn, cause: AbortCause): void;

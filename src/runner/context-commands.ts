@@ -6,12 +6,12 @@
 import { createCompactionSink, visibleMessages } from "../context/compaction-record.js";
 import type { ModelStack } from "../context/model-stack.js";
 import { MemoryFile, memoryUserOf } from "../memory/memory-file.js";
-import type { InboxItem, Store } from "../sessions/store.js";
+import type { InboxItem, ReportingStore, SessionStore, TurnStore } from "../sessions/store.js";
 import { normalizeHistory } from "./history.js";
 import type { ExtraChatCommand } from "./runner.js";
 
 export interface ContextCommandDeps {
-  store: Store;
+  store: SessionStore & TurnStore & ReportingStore;
   /** Absent when no model is configured. */
   models: ModelStack | undefined;
   home: string;

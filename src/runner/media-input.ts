@@ -21,7 +21,7 @@ import type { UserContentPart } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import { MAX_NAME_BYTES } from "../lib/utf8.js";
 import { FileTooLargeError, type InboundAttachment } from "../platforms/platform.js";
-import type { InboxItem, Store } from "../sessions/store.js";
+import type { InboxItem, InboxStore, OutboxStore } from "../sessions/store.js";
 
 /** A download is written under its name plus this, then renamed. */
 const PART_SUFFIX = ".part";
@@ -49,7 +49,7 @@ export interface MediaSettings {
 }
 
 export interface MediaContext {
-  store: Store;
+  store: InboxStore & OutboxStore;
   media: MediaSettings;
   logger: Logger;
   crashPoint: CrashPoint;

@@ -8,7 +8,13 @@ import type { Logger } from "pino";
 import type { CrashPoint } from "../lib/crash-point.js";
 import { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { PlatformAdapter } from "../platforms/platform.js";
-import { LeaseLostError, type LeaseToken, type OutboxItem, type Store } from "../sessions/store.js";
+import {
+  type ClusterStore,
+  LeaseLostError,
+  type LeaseToken,
+  type OutboxItem,
+  type OutboxStore,
+} from "../sessions/store.js";
 
 /** A chat's delivery lease while this gateway sends its rows; `lost` once it moved on. */
 interface HeldChat {
@@ -17,7 +23,7 @@ interface HeldChat {
 }
 
 export interface OutboxDispatcherOptions {
-  store: Store;
+  store: OutboxStore & ClusterStore;
   logger: Logger;
   crashPoint: CrashPoint;
   /** Attempts before a row is given up as `failed`. */

@@ -19,11 +19,16 @@ import type {
 } from "../platforms/platform.js";
 import { queueNotice } from "../sessions/notices.js";
 import type {
+  ClusterStore,
   InboxItem,
+  InboxStore,
   LeaseToken,
+  OutboxStore,
   ScheduleAdvance,
   SessionRecord,
-  Store,
+  SessionStore,
+  StoreHandle,
+  TurnStore,
 } from "../sessions/store.js";
 import type { AgentRun, IsReadOnlyTool, TurnApprovals } from "./agent-run.js";
 import {
@@ -75,7 +80,7 @@ const SESSION_COMMANDS: ReadonlySet<string> = new Set([
 export type { Admission, ExtraChatCommand, GatewayControl };
 
 export interface RunnerOptions {
-  store: Store;
+  store: InboxStore & SessionStore & TurnStore & OutboxStore & ClusterStore & StoreHandle;
   /** Null when no model is configured: messages are answered with how to configure one. */
   agent: AgentRun | null;
   isReadOnlyTool: IsReadOnlyTool;

@@ -18,8 +18,10 @@ import type {
 import {
   type InboxItem,
   InboxItemTakenError,
+  type InboxStore,
+  type OutboxStore,
   type ResumeReason,
-  type Store,
+  type TurnStore,
 } from "../sessions/store.js";
 import type {
   AgentRun,
@@ -47,7 +49,7 @@ import { isDetachedAddress, isScheduledFire, labelScheduledReply } from "./sched
 import { UNKNOWN_OUTCOME } from "./texts.js";
 
 export interface TurnContext {
-  store: Store;
+  store: TurnStore & InboxStore & OutboxStore;
   agent: AgentRun;
   isReadOnlyTool: IsReadOnlyTool;
   events: EventFanout;

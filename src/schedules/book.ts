@@ -4,7 +4,7 @@
  * message meant for the person (or model) who typed it.
  */
 import type { ChatAddress } from "../platforms/platform.js";
-import type { MisfirePolicy, ScheduleJob, Store } from "../sessions/store.js";
+import type { MisfirePolicy, ScheduleJob, ScheduleStore } from "../sessions/store.js";
 import { ScheduleNameTakenError } from "../sessions/store.js";
 import { formatDuration, jobSessionKey } from "./fire-message.js";
 import { describeTiming, nextSlotAfter, parseTiming, ScheduleInputError } from "./timing.js";
@@ -25,7 +25,7 @@ export interface NewJob {
 
 export class ScheduleBook {
   constructor(
-    private readonly store: Store,
+    private readonly store: ScheduleStore,
     private readonly now: () => number = Date.now,
     /** Told after every change (the running scheduler looks again at once). */
     private readonly onChange: () => void = () => {},

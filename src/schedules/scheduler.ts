@@ -5,7 +5,7 @@
  * pause it.
  *
  * Exactly once per slot: the inbox row of a fire and the job's advanced cursor are committed in
- * one transaction (Store.acceptInbound with an advance), and the inbox is unique per (platform
+ * one transaction (ScheduleStore & InboxStore.acceptInbound with an advance), and the inbox is unique per (platform
  * `schedule`, job name, slot). A job fires again only once its previous fire has left the inbox
  * (done or cancelled): a long run, a drain or a stop never piles up fires; the slots missed
  * meanwhile go through the misfire policy.
@@ -14,10 +14,11 @@ import type { Logger } from "pino";
 import type { ChatAddress, InboundMessage } from "../platforms/platform.js";
 import { SCHEDULE_PLATFORM } from "../runner/scheduled-input.js";
 import {
+  type InboxStore,
   type ScheduleAdvance,
   ScheduleChangedError,
   type ScheduleJob,
-  type Store,
+  type ScheduleStore,
 } from "../sessions/store.js";
 import { fireMessage, jobNameOfSession } from "./fire-message.js";
 import { planFire } from "./misfire.js";
@@ -34,7 +35,7 @@ const NODE_TIMERS: SchedulerTimers = {
 };
 
 export interface SchedulerOptions {
-  store: Store;
+  store: ScheduleStore & InboxStore;
   /** The runner's intake: commits the fire together with the advance, then dispatches it. */
   intake(message: InboundMessage, advance: ScheduleAdvance): Promise<unknown>;
   /** Queues a notice to a chat (a job paused after failures). */

@@ -5,7 +5,7 @@
  */
 import type { ChatAddress } from "../platforms/platform.js";
 import { noticeSessionKey } from "./session-id.js";
-import type { OutboxItem, Store } from "./store.js";
+import type { OutboxItem, OutboxStore, SessionStore } from "./store.js";
 
 export interface NoticeInput {
   address: ChatAddress;
@@ -19,7 +19,7 @@ export interface NoticeInput {
 }
 
 export async function queueNotice(
-  store: Pick<Store, "ensureSession" | "enqueueOutbox">,
+  store: SessionStore & OutboxStore,
   input: NoticeInput,
 ): Promise<OutboxItem> {
   const { address, text } = input;

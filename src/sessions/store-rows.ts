@@ -15,6 +15,7 @@ import type {
   InstanceRecord,
   OutboxItem,
   PairingRequest,
+  RecentChat,
   RequestNotice,
   ResumeReason,
   ScheduleJob,
@@ -24,8 +25,11 @@ import type {
   StoredMessage,
   StreamMessage,
   StreamMessageState,
+  StreamTurn,
   ToolCallRecord,
   TurnRecord,
+  TurnState,
+  UsageTotals,
 } from "./store.js";
 
 /** A 0/1 integer (SQLite) or a boolean (Postgres). */
@@ -209,6 +213,18 @@ export function toOutbox(r: OutboxRow): OutboxItem {
     ...(r.queued_by && { queuedBy: r.queued_by }),
   };
 }
+
+/** What a new outbox row is made of (the stores' `insertOutbox`; the rest is the store's). */
+export type NewOutboxRow = Pick<
+  OutboxItem,
+  "sessionKey" | "sessionId" | "turnId" | "address" | "text" | "kind"
+> & {
+  /** `delivered`: a record of a reply answered in band (FinishTurnInput.reply.inBand). */
+  state?: "pending" | "sending" | "delivered";
+  /** The inbox item this notice answers (it closed the item without a turn). */
+  inboxId?: number | null;
+  approvalId?: string | null | undefined;
+};
 
 export interface MessageRow {
   seq: number;
@@ -413,6 +429,55 @@ export function toStreamMessage(r: StreamMessageRow): StreamMessage {
     messageId: r.message_id,
     text: r.text,
     state: r.state as StreamMessageState,
+  };
+}
+
+/** A chat's latest inbox row, as `listRecentChats` selects it. */
+export interface RecentChatRow {
+  chat_id: string;
+  platform_message_id: string;
+  received_at: number;
+}
+
+export function toRecentChat(r: RecentChatRow): RecentChat {
+  return { chatId: r.chat_id, lastMessageId: r.platform_message_id, receivedAt: r.received_at };
+}
+
+/** A stream message with its turn's state, as `listLeftoverStreams` selects it. */
+export type LeftoverStreamRow = StreamMessageRow & { turn_state: TurnState | null };
+
+/** Rows in turn and piece order, grouped by turn. */
+export function toStreamTurns(rows: readonly LeftoverStreamRow[]): StreamTurn[] {
+  const turns = new Map<number, StreamTurn>();
+  for (const row of rows) {
+    let turn = turns.get(row.turn_id);
+    if (!turn) {
+      turn = { turnId: row.turn_id, turnState: row.turn_state, messages: [] };
+      turns.set(row.turn_id, turn);
+    }
+    turn.messages.push(toStreamMessage(row));
+  }
+  return [...turns.values()];
+}
+
+/** How long finished stream messages are kept (a reply's delivery never takes that long). */
+export const STREAM_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+/** The sums over `model_usage` rows both stores select. */
+export interface UsageSumsRow {
+  calls: number;
+  prompt: number;
+  completion: number;
+  estimated: number;
+}
+
+export function toUsageTotals(r: UsageSumsRow, lastPromptTokens: number | null): UsageTotals {
+  return {
+    calls: r.calls,
+    promptTokens: r.prompt,
+    completionTokens: r.completion,
+    estimatedCalls: r.estimated,
+    lastPromptTokens,
   };
 }
 

@@ -8,7 +8,7 @@
  * can be lost to a power cut, as with `synchronous=FULL`, but while the disk works the gateway
  * goes on with other sessions. Commits made while an fsync runs share the next one.
  *
- * A commit may be counted as not needed by readers (a turn's start, see SqliteStore.startTurn):
+ * A commit may be counted as not needed by readers (a turn's start, see turns/sqlite.ts):
  * nobody waits for it, and reads do not wait for it either; the next fsync any caller waits for
  * covers it, since an fsync of the WAL covers every commit written before it.
  *

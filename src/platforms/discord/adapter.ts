@@ -29,7 +29,7 @@ import {
   Routes,
 } from "discord-api-types/v10";
 import type { Logger } from "pino";
-import type { Store } from "../../sessions/store.js";
+import type { PairingStore, PlatformDataStore, SessionStore } from "../../sessions/store.js";
 import { ChatAccess } from "../chat-access.js";
 import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
@@ -62,15 +62,7 @@ import { createDiscordProgress, type DiscordProgressSettings } from "./progress.
 import { DiscordSender, describeDiscordError } from "./send.js";
 
 /** What the adapter needs of the store: pairing, its gateway state, sessions and catch-up cursors. */
-export type DiscordStore = Pick<
-  Store,
-  | "requestPairing"
-  | "isUserApproved"
-  | "getPlatformState"
-  | "setPlatformState"
-  | "getSession"
-  | "listRecentChats"
->;
+export type DiscordStore = PairingStore & PlatformDataStore & SessionStore;
 
 /** Guild and DM messages with their text; Message Content is privileged (docs/operations.md). */
 export const DISCORD_INTENTS =

@@ -14,9 +14,9 @@
 import type { IIdentifyThrottler, SessionInfo } from "@discordjs/ws";
 import type { Logger } from "pino";
 import { backoffMs } from "../../lib/net.js";
-import type { Store } from "../../sessions/store.js";
+import type { PlatformDataStore } from "../../sessions/store.js";
 
-export type PlatformStateStore = Pick<Store, "getPlatformState" | "setPlatformState">;
+export type PlatformStateStore = PlatformDataStore;
 
 const SESSION_KEY = "discord:gateway";
 const IDENTIFY_KEY = "discord:identifies";

@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import type { Granted } from "../../control/access.js";
 import type { AppEnv } from "../../control/http-server.js";
 import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
-import type { Store } from "../../sessions/store.js";
+import type { InboxStore, SessionStore } from "../../sessions/store.js";
 import type {
   IdempotencyClaim,
   InboundSink,
@@ -46,7 +46,7 @@ import {
 
 export interface OpenAiApiAdapterOptions {
   modelName: string | undefined;
-  store: Pick<Store, "getSessionById" | "findIdempotencyKey" | "findInboxAnswer">;
+  store: SessionStore & InboxStore;
   logger: Logger;
   /** `http.max_buffered_bytes`: what may wait for a stream client before it is cut off. */
   maxBufferedBytes: number;

@@ -6,7 +6,7 @@
  * to look.
  */
 
-import type { Store } from "../../sessions/store.js";
+import type { InboxStore } from "../../sessions/store.js";
 import type { RunnerEvent } from "../platform.js";
 import { type Completion, completionOfAnswer } from "./outcomes.js";
 
@@ -22,7 +22,7 @@ export class Repeats {
   private readonly sleepers = new Set<Sleeper>();
   private stopped = false;
 
-  constructor(private readonly store: Pick<Store, "findInboxAnswer">) {}
+  constructor(private readonly store: InboxStore) {}
 
   onEvent(event: RunnerEvent): void {
     if (event.type === "turn_end" || event.type === "refused") this.wakeSession(event.sessionKey);

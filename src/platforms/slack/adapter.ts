@@ -14,7 +14,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { LogLevel, type Logger as SlackLogger, SocketModeClient } from "@slack/socket-mode";
 import { WebAPIPlatformError, WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
-import type { Store } from "../../sessions/store.js";
+import type { SessionStore } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
@@ -41,7 +41,7 @@ import {
 } from "./send.js";
 
 /** What the adapter reads from the store: pairing, and whether a thread already has a session. */
-export type SlackStoreAccess = PairingAccess & Pick<Store, "getSession">;
+export type SlackStoreAccess = PairingAccess & SessionStore;
 
 /** Waits and bounds; the defaults suit production, tests shorten them. */
 export interface SlackTiming {

@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
-import type { Store } from "../../sessions/store.js";
+import type { PlatformDataStore, ReportingStore } from "../../sessions/store.js";
 import type {
   ChatAddress,
   InboundAttachment,
@@ -42,7 +42,8 @@ const MAX_FRAME_BYTES = 1024 * 1024;
 const REMEMBERED_OUTBOX_IDS = 1000;
 const TITLE_MAX = 200;
 
-export type WebchatStore = Pick<Store, "appendChannelEvent" | "listChannelEvents" | "listSessions">;
+export type WebchatStore = Pick<PlatformDataStore, "appendChannelEvent" | "listChannelEvents"> &
+  Pick<ReportingStore, "listSessions">;
 
 export interface WebchatAdapterOptions {
   store: WebchatStore;

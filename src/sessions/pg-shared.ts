@@ -1,0 +1,201 @@
+/**
+ * What the Postgres role modules share: the context the store gives them and the writes more
+ * than one role makes (a session row, an outbox row, a transcript append, a lease check).
+ */
+import type pg from "pg";
+import type { ChatMessage } from "../agent/types.js";
+import type { ChatAddress } from "../platforms/platform.js";
+import { newSessionId } from "./session-id.js";
+import type { LeaseToken, OutboxItem, ScheduleAdvance, SessionRecord } from "./store.js";
+import { LeaseLostError } from "./store.js";
+import type { NewOutboxRow } from "./store-rows.js";
+import { type OutboxRow, type SessionRow, toOutbox, toSession } from "./store-rows.js";
+
+/** What the role modules (inbox/pg.ts, …) get of the store: its transactions and clock. */
+export interface PgContext {
+  /** A read: one snapshot, so a read of several statements sees one committed state. */
+  read<T>(fn: (db: Db) => Promise<T>): Promise<T>;
+  /** A write: one transaction, after the migrations. */
+  tx<T>(fn: (db: Db) => Promise<T>): Promise<T>;
+  now(): number;
+  readonly instanceId: string | null;
+}
+
+/** One connection, inside or outside a transaction. */
+export type Db = pg.ClientBase;
+
+/**
+ * The database's clock in epoch ms. Leases and heartbeats are compared across instances, so they
+ * use this one clock, never an instance's (clock_timestamp: the time now, not the transaction's
+ * start).
+ */
+export const DB_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+export async function all<T>(db: Db, sql: string, params: unknown[] = []): Promise<T[]> {
+  return (await db.query(sql, params)).rows as T[];
+}
+
+export async function first<T>(
+  db: Db,
+  sql: string,
+  params: unknown[] = [],
+): Promise<T | undefined> {
+  return (await db.query(sql, params)).rows[0] as T | undefined;
+}
+
+export async function changes(db: Db, sql: string, params: unknown[] = []): Promise<number> {
+  return (await db.query(sql, params)).rowCount ?? 0;
+}
+
+export function sessionRow(db: Db, key: string): Promise<SessionRow | undefined> {
+  return first<SessionRow>(db, "SELECT * FROM sessions WHERE key = $1", [key]);
+}
+
+/** Creates the session row unless it exists; a concurrent creator's row wins and is returned. */
+export async function ensureSessionIn(
+  s: PgContext,
+  db: Db,
+  key: string,
+  origin: ChatAddress | null,
+  credential?: string,
+): Promise<SessionRow> {
+  const existing = await sessionRow(db, key);
+  if (existing) return existing;
+  const now = s.now();
+  const sessionId = newSessionId(now);
+  const platform = origin?.platform ?? null;
+  const created = await first<SessionRow>(
+    db,
+    `INSERT INTO sessions (key, session_id, platform, origin, credential, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING RETURNING *`,
+    [key, sessionId, platform, origin ? JSON.stringify(origin) : null, credential ?? null, now],
+  );
+  if (!created) return (await sessionRow(db, key))!;
+  await db.query(
+    "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES ($1, $2, $3, $4)",
+    [sessionId, key, platform, now],
+  );
+  return created;
+}
+
+/** Compare-and-set of a job's cursor (null deletes the job); false when it no longer matches. */
+export async function moveScheduleCursor(
+  s: PgContext,
+  db: Db,
+  advance: Pick<ScheduleAdvance, "jobId" | "expectedNextFireAt" | "nextFireAt"> &
+    Partial<Pick<ScheduleAdvance, "firedSlot" | "lateMs">>,
+): Promise<boolean> {
+  const match = [advance.jobId, advance.expectedNextFireAt];
+  const moved =
+    advance.nextFireAt === null
+      ? await changes(
+          db,
+          "DELETE FROM schedule_jobs WHERE id = $1 AND next_fire_at = $2 AND NOT paused",
+          match,
+        )
+      : await changes(
+          db,
+          `UPDATE schedule_jobs SET next_fire_at = $3,
+               last_fire_at = COALESCE($4, last_fire_at),
+               last_fired_late_ms = COALESCE($5, last_fired_late_ms), updated_at = $6
+             WHERE id = $1 AND next_fire_at = $2 AND NOT paused`,
+          [
+            ...match,
+            advance.nextFireAt,
+            advance.firedSlot ?? null,
+            advance.lateMs ?? null,
+            s.now(),
+          ],
+        );
+  return moved === 1;
+}
+
+export async function resetSessionIn(s: PgContext, db: Db, key: string): Promise<SessionRecord> {
+  await ensureSessionIn(s, db, key, null);
+  const existing = (await first<SessionRow>(
+    db,
+    "SELECT * FROM sessions WHERE key = $1 FOR UPDATE",
+    [key],
+  ))!;
+  const now = s.now();
+  const sessionId = newSessionId(now);
+  const updated = (await first<SessionRow>(
+    db,
+    `UPDATE sessions SET session_id = $1, resume_pending = FALSE, resume_reason = NULL,
+         resume_marked_at = NULL, interrupt_count = 0, suspended = FALSE, request_notice = NULL,
+         updated_at = $2 WHERE key = $3 RETURNING *`,
+    [sessionId, now, key],
+  ))!;
+  const platform = existing.origin ? (JSON.parse(existing.origin) as ChatAddress).platform : null;
+  await db.query(
+    "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES ($1, $2, $3, $4)",
+    [sessionId, key, platform, now],
+  );
+  return toSession(updated);
+}
+
+/** Appends in one statement; sequence numbers follow the array's order. */
+export async function appendIn(
+  s: PgContext,
+  db: Db,
+  sessionId: string,
+  turnId: number | null,
+  messages: ChatMessage[],
+): Promise<void> {
+  if (messages.length === 0) return;
+  await db.query(
+    `INSERT INTO messages (session_id, turn_id, role, body, created_at)
+       SELECT $1, $2, m.role, m.body, $3
+         FROM unnest($4::text[], $5::text[]) WITH ORDINALITY AS m(role, body, n)
+         ORDER BY m.n`,
+    [
+      sessionId,
+      turnId,
+      s.now(),
+      messages.map((m) => m.role),
+      messages.map((m) => JSON.stringify(m)),
+    ],
+  );
+}
+
+export async function insertOutbox(s: PgContext, db: Db, row: NewOutboxRow): Promise<OutboxItem> {
+  const now = s.now();
+  const state = row.state ?? "pending";
+  const inserted = await first<OutboxRow>(
+    db,
+    `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state,
+         created_at, delivered_at, inbox_id, approval_id, queued_by)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING *`,
+    [
+      row.sessionKey,
+      row.sessionId,
+      row.turnId,
+      row.address.platform,
+      JSON.stringify(row.address),
+      row.text,
+      row.kind,
+      state,
+      now,
+      state === "delivered" ? now : null,
+      row.inboxId ?? null,
+      row.approvalId ?? null,
+      s.instanceId,
+    ],
+  );
+  return toOutbox(inserted!);
+}
+
+/**
+ * Throws when a fenced write's lease moved on. The row stays share-locked until this
+ * transaction ends, so a claim by another instance waits for this write instead of passing it.
+ */
+export async function checkLease(db: Db, lease: LeaseToken | undefined): Promise<void> {
+  if (!lease) return;
+  const held = await first(
+    db,
+    `SELECT 1 FROM session_leases WHERE session_key = $1 AND owner = $2 AND fence = $3
+       FOR SHARE`,
+    [lease.sessionKey, lease.owner, lease.fence],
+  );
+  if (!held) throw new LeaseLostError(lease.sessionKey);
+}

@@ -1,0 +1,91 @@
+/**
+ * ReportingStore (reporting) on Postgres; what each method promises is in roles.ts.
+ * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
+ */
+import { all, first, type PgContext } from "../pg-shared.js";
+import type { ReportingStore } from "../roles.js";
+import { INTERNAL_KEY_PREFIX } from "../session-id.js";
+import type { SessionSummary, UsageTotals } from "../store.js";
+import {
+  type SessionSummaryRow,
+  toSessionSummary,
+  toUsageTotals,
+  type UsageSumsRow,
+} from "../store-rows.js";
+
+/** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
+const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
+    COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
+    COUNT(*) FILTER (WHERE estimated) AS estimated
+  FROM model_usage`;
+
+export function pgReporting(s: PgContext): ReportingStore {
+  return {
+    listSessions(
+      options: { limit?: number; platform?: string; internal?: boolean } = {},
+    ): Promise<SessionSummary[]> {
+      return s.read(async (db) => {
+        const rows = await all<SessionSummaryRow>(
+          db,
+          `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
+               (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
+               (SELECT body FROM messages m WHERE m.session_id = s.session_id
+                  ORDER BY seq DESC LIMIT 1) AS last_body,
+               (SELECT body FROM messages m WHERE m.session_id = s.session_id AND m.role = 'user'
+                  ORDER BY seq LIMIT 1) AS first_user_body,
+               (SELECT i.sender_name FROM inbox i
+                  WHERE i.platform = (s.origin::json ->> 'platform')
+                    AND i.chat_id = (s.origin::json ->> 'chatId')
+                    AND i.session_key = s.key AND i.sender_name IS NOT NULL
+                  ORDER BY i.id DESC LIMIT 1) AS sender_name,
+               (SELECT COALESCE(SUM(u.prompt_tokens), 0)::bigint FROM model_usage u
+                  WHERE u.session_id = s.session_id) AS prompt_tokens,
+               (SELECT COALESCE(SUM(u.completion_tokens), 0)::bigint FROM model_usage u
+                  WHERE u.session_id = s.session_id) AS completion_tokens
+             FROM sessions s
+             WHERE ($1::text IS NULL OR s.platform = $1) AND ($2 OR NOT starts_with(s.key, $3))
+             ORDER BY s.updated_at DESC LIMIT $4`,
+          [
+            options.platform ?? null,
+            options.internal !== false,
+            INTERNAL_KEY_PREFIX,
+            options.limit ?? 100,
+          ],
+        );
+        return rows.map(toSessionSummary);
+      });
+    },
+
+    sessionUsage(sessionId: string): Promise<UsageTotals> {
+      return s.read(async (db) => {
+        const totals = (await first<UsageSumsRow>(db, `${USAGE_SUMS} WHERE session_id = $1`, [
+          sessionId,
+        ]))!;
+        const last = await first<{ prompt_tokens: number }>(
+          db,
+          `SELECT prompt_tokens FROM model_usage WHERE session_id = $1 AND purpose = 'turn'
+             ORDER BY id DESC LIMIT 1`,
+          [sessionId],
+        );
+        return toUsageTotals(totals, last?.prompt_tokens ?? null);
+      });
+    },
+
+    totalUsage(): Promise<UsageTotals> {
+      return s.read(async (db) => {
+        const totals = (await first<UsageSumsRow>(db, USAGE_SUMS))!;
+        return toUsageTotals(totals, null);
+      });
+    },
+
+    countSessions(): Promise<{ total: number; resumePending: number }> {
+      return s.read(async (db) => {
+        const row = await first<{ total: number; pending: number }>(
+          db,
+          "SELECT COUNT(*) AS total, COUNT(*) FILTER (WHERE resume_pending) AS pending FROM sessions",
+        );
+        return { total: row!.total, resumePending: row!.pending };
+      });
+    },
+  };
+}

@@ -1,9 +1,10 @@
 /**
  * Builds the gateway's core from the parts the composition root chose: the runner, the outbox
  * dispatcher, approvals, the scheduler and its book, the HTTP server with its routes, the
- * platform adapters and the `gateway_state.json` writer, each hooked to the others. The `Gateway`
- * runs them; what they ask of its lifecycle (a `/restart`, activity the status feed shows, the
- * control API) goes through a {@link LifecycleLink}, since the gateway is built after them.
+ * platform adapters, the cluster membership and the `gateway_state.json` writer, each hooked to
+ * the others. What they ask of the gateway's life (a `/restart`, the status feed, the control API)
+ * they ask of the {@link Lifecycle} the composition root built first, through the
+ * {@link GatewaySurface}; the `Gateway` engine then starts and stops them.
  */
 import type { Logger } from "pino";
 import { Approvals } from "../approvals/approvals.js";
@@ -14,16 +15,17 @@ import { Access } from "../control/access.js";
 import { createApprovalRoutes } from "../control/approval-routes.js";
 import { AuthFailures } from "../control/auth-failures.js";
 import { createControlRoutes } from "../control/control-routes.js";
-import type { ControlSurface } from "../control/control-surface.js";
 import { createFileRoutes } from "../control/file-routes.js";
 import { HttpServer } from "../control/http-server.js";
 import { WebSessions } from "../control/web-session.js";
 import type { CrashPoint } from "../lib/crash-point.js";
-import type { LifecyclePhase } from "../lifecycle/lifecycle-phase.js";
+import type { Lifecycle } from "../lifecycle/lifecycle.js";
 import {
   createRuntimeStatusWriter,
   type RuntimeStatusWriter,
 } from "../lifecycle/runtime-status.js";
+import type { StopPath } from "../lifecycle/stop-path.js";
+import type { StopRequest } from "../lifecycle/stop-sequence.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { contextCommands, modelStatusLines } from "../runner/context-commands.js";
 import { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
@@ -34,7 +36,9 @@ import { Scheduler } from "../schedules/scheduler.js";
 import { queueNotice } from "../sessions/notices.js";
 import type { Store } from "../sessions/store.js";
 import type { AgentParts } from "./agent-wiring.js";
-import type { ClusterMembership } from "./cluster.js";
+import { Cluster, type ClusterMembership } from "./cluster.js";
+import { PlatformEventClock } from "./event-clock.js";
+import { GatewaySurface } from "./gateway-surface.js";
 import { setHomeChannel } from "./home-channels.js";
 import { createMediaSettings } from "./media-wiring.js";
 
@@ -47,56 +51,6 @@ export interface AdapterWiring {
   onPlatformStatusChange(): void;
 }
 
-/** What the core asks of the gateway's lifecycle. */
-export interface LifecycleCalls extends ControlSurface {
-  notReadyReason(): string | null;
-  storeDown(): boolean;
-  /** A chat's `/restart`: the reply to give now, or null for none. */
-  restartFromChat(address: ChatAddress, messageId: string): Promise<string | null>;
-  onActiveTurnsChange(count: number): void;
-  onPlatformStatusChange(): void;
-  /** Something the status shows changed (a tool started or ended). */
-  emitStatusChange(): void;
-  lifecyclePhase(): LifecyclePhase;
-}
-
-/**
- * The core is built before the gateway that runs it, yet calls back into it: the core holds
- * `calls`, which forward to the gateway once `bind` was given it.
- */
-export interface LifecycleLink {
-  calls: LifecycleCalls;
-  bind(target: LifecycleCalls): void;
-}
-
-export function createLifecycleLink(): LifecycleLink {
-  let target: LifecycleCalls | null = null;
-  const to = (): LifecycleCalls => {
-    if (!target) throw new Error("the gateway's lifecycle was called before the gateway existed");
-    return target;
-  };
-  return {
-    bind(lifecycle) {
-      target = lifecycle;
-    },
-    calls: {
-      status: () => to().status(),
-      isReady: () => to().isReady(),
-      notReadyReason: () => to().notReadyReason(),
-      storeDown: () => to().storeDown(),
-      drain: (action) => to().drain(action),
-      restart: () => to().restart(),
-      stop: () => to().stop(),
-      onStatusChange: (listener) => to().onStatusChange(listener),
-      restartFromChat: (address, messageId) => to().restartFromChat(address, messageId),
-      onActiveTurnsChange: (count) => to().onActiveTurnsChange(count),
-      onPlatformStatusChange: () => to().onPlatformStatusChange(),
-      emitStatusChange: () => to().emitStatusChange(),
-      lifecyclePhase: () => to().lifecyclePhase(),
-    },
-  };
-}
-
 export interface CoreInput {
   config: Config;
   logger: Logger;
@@ -107,9 +61,13 @@ export interface CoreInput {
   now: () => number;
   /** When this gateway was built (`gateway_state.json`'s start time, the status's uptime). */
   startedAt: number;
+  version: string;
   /** Builds the platform adapters once the core they hook into exists. */
   adapters(wiring: AdapterWiring): PlatformAdapter[];
-  lifecycle: LifecycleCalls;
+  /** The gateway's life, built before every part. */
+  lifecycle: Lifecycle;
+  /** How the gateway closes (the cluster arms its step on it). */
+  stopPath: StopPath<StopRequest | null>;
 }
 
 /** The parts the gateway runs. */
@@ -122,12 +80,18 @@ export interface GatewayCore {
   http: HttpServer;
   adapters: PlatformAdapter[];
   statusWriter: RuntimeStatusWriter;
+  /** The gateway's life as its parts and the control API see it. */
+  surface: GatewaySurface;
+  /** When each platform last handed over an event (the status shows it). */
+  platformEvents: PlatformEventClock;
+  /** Set when the store is shared by several gateways (Postgres): this one's membership. */
+  cluster: Cluster | null;
   /** Queues a notice to any chat through the outbox (durable, delivered in order). */
   sendNotice(address: ChatAddress, text: string, approvalId?: string): Promise<void>;
 }
 
 export function createCore(input: CoreInput): GatewayCore {
-  const { config, logger, store, agent, crashPoint, cluster, now, lifecycle } = input;
+  const { config, logger, store, agent, crashPoint, cluster: membership, now, lifecycle } = input;
   const adapters: PlatformAdapter[] = [];
   const adapterFor = (platform: string) => adapters.find((a) => a.name === platform);
   const statusWriter = createRuntimeStatusWriter({
@@ -138,7 +102,9 @@ export function createCore(input: CoreInput): GatewayCore {
     now,
   });
   const dispatcher = new OutboxDispatcher({
-    ...(cluster && { chatLeases: { owner: cluster.instanceId, ttlMs: cluster.leaseTtlMs } }),
+    ...(membership && {
+      chatLeases: { owner: membership.instanceId, ttlMs: membership.leaseTtlMs },
+    }),
     store,
     logger: logger.child({ component: "outbox" }),
     crashPoint,
@@ -179,11 +145,11 @@ export function createCore(input: CoreInput): GatewayCore {
     autoResumeFreshnessMs: config.agent.auto_resume_freshness * 1000,
     logger: logger.child({ component: "runner" }),
     control: {
-      requestRestart: (from) => lifecycle.restartFromChat(from.address, from.messageId),
+      requestRestart: (from) => surface.restartFromChat(from.address, from.messageId),
       setHomeChannel: (address) => setHomeChannel(config.home, address),
     },
     onReplyQueued: () => dispatcher.kick(),
-    onActiveTurnsChange: (count) => lifecycle.onActiveTurnsChange(count),
+    onActiveTurnsChange: (count) => surface.onActiveTurnsChange(count),
     showTyping: (address) => adapterFor(address.platform)?.showTyping?.(address) ?? (() => {}),
     repliesInBand: (address) => adapterFor(address.platform)?.repliesInBand === true,
     progress: (update) => adapterFor(update.address.platform)?.progress?.(update),
@@ -196,8 +162,8 @@ export function createCore(input: CoreInput): GatewayCore {
     },
     media: createMediaSettings(config, adapterFor),
     modelStatusLines: (item) => modelStatusLines(contextDeps(), item),
-    ...(cluster && {
-      sessionLeases: { owner: cluster.instanceId, ttlMs: cluster.leaseTtlMs },
+    ...(membership && {
+      sessionLeases: { owner: membership.instanceId, ttlMs: membership.leaseTtlMs },
     }),
     now,
   });
@@ -218,51 +184,63 @@ export function createCore(input: CoreInput): GatewayCore {
         .catch((err: unknown) => logger.error({ err }, "recording a scheduled run failed"));
     }
   });
-  const access = new Access({
-    controlToken: config.controlToken,
-    apiKey: config.platforms.api.key,
-    trustLoopback: config.http.trust_loopback,
-    // Real time, not the injectable clock: security windows must not follow a test's clock.
-    failures: new AuthFailures(),
-    sessions: new WebSessions(config.controlToken, Date.now, config.http.session_ttl),
+  const cluster =
+    membership &&
+    new Cluster({
+      logger,
+      cluster: membership,
+      home: config.home,
+      store,
+      runner,
+      stopPath: input.stopPath,
+      now,
+      startedAt: input.startedAt,
+      phase: () => lifecycle.state(),
+      onChange: () => lifecycle.emitStatusChange(),
+      platforms: () => adapters.map((adapter) => adapter.name),
+    });
+  if (cluster) runner.onStoreBack(() => cluster.takeOverSoon());
+  const platformEvents = new PlatformEventClock(now);
+  const surface = new GatewaySurface({
+    lifecycle,
+    home: config.home,
+    store,
+    runner,
+    adapters,
+    statusWriter,
+    platformEvents,
+    cluster,
+    mcp: agent.mcp,
+    version: input.version,
+    startedAt: input.startedAt,
+    now,
+    logger,
   });
-  const http = new HttpServer({
-    host: config.http.host,
-    port: config.http.port,
-    publicHosts: config.http.public_hosts,
-    access,
-    maxBodyBytes: config.http.max_body_bytes,
-    limits: {
-      headersTimeoutMs: Math.round(config.http.headers_timeout * 1000),
-      requestTimeoutMs: Math.round(config.http.request_timeout * 1000),
-      maxConnections: config.http.max_connections,
-    },
-    logger: logger.child({ component: "http" }),
-    routes: [
-      createControlRoutes({
-        surface: lifecycle,
-        store,
-        sessionList: {
-          runningKeys: () => runner.activeTurns().map((t) => t.sessionKey),
-          pendingApprovals: () => store.listApprovals({ state: "pending" }),
-          prices: config.model.prices,
-        },
-        onError: (err) => logger.error({ err }, "computing the live status failed"),
-      }),
-      createFileRoutes(store),
-      createApprovalRoutes({
-        list: (state) => store.listApprovals(state ? { state } : {}),
-        get: (id) => store.getApproval(id),
-        decide: (id, decision) => approvals.decideAsOperator(id, decision),
-      }),
-    ],
-  });
+  const access = createAccess(config);
+  const http = createHttpServer(config, logger, access, [
+    createControlRoutes({
+      surface,
+      store,
+      sessionList: {
+        runningKeys: () => runner.activeTurns().map((t) => t.sessionKey),
+        pendingApprovals: () => store.listApprovals({ state: "pending" }),
+        prices: config.model.prices,
+      },
+      onError: (err) => logger.error({ err }, "computing the live status failed"),
+    }),
+    createFileRoutes(store),
+    createApprovalRoutes({
+      list: (state) => store.listApprovals(state ? { state } : {}),
+      get: (id) => store.getApproval(id),
+      decide: (id, decision) => approvals.decideAsOperator(id, decision),
+    }),
+  ]);
   adapters.push(
     ...input.adapters({
       store,
       http,
       access,
-      onPlatformStatusChange: () => lifecycle.onPlatformStatusChange(),
+      onPlatformStatusChange: () => surface.onPlatformStatusChange(),
     }),
   );
   // Platforms that show turns live follow the runner's events; one failing never stops another.
@@ -284,6 +262,42 @@ export function createCore(input: CoreInput): GatewayCore {
     http,
     adapters,
     statusWriter,
+    surface,
+    platformEvents,
+    cluster,
     sendNotice,
   };
+}
+
+function createAccess(config: Config): Access {
+  return new Access({
+    controlToken: config.controlToken,
+    apiKey: config.platforms.api.key,
+    trustLoopback: config.http.trust_loopback,
+    // Real time, not the injectable clock: security windows must not follow a test's clock.
+    failures: new AuthFailures(),
+    sessions: new WebSessions(config.controlToken, Date.now, config.http.session_ttl),
+  });
+}
+
+function createHttpServer(
+  config: Config,
+  logger: Logger,
+  access: Access,
+  routes: ConstructorParameters<typeof HttpServer>[0]["routes"],
+): HttpServer {
+  return new HttpServer({
+    host: config.http.host,
+    port: config.http.port,
+    publicHosts: config.http.public_hosts,
+    access,
+    maxBodyBytes: config.http.max_body_bytes,
+    limits: {
+      headersTimeoutMs: Math.round(config.http.headers_timeout * 1000),
+      requestTimeoutMs: Math.round(config.http.request_timeout * 1000),
+      maxConnections: config.http.max_connections,
+    },
+    logger: logger.child({ component: "http" }),
+    routes,
+  });
 }

@@ -89,13 +89,15 @@ export class GatewaySurface implements ControlSurface {
     };
   }
 
-  /** Writes `gateway_state.json` from the lifecycle's state (and what else changed). */
-  async writeStatus(extra: { restart_requested?: boolean } = {}): Promise<void> {
+  /** Writes `gateway_state.json` from the lifecycle's state and the parts' activity. */
+  async writeStatus(): Promise<void> {
+    const stop = this.lifecycle.stopRequest();
     await this.parts.statusWriter.update({
       gateway_state: reportedState(this.lifecycle.state()),
       active_turns: this.parts.runner.activeTurns().length,
       platforms: this.platformStates(),
-      ...extra,
+      // Shown once the stop pass begins (a stop asked while starting is not under way yet).
+      ...(this.lifecycle.state() === "stopping" && { restart_requested: stop?.restart ?? false }),
     });
     this.lifecycle.emitStatusChange();
   }

@@ -24,13 +24,9 @@ import { startMemorySettle } from "../lifecycle/memory-settle.js";
 import { acquirePidFile } from "../lifecycle/pid-file.js";
 import { startPlannedStopWatcher } from "../lifecycle/planned-stop-watcher.js";
 import type { RuntimeStatusWriter } from "../lifecycle/runtime-status.js";
-import { finishStop, type Relaunch } from "../lifecycle/shutdown.js";
+import { type Relaunch, runStopPass, stopSequenceStep } from "../lifecycle/shutdown.js";
 import type { StopPath } from "../lifecycle/stop-path.js";
-import {
-  runStopSequence,
-  type StopParticipants,
-  type StopRequest,
-} from "../lifecycle/stop-sequence.js";
+import type { StopParticipants, StopRequest } from "../lifecycle/stop-sequence.js";
 import { startStoreFailureWatcher } from "../lifecycle/store-failure-watcher.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { recoverInterruptedWork } from "../recovery/recovery.js";
@@ -45,7 +41,7 @@ import type { AgentParts } from "./agent-wiring.js";
 import type { Cluster } from "./cluster.js";
 import type { GatewayCore } from "./core-wiring.js";
 import type { GatewaySurface } from "./gateway-surface.js";
-import { homeChannels, stopOptions } from "./stop-wiring.js";
+import { homeChannels } from "./stop-wiring.js";
 
 /** The parts the composition root built, and the seams of this gateway's surroundings. */
 export interface GatewayParts {
@@ -147,7 +143,14 @@ export class Gateway {
       throw err;
     }
     // A stop asked for while starting runs now; later ones when they are asked for.
-    void this.lifecycle.whenStopAsked().then((request) => this.runStop(request));
+    void runStopPass({
+      lifecycle: this.lifecycle,
+      stopPath: this.stopPath,
+      announce: () => this.surface.writeStatus(),
+      config,
+      logger,
+      relaunch: this.deps.relaunch,
+    });
   }
 
   private async startParts(): Promise<void> {
@@ -192,11 +195,10 @@ export class Gateway {
       logger.warn({ ...report, clean }, "recovered interrupted work");
     // Messages arriving while we start are stored, and dispatched after the resumes below.
     this.runner.holdIntake();
-    const participants = this.deps.stopParticipants;
-    this.stopPath.arm("end turns and disconnect platforms", async (request) => {
-      if (!request) return participants.disconnectPlatforms();
-      await runStopSequence(participants, await stopOptions(request, this.deps));
-    });
+    this.stopPath.arm(
+      "end turns and disconnect platforms",
+      stopSequenceStep(this.deps.stopParticipants, config, logger, () => homeChannels(config)),
+    );
     for (const adapter of this.adapters) {
       this.dispatcher.register(adapter);
       await adapter.start(this.deps.core.platformEvents.sinkFor(adapter.name, this.runner));
@@ -323,30 +325,6 @@ export class Gateway {
   /** Called once when a stop or restart is asked for, however it was asked for. */
   onStopRequested(listener: (request: StopRequest) => void): void {
     this.lifecycle.onStopRequested(listener);
-  }
-
-  /**
-   * The stop pass: the stop path's armed steps in their order (the stop sequence is one of
-   * them), then the successor and the exit code the lifecycle planned when the stop was asked.
-   */
-  private async runStop(request: StopRequest): Promise<void> {
-    const { logger } = this.deps;
-    let code = 1;
-    try {
-      this.lifecycle.moveTo("stopping");
-      await this.surface.writeStatus({ restart_requested: request.restart });
-      logger.info(
-        { restart: request.restart, signal: request.signalInitiated && !request.storeFailed },
-        request.restart ? "restarting" : "stopping",
-      );
-      await this.stopPath.run(request, logger);
-      const plan = this.lifecycle.stopPlan();
-      if (!plan) throw new Error("a stop ran without a plan");
-      code = await finishStop(plan, this.deps, this.deps.relaunch);
-    } catch (err) {
-      logger.error({ err }, "stop failed");
-    }
-    this.lifecycle.finish(code);
   }
 
   // What the control API, the tests and the CLI ask of a gateway, answered from its lifecycle.

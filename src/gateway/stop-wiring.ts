@@ -9,12 +9,7 @@ import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
 import type { Lifecycle } from "../lifecycle/lifecycle.js";
 import { writeCleanShutdown, writeRestartPending } from "../lifecycle/markers.js";
-import {
-  type StopOptions,
-  type StopParticipants,
-  type StopRequest,
-  writesCleanShutdown,
-} from "../lifecycle/stop-sequence.js";
+import { type StopParticipants, writesCleanShutdown } from "../lifecycle/stop-sequence.js";
 import type { ChatAddress } from "../platforms/platform.js";
 import { markCutOff } from "../recovery/recovery.js";
 import { queueNotice } from "../sessions/notices.js";
@@ -82,25 +77,6 @@ export function createStopParticipants(parts: StopParts): StopParticipants {
         "turns ended; stop state persisted",
       );
     },
-  };
-}
-
-/** How the stop sequence runs for `request` (drain timeout, who hears of it). */
-export async function stopOptions(
-  request: StopRequest,
-  parts: Pick<StopParts, "config" | "logger">,
-): Promise<StopOptions> {
-  const { config } = parts;
-  return {
-    restart: request.restart,
-    // A failed store records nothing more: a turn let run on would call tools whose results are
-    // lost, and run them again after the resume.
-    drainTimeoutMs: request.storeFailed ? 0 : config.agent.restart_drain_timeout * 1000,
-    restartCommand: request.restartCommand,
-    homeChannels: await homeChannels(config),
-    // With a freshness window of 0 nothing continues by itself: do not promise it.
-    autoResume: config.agent.auto_resume_freshness > 0,
-    logger: parts.logger,
   };
 }
 

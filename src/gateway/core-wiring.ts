@@ -94,13 +94,6 @@ export function createCore(input: CoreInput): GatewayCore {
   const { config, logger, store, agent, crashPoint, cluster: membership, now, lifecycle } = input;
   const adapters: PlatformAdapter[] = [];
   const adapterFor = (platform: string) => adapters.find((a) => a.name === platform);
-  const statusWriter = createRuntimeStatusWriter({
-    home: config.home,
-    pid: process.pid,
-    startTime: input.startedAt,
-    logger,
-    now,
-  });
   const dispatcher = new OutboxDispatcher({
     ...(membership && {
       chatLeases: { owner: membership.instanceId, ttlMs: membership.leaseTtlMs },
@@ -113,59 +106,19 @@ export function createCore(input: CoreInput): GatewayCore {
     await queueNotice(store, { address, text, ...(approvalId && { approvalId }) });
     dispatcher.kick();
   };
-  const approvals = new Approvals({
-    store,
-    policy: createApprovalPolicy(config.tools),
-    timeoutMs: config.tools.approval_timeout * 1000,
-    notify: (address, text, approvalId) => sendNotice(address, text, approvalId),
-    updateCard: async (address, approvalId, text) =>
-      adapterFor(address.platform)?.approvalAnswered?.(approvalId, text, address),
+  const approvals = createApprovals(input, {
+    sendNotice,
+    adapterFor,
     continueSession: (key, sessionId, requester, asker) =>
       runner.continueAfterApproval(key, sessionId, requester, asker),
-    loadShell: loadShellParser,
-    logger: logger.child({ component: "approvals" }),
-    now,
   });
-  // What the context chat commands (/usage, /model, /compact, /memory) need.
-  const contextDeps = () => ({
-    store,
-    models: agent.models,
-    home: config.home,
-    prices: config.model.prices,
-    busy: (key: string) => runner.activeTurns().some((t) => t.sessionKey === key),
-  });
-  const runner: Runner = new Runner({
+  const runner: Runner = createRunner(input, {
     approvals,
-    statusLines: () => agent.mcp?.statusLines() ?? [],
-    store,
-    agent: agent.agent,
-    isReadOnlyTool: agent.isReadOnlyTool,
-    busyInputMode: config.display.busy_input_mode,
-    maxConcurrentTurns: config.agent.max_concurrent_turns,
-    autoResumeFreshnessMs: config.agent.auto_resume_freshness * 1000,
-    logger: logger.child({ component: "runner" }),
-    control: {
-      requestRestart: (from) => surface.restartFromChat(from.address, from.messageId),
-      setHomeChannel: (address) => setHomeChannel(config.home, address),
-    },
-    onReplyQueued: () => dispatcher.kick(),
+    dispatcher,
+    adapterFor,
+    schedules: () => schedules,
+    restartFromChat: (address, messageId) => surface.restartFromChat(address, messageId),
     onActiveTurnsChange: (count) => surface.onActiveTurnsChange(count),
-    showTyping: (address) => adapterFor(address.platform)?.showTyping?.(address) ?? (() => {}),
-    repliesInBand: (address) => adapterFor(address.platform)?.repliesInBand === true,
-    progress: (update) => adapterFor(update.address.platform)?.progress?.(update),
-    crashPoint,
-    extraCommands: {
-      schedules: (item, args) => schedulesCommand(schedules, item, args, now()),
-      ...contextCommands(contextDeps()),
-      approve: (item, args) => approvals.chatCommand(item, args, "approve"),
-      deny: (item, args) => approvals.chatCommand(item, args, "deny"),
-    },
-    media: createMediaSettings(config, adapterFor),
-    modelStatusLines: (item) => modelStatusLines(contextDeps(), item),
-    ...(membership && {
-      sessionLeases: { owner: membership.instanceId, ttlMs: membership.leaseTtlMs },
-    }),
-    now,
   });
   const scheduler = new Scheduler({
     store,
@@ -183,6 +136,136 @@ export function createCore(input: CoreInput): GatewayCore {
         .onTurnEnd(event)
         .catch((err: unknown) => logger.error({ err }, "recording a scheduled run failed"));
     }
+  });
+  const { statusWriter, cluster, platformEvents, surface } = createLifeParts(input, {
+    runner,
+    adapters,
+  });
+  const access = createAccess(config);
+  const http = createHttpServer(config, logger, access, routes(input, runner, approvals, surface));
+  adapters.push(
+    ...input.adapters({
+      store,
+      http,
+      access,
+      onPlatformStatusChange: () => surface.onPlatformStatusChange(),
+    }),
+  );
+  forwardRunnerEvents(runner, adapters, logger);
+  return {
+    runner,
+    approvals,
+    dispatcher,
+    scheduler,
+    schedules,
+    http,
+    adapters,
+    statusWriter,
+    surface,
+    platformEvents,
+    cluster,
+    sendNotice,
+  };
+}
+
+/** Approvals, whose questions and answers go out as notices and cards on the platforms. */
+function createApprovals(
+  input: CoreInput,
+  parts: {
+    sendNotice: GatewayCore["sendNotice"];
+    adapterFor(platform: string): PlatformAdapter | undefined;
+    continueSession: ConstructorParameters<typeof Approvals>[0]["continueSession"];
+  },
+): Approvals {
+  const { config, logger, store, now } = input;
+  return new Approvals({
+    store,
+    policy: createApprovalPolicy(config.tools),
+    timeoutMs: config.tools.approval_timeout * 1000,
+    notify: (address, text, approvalId) => parts.sendNotice(address, text, approvalId),
+    updateCard: async (address, approvalId, text) =>
+      parts.adapterFor(address.platform)?.approvalAnswered?.(approvalId, text, address),
+    continueSession: parts.continueSession,
+    loadShell: loadShellParser,
+    logger: logger.child({ component: "approvals" }),
+    now,
+  });
+}
+
+/** The runner, hooked to the parts it reports to and the lifecycle a chat's `/restart` asks. */
+function createRunner(
+  input: CoreInput,
+  parts: {
+    approvals: Approvals;
+    dispatcher: OutboxDispatcher;
+    adapterFor(platform: string): PlatformAdapter | undefined;
+    schedules(): ScheduleBook;
+    restartFromChat(address: ChatAddress, messageId: string): Promise<string | null>;
+    onActiveTurnsChange(count: number): void;
+  },
+): Runner {
+  const { config, logger, store, agent, crashPoint, now, cluster: membership } = input;
+  const { adapterFor } = parts;
+  // What the context chat commands (/usage, /model, /compact, /memory) need.
+  const contextDeps = () => ({
+    store,
+    models: agent.models,
+    home: config.home,
+    prices: config.model.prices,
+    busy: (key: string) => runner.activeTurns().some((t) => t.sessionKey === key),
+  });
+  const runner: Runner = new Runner({
+    approvals: parts.approvals,
+    statusLines: () => agent.mcp?.statusLines() ?? [],
+    store,
+    agent: agent.agent,
+    isReadOnlyTool: agent.isReadOnlyTool,
+    busyInputMode: config.display.busy_input_mode,
+    maxConcurrentTurns: config.agent.max_concurrent_turns,
+    autoResumeFreshnessMs: config.agent.auto_resume_freshness * 1000,
+    logger: logger.child({ component: "runner" }),
+    control: {
+      requestRestart: (from) => parts.restartFromChat(from.address, from.messageId),
+      setHomeChannel: (address) => setHomeChannel(config.home, address),
+    },
+    onReplyQueued: () => parts.dispatcher.kick(),
+    onActiveTurnsChange: parts.onActiveTurnsChange,
+    showTyping: (address) => adapterFor(address.platform)?.showTyping?.(address) ?? (() => {}),
+    repliesInBand: (address) => adapterFor(address.platform)?.repliesInBand === true,
+    progress: (update) => adapterFor(update.address.platform)?.progress?.(update),
+    crashPoint,
+    extraCommands: {
+      schedules: (item, args) => schedulesCommand(parts.schedules(), item, args, now()),
+      ...contextCommands(contextDeps()),
+      approve: (item, args) => parts.approvals.chatCommand(item, args, "approve"),
+      deny: (item, args) => parts.approvals.chatCommand(item, args, "deny"),
+    },
+    media: createMediaSettings(config, adapterFor),
+    modelStatusLines: (item) => modelStatusLines(contextDeps(), item),
+    ...(membership && {
+      sessionLeases: { owner: membership.instanceId, ttlMs: membership.leaseTtlMs },
+    }),
+    now,
+  });
+  return runner;
+}
+
+/**
+ * The `gateway_state.json` writer, the cluster membership (shared store only) and the surface:
+ * what shows and reads the gateway's life.
+ */
+function createLifeParts(
+  input: CoreInput,
+  parts: { runner: Runner; adapters: PlatformAdapter[] },
+): Pick<GatewayCore, "statusWriter" | "cluster" | "platformEvents" | "surface"> {
+  const { config, logger, store, agent, now, lifecycle, cluster: membership } = input;
+  const { runner, adapters } = parts;
+  const statusWriter = createRuntimeStatusWriter({
+    home: config.home,
+    pid: process.pid,
+    startTime: input.startedAt,
+    logger,
+    now,
   });
   const cluster =
     membership &&
@@ -216,8 +299,18 @@ export function createCore(input: CoreInput): GatewayCore {
     now,
     logger,
   });
-  const access = createAccess(config);
-  const http = createHttpServer(config, logger, access, [
+  return { statusWriter, cluster, platformEvents, surface };
+}
+
+/** The control API, file and approval routes. */
+function routes(
+  input: CoreInput,
+  runner: Runner,
+  approvals: Approvals,
+  surface: GatewaySurface,
+): ConstructorParameters<typeof HttpServer>[0]["routes"] {
+  const { config, logger, store } = input;
+  return [
     createControlRoutes({
       surface,
       store,
@@ -234,16 +327,11 @@ export function createCore(input: CoreInput): GatewayCore {
       get: (id) => store.getApproval(id),
       decide: (id, decision) => approvals.decideAsOperator(id, decision),
     }),
-  ]);
-  adapters.push(
-    ...input.adapters({
-      store,
-      http,
-      access,
-      onPlatformStatusChange: () => surface.onPlatformStatusChange(),
-    }),
-  );
-  // Platforms that show turns live follow the runner's events; one failing never stops another.
+  ];
+}
+
+/** Platforms that show turns live follow the runner's events; one failing never stops another. */
+function forwardRunnerEvents(runner: Runner, adapters: PlatformAdapter[], logger: Logger): void {
   runner.onEvent((event) => {
     for (const adapter of adapters) {
       try {
@@ -253,20 +341,6 @@ export function createCore(input: CoreInput): GatewayCore {
       }
     }
   });
-  return {
-    runner,
-    approvals,
-    dispatcher,
-    scheduler,
-    schedules,
-    http,
-    adapters,
-    statusWriter,
-    surface,
-    platformEvents,
-    cluster,
-    sendNotice,
-  };
 }
 
 function createAccess(config: Config): Access {

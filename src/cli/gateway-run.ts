@@ -53,13 +53,14 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
   // Signals are handled from the first moment: one arriving while the gateway starts is kept
   // and acted on once start-up has finished (SIGUSR1 would otherwise open Node's inspector).
   const self = { pid: process.pid, startTime: null };
+  const { lifecycle } = gateway;
   io.onSignal("SIGTERM", () => {
     void consumePlannedStopForSelf(config.home, self, Date.now()).then((planned) =>
-      gateway.requestStop({ restart: false, signalInitiated: !planned }),
+      lifecycle.requestStop({ restart: false, signalInitiated: !planned }),
     );
   });
-  io.onSignal("SIGINT", () => gateway.requestStop({ restart: false, signalInitiated: false }));
-  io.onSignal("SIGUSR1", () => gateway.requestStop({ restart: true, signalInitiated: false }));
+  io.onSignal("SIGINT", () => lifecycle.requestStop({ restart: false, signalInitiated: false }));
+  io.onSignal("SIGUSR1", () => lifecycle.requestStop({ restart: true, signalInitiated: false }));
   try {
     await gateway.start();
   } catch (err) {
@@ -78,7 +79,7 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
   // The link carries the token: not into a journal nor a file (a background start's output log).
   const linkHidden = (supervised && supervisedByService(io)) || io.stdoutIsFile === true;
   printWelcome(io, config, gateway.port, linkHidden);
-  const code = await Promise.race([gateway.exited, overBudget]);
+  const code = await Promise.race([lifecycle.exited, overBudget]);
   logger.flush();
   return code;
 }
@@ -90,7 +91,7 @@ export async function gatewayRun(options: GatewayRunOptions, io: CliIo): Promise
 function watchStopBudget(gateway: Gateway, config: Config, logger: Logger): Promise<number> {
   const budgetMs = config.agent.restart_drain_timeout * 1000 + STOP_MARGIN_MS;
   return new Promise<number>((resolve) => {
-    gateway.onStopRequested((request) => {
+    gateway.lifecycle.onStopRequested((request) => {
       setTimeout(() => {
         logger.error({ budgetMs }, "stop exceeded its budget; exiting anyway");
         // A restart leaves it to the supervisor (75); without one the gateway stays down.

@@ -8,7 +8,7 @@
 import { hostname } from "node:os";
 import type { Logger } from "pino";
 import type { GatewayStatus } from "../control/control-surface.js";
-import type { LifecyclePhase } from "../lifecycle/lifecycle-phase.js";
+import type { GatewayState } from "../lifecycle/lifecycle.js";
 import { isProcessAlive } from "../lifecycle/process-info.js";
 import type { StopPath } from "../lifecycle/stop-path.js";
 import type { StopRequest } from "../lifecycle/stop-sequence.js";
@@ -56,7 +56,7 @@ export interface ClusterParts {
   /** When this gateway was built (its `instances` row's start). */
   startedAt: number;
   /** Where the gateway is in its life (the takeover sweep runs only while it runs). */
-  phase: () => LifecyclePhase;
+  phase: () => GatewayState;
   /** What the status shows of the gateways changed (one died or went): the status stream pushes. */
   onChange: () => void;
   /**
@@ -88,7 +88,7 @@ export class Cluster {
     return this.deps.cluster;
   }
 
-  private get phase(): LifecyclePhase {
+  private get phase(): GatewayState {
     return this.deps.phase();
   }
 

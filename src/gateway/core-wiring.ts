@@ -1,9 +1,10 @@
 /**
  * Builds the gateway's core from the parts the composition root chose: the runner, the outbox
  * dispatcher, approvals, the scheduler and its book, the HTTP server with its routes, the
- * platform adapters and the `gateway_state.json` writer, each hooked to the others. The `Gateway`
- * runs them; what they ask of its lifecycle (a `/restart`, activity the status feed shows, the
- * control API) goes through a {@link LifecycleLink}, since the gateway is built after them.
+ * platform adapters, the cluster membership and the `gateway_state.json` writer, each hooked to
+ * the others. What they ask of the gateway's life (a `/restart`, the status feed, the control API)
+ * they ask of the {@link Lifecycle} the composition root built first, through the
+ * {@link GatewaySurface}; the `Gateway` engine then starts and stops them.
  */
 import type { Logger } from "pino";
 import { Approvals } from "../approvals/approvals.js";
@@ -14,16 +15,17 @@ import { Access } from "../control/access.js";
 import { createApprovalRoutes } from "../control/approval-routes.js";
 import { AuthFailures } from "../control/auth-failures.js";
 import { createControlRoutes } from "../control/control-routes.js";
-import type { ControlSurface } from "../control/control-surface.js";
 import { createFileRoutes } from "../control/file-routes.js";
 import { HttpServer } from "../control/http-server.js";
 import { WebSessions } from "../control/web-session.js";
 import type { CrashPoint } from "../lib/crash-point.js";
-import type { LifecyclePhase } from "../lifecycle/lifecycle-phase.js";
+import type { Lifecycle } from "../lifecycle/lifecycle.js";
 import {
   createRuntimeStatusWriter,
   type RuntimeStatusWriter,
 } from "../lifecycle/runtime-status.js";
+import type { StopPath } from "../lifecycle/stop-path.js";
+import type { StopRequest } from "../lifecycle/stop-sequence.js";
 import { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { contextCommands, modelStatusLines } from "../runner/context-commands.js";
@@ -35,7 +37,9 @@ import { Scheduler } from "../schedules/scheduler.js";
 import { queueNotice } from "../sessions/notices.js";
 import type { Store } from "../sessions/store.js";
 import type { AgentParts } from "./agent-wiring.js";
-import type { ClusterMembership } from "./cluster.js";
+import { Cluster, type ClusterMembership } from "./cluster.js";
+import { PlatformEventClock } from "./event-clock.js";
+import { GatewaySurface } from "./gateway-surface.js";
 import { setHomeChannel } from "./home-channels.js";
 import { createMediaSettings } from "./media-wiring.js";
 
@@ -48,56 +52,6 @@ export interface AdapterWiring {
   onPlatformStatusChange(): void;
 }
 
-/** What the core asks of the gateway's lifecycle. */
-export interface LifecycleCalls extends ControlSurface {
-  notReadyReason(): string | null;
-  storeDown(): boolean;
-  /** A chat's `/restart`: the reply to give now, or null for none. */
-  restartFromChat(address: ChatAddress, messageId: string): Promise<string | null>;
-  onActiveTurnsChange(count: number): void;
-  onPlatformStatusChange(): void;
-  /** Something the status shows changed (a tool started or ended). */
-  emitStatusChange(): void;
-  lifecyclePhase(): LifecyclePhase;
-}
-
-/**
- * The core is built before the gateway that runs it, yet calls back into it: the core holds
- * `calls`, which forward to the gateway once `bind` was given it.
- */
-export interface LifecycleLink {
-  calls: LifecycleCalls;
-  bind(target: LifecycleCalls): void;
-}
-
-export function createLifecycleLink(): LifecycleLink {
-  let target: LifecycleCalls | null = null;
-  const to = (): LifecycleCalls => {
-    if (!target) throw new Error("the gateway's lifecycle was called before the gateway existed");
-    return target;
-  };
-  return {
-    bind(lifecycle) {
-      target = lifecycle;
-    },
-    calls: {
-      status: () => to().status(),
-      isReady: () => to().isReady(),
-      notReadyReason: () => to().notReadyReason(),
-      storeDown: () => to().storeDown(),
-      drain: (action) => to().drain(action),
-      restart: () => to().restart(),
-      stop: () => to().stop(),
-      onStatusChange: (listener) => to().onStatusChange(listener),
-      restartFromChat: (address, messageId) => to().restartFromChat(address, messageId),
-      onActiveTurnsChange: (count) => to().onActiveTurnsChange(count),
-      onPlatformStatusChange: () => to().onPlatformStatusChange(),
-      emitStatusChange: () => to().emitStatusChange(),
-      lifecyclePhase: () => to().lifecyclePhase(),
-    },
-  };
-}
-
 export interface CoreInput {
   config: Config;
   logger: Logger;
@@ -108,9 +62,13 @@ export interface CoreInput {
   now: () => number;
   /** When this gateway was built (`gateway_state.json`'s start time, the status's uptime). */
   startedAt: number;
+  version: string;
   /** Builds the platform adapters once the core they hook into exists. */
   adapters(wiring: AdapterWiring): PlatformAdapter[];
-  lifecycle: LifecycleCalls;
+  /** The gateway's life, built before every part. */
+  lifecycle: Lifecycle;
+  /** How the gateway closes (the cluster arms its step on it). */
+  stopPath: StopPath<StopRequest | null>;
 }
 
 /** The parts the gateway runs. */
@@ -124,22 +82,23 @@ export interface GatewayCore {
   /** The platform adapters, by name (platforms/kit/registry.ts). */
   platforms: PlatformRegistry;
   statusWriter: RuntimeStatusWriter;
+  /** The gateway's life as its parts and the control API see it. */
+  surface: GatewaySurface;
+  /** When each platform last handed over an event (the status shows it). */
+  platformEvents: PlatformEventClock;
+  /** Set when the store is shared by several gateways (Postgres): this one's membership. */
+  cluster: Cluster | null;
   /** Queues a notice to any chat through the outbox (durable, delivered in order). */
   sendNotice(address: ChatAddress, text: string, approvalId?: string): Promise<void>;
 }
 
 export function createCore(input: CoreInput): GatewayCore {
-  const { config, logger, store, agent, crashPoint, cluster, now, lifecycle } = input;
+  const { config, logger, store, agent, crashPoint, cluster: membership, now, lifecycle } = input;
   const platforms = new PlatformRegistry();
-  const statusWriter = createRuntimeStatusWriter({
-    home: config.home,
-    pid: process.pid,
-    startTime: input.startedAt,
-    logger,
-    now,
-  });
   const dispatcher = new OutboxDispatcher({
-    ...(cluster && { chatLeases: { owner: cluster.instanceId, ttlMs: cluster.leaseTtlMs } }),
+    ...(membership && {
+      chatLeases: { owner: membership.instanceId, ttlMs: membership.leaseTtlMs },
+    }),
     store,
     logger: logger.child({ component: "outbox" }),
     crashPoint,
@@ -148,59 +107,19 @@ export function createCore(input: CoreInput): GatewayCore {
     await queueNotice(store, { address, text, ...(approvalId && { approvalId }) });
     dispatcher.kick();
   };
-  const approvals = new Approvals({
-    store,
-    policy: createApprovalPolicy(config.tools),
-    timeoutMs: config.tools.approval_timeout * 1000,
-    notify: (address, text, approvalId) => sendNotice(address, text, approvalId),
-    updateCard: (address, approvalId, text) =>
-      platforms.approvalAnswered(address, approvalId, text),
+  const approvals = createApprovals(input, {
+    sendNotice,
+    platforms,
     continueSession: (key, sessionId, requester, asker) =>
       runner.continueAfterApproval(key, sessionId, requester, asker),
-    loadShell: loadShellParser,
-    logger: logger.child({ component: "approvals" }),
-    now,
   });
-  // What the context chat commands (/usage, /model, /compact, /memory) need.
-  const contextDeps = () => ({
-    store,
-    models: agent.models,
-    home: config.home,
-    prices: config.model.prices,
-    busy: (key: string) => runner.activeTurns().some((t) => t.sessionKey === key),
-  });
-  const runner: Runner = new Runner({
+  const runner: Runner = createRunner(input, {
     approvals,
-    statusLines: () => agent.mcp?.statusLines() ?? [],
-    store,
-    agent: agent.agent,
-    isReadOnlyTool: agent.isReadOnlyTool,
-    busyInputMode: config.display.busy_input_mode,
-    maxConcurrentTurns: config.agent.max_concurrent_turns,
-    autoResumeFreshnessMs: config.agent.auto_resume_freshness * 1000,
-    logger: logger.child({ component: "runner" }),
-    control: {
-      requestRestart: (from) => lifecycle.restartFromChat(from.address, from.messageId),
-      setHomeChannel: (address) => setHomeChannel(config.home, address),
-    },
-    onReplyQueued: () => dispatcher.kick(),
-    onActiveTurnsChange: (count) => lifecycle.onActiveTurnsChange(count),
-    showTyping: (address) => platforms.showTyping(address),
-    repliesInBand: (address) => platforms.repliesInBand(address),
-    progress: (update) => platforms.progress(update),
-    crashPoint,
-    extraCommands: {
-      schedules: (item, args) => schedulesCommand(schedules, item, args, now()),
-      ...contextCommands(contextDeps()),
-      approve: (item, args) => approvals.chatCommand(item, args, "approve"),
-      deny: (item, args) => approvals.chatCommand(item, args, "deny"),
-    },
-    media: createMediaSettings(config, platforms),
-    modelStatusLines: (item) => modelStatusLines(contextDeps(), item),
-    ...(cluster && {
-      sessionLeases: { owner: cluster.instanceId, ttlMs: cluster.leaseTtlMs },
-    }),
-    now,
+    dispatcher,
+    platforms,
+    schedules: () => schedules,
+    restartFromChat: (address, messageId) => surface.restartFromChat(address, messageId),
+    onActiveTurnsChange: (count) => surface.onActiveTurnsChange(count),
   });
   const scheduler = new Scheduler({
     store,
@@ -219,7 +138,215 @@ export function createCore(input: CoreInput): GatewayCore {
         .catch((err: unknown) => logger.error({ err }, "recording a scheduled run failed"));
     }
   });
-  const access = new Access({
+  const { statusWriter, cluster, platformEvents, surface } = createLifeParts(input, {
+    runner,
+    platforms,
+  });
+  const access = createAccess(config);
+  const http = createHttpServer(config, logger, access, routes(input, runner, approvals, surface));
+  for (const adapter of input.adapters({
+    store,
+    http,
+    access,
+    onPlatformStatusChange: () => surface.onPlatformStatusChange(),
+  })) {
+    platforms.add(adapter);
+  }
+  forwardRunnerEvents(runner, platforms, logger);
+  return {
+    runner,
+    approvals,
+    dispatcher,
+    scheduler,
+    schedules,
+    http,
+    platforms,
+    statusWriter,
+    surface,
+    platformEvents,
+    cluster,
+    sendNotice,
+  };
+}
+
+/** Approvals, whose questions and answers go out as notices and cards on the platforms. */
+function createApprovals(
+  input: CoreInput,
+  parts: {
+    sendNotice: GatewayCore["sendNotice"];
+    platforms: PlatformRegistry;
+    continueSession: ConstructorParameters<typeof Approvals>[0]["continueSession"];
+  },
+): Approvals {
+  const { config, logger, store, now } = input;
+  return new Approvals({
+    store,
+    policy: createApprovalPolicy(config.tools),
+    timeoutMs: config.tools.approval_timeout * 1000,
+    notify: (address, text, approvalId) => parts.sendNotice(address, text, approvalId),
+    updateCard: (address, approvalId, text) =>
+      parts.platforms.approvalAnswered(address, approvalId, text),
+    continueSession: parts.continueSession,
+    loadShell: loadShellParser,
+    logger: logger.child({ component: "approvals" }),
+    now,
+  });
+}
+
+/** The runner, hooked to the parts it reports to and the lifecycle a chat's `/restart` asks. */
+function createRunner(
+  input: CoreInput,
+  parts: {
+    approvals: Approvals;
+    dispatcher: OutboxDispatcher;
+    platforms: PlatformRegistry;
+    schedules(): ScheduleBook;
+    restartFromChat(address: ChatAddress, messageId: string): Promise<string | null>;
+    onActiveTurnsChange(count: number): void;
+  },
+): Runner {
+  const { config, logger, store, agent, crashPoint, now, cluster: membership } = input;
+  const { platforms } = parts;
+  // What the context chat commands (/usage, /model, /compact, /memory) need.
+  const contextDeps = () => ({
+    store,
+    models: agent.models,
+    home: config.home,
+    prices: config.model.prices,
+    busy: (key: string) => runner.activeTurns().some((t) => t.sessionKey === key),
+  });
+  const runner: Runner = new Runner({
+    approvals: parts.approvals,
+    statusLines: () => agent.mcp?.statusLines() ?? [],
+    store,
+    agent: agent.agent,
+    isReadOnlyTool: agent.isReadOnlyTool,
+    busyInputMode: config.display.busy_input_mode,
+    maxConcurrentTurns: config.agent.max_concurrent_turns,
+    autoResumeFreshnessMs: config.agent.auto_resume_freshness * 1000,
+    logger: logger.child({ component: "runner" }),
+    control: {
+      requestRestart: (from) => parts.restartFromChat(from.address, from.messageId),
+      setHomeChannel: (address) => setHomeChannel(config.home, address),
+    },
+    onReplyQueued: () => parts.dispatcher.kick(),
+    onActiveTurnsChange: parts.onActiveTurnsChange,
+    showTyping: (address) => platforms.showTyping(address),
+    repliesInBand: (address) => platforms.repliesInBand(address),
+    progress: (update) => platforms.progress(update),
+    crashPoint,
+    extraCommands: {
+      schedules: (item, args) => schedulesCommand(parts.schedules(), item, args, now()),
+      ...contextCommands(contextDeps()),
+      approve: (item, args) => parts.approvals.chatCommand(item, args, "approve"),
+      deny: (item, args) => parts.approvals.chatCommand(item, args, "deny"),
+    },
+    media: createMediaSettings(config, platforms),
+    modelStatusLines: (item) => modelStatusLines(contextDeps(), item),
+    ...(membership && {
+      sessionLeases: { owner: membership.instanceId, ttlMs: membership.leaseTtlMs },
+    }),
+    now,
+  });
+  return runner;
+}
+
+/**
+ * The `gateway_state.json` writer, the cluster membership (shared store only) and the surface:
+ * what shows and reads the gateway's life.
+ */
+function createLifeParts(
+  input: CoreInput,
+  parts: { runner: Runner; platforms: PlatformRegistry },
+): Pick<GatewayCore, "statusWriter" | "cluster" | "platformEvents" | "surface"> {
+  const { config, logger, store, agent, now, lifecycle, cluster: membership } = input;
+  const { runner, platforms } = parts;
+  const statusWriter = createRuntimeStatusWriter({
+    home: config.home,
+    pid: process.pid,
+    startTime: input.startedAt,
+    logger,
+    now,
+  });
+  const cluster =
+    membership &&
+    new Cluster({
+      logger,
+      cluster: membership,
+      home: config.home,
+      store,
+      runner,
+      stopPath: input.stopPath,
+      now,
+      startedAt: input.startedAt,
+      phase: () => lifecycle.state(),
+      onChange: () => lifecycle.emitStatusChange(),
+      platforms: () => platforms.all().map((adapter) => adapter.name),
+    });
+  if (cluster) runner.onStoreBack(() => cluster.takeOverSoon());
+  const platformEvents = new PlatformEventClock(now);
+  const surface = new GatewaySurface({
+    lifecycle,
+    home: config.home,
+    store,
+    runner,
+    platforms,
+    statusWriter,
+    platformEvents,
+    cluster,
+    mcp: agent.mcp,
+    sandbox: agent.sandbox,
+    version: input.version,
+    startedAt: input.startedAt,
+    now,
+    logger,
+  });
+  return { statusWriter, cluster, platformEvents, surface };
+}
+
+/** The control API, file and approval routes. */
+function routes(
+  input: CoreInput,
+  runner: Runner,
+  approvals: Approvals,
+  surface: GatewaySurface,
+): ConstructorParameters<typeof HttpServer>[0]["routes"] {
+  const { config, logger, store } = input;
+  return [
+    createControlRoutes({
+      surface,
+      store,
+      sessionList: {
+        runningKeys: () => runner.activeTurns().map((t) => t.sessionKey),
+        pendingApprovals: () => store.listApprovals({ state: "pending" }),
+        prices: config.model.prices,
+      },
+      onError: (err) => logger.error({ err }, "computing the live status failed"),
+    }),
+    createFileRoutes(store),
+    createApprovalRoutes({
+      list: (state) => store.listApprovals(state ? { state } : {}),
+      get: (id) => store.getApproval(id),
+      decide: (id, decision) => approvals.decideAsOperator(id, decision),
+    }),
+  ];
+}
+
+/** Platforms that show turns live follow the runner's events; one failing never stops another. */
+function forwardRunnerEvents(runner: Runner, platforms: PlatformRegistry, logger: Logger): void {
+  runner.onEvent((event) => {
+    for (const adapter of platforms.all()) {
+      try {
+        adapter.onRunnerEvent?.(event);
+      } catch (err) {
+        logger.warn({ err, platform: adapter.name }, "platform event handler failed");
+      }
+    }
+  });
+}
+
+function createAccess(config: Config): Access {
+  return new Access({
     controlToken: config.controlToken,
     apiKey: config.platforms.api.key,
     trustLoopback: config.http.trust_loopback,
@@ -227,7 +354,15 @@ export function createCore(input: CoreInput): GatewayCore {
     failures: new AuthFailures(),
     sessions: new WebSessions(config.controlToken, Date.now, config.http.session_ttl),
   });
-  const http = new HttpServer({
+}
+
+function createHttpServer(
+  config: Config,
+  logger: Logger,
+  access: Access,
+  routes: ConstructorParameters<typeof HttpServer>[0]["routes"],
+): HttpServer {
+  return new HttpServer({
     host: config.http.host,
     port: config.http.port,
     publicHosts: config.http.public_hosts,
@@ -239,52 +374,6 @@ export function createCore(input: CoreInput): GatewayCore {
       maxConnections: config.http.max_connections,
     },
     logger: logger.child({ component: "http" }),
-    routes: [
-      createControlRoutes({
-        surface: lifecycle,
-        store,
-        sessionList: {
-          runningKeys: () => runner.activeTurns().map((t) => t.sessionKey),
-          pendingApprovals: () => store.listApprovals({ state: "pending" }),
-          prices: config.model.prices,
-        },
-        onError: (err) => logger.error({ err }, "computing the live status failed"),
-      }),
-      createFileRoutes(store),
-      createApprovalRoutes({
-        list: (state) => store.listApprovals(state ? { state } : {}),
-        get: (id) => store.getApproval(id),
-        decide: (id, decision) => approvals.decideAsOperator(id, decision),
-      }),
-    ],
+    routes,
   });
-  for (const adapter of input.adapters({
-    store,
-    http,
-    access,
-    onPlatformStatusChange: () => lifecycle.onPlatformStatusChange(),
-  })) {
-    platforms.add(adapter);
-  }
-  // Platforms that show turns live follow the runner's events; one failing never stops another.
-  runner.onEvent((event) => {
-    for (const adapter of platforms.all()) {
-      try {
-        adapter.onRunnerEvent?.(event);
-      } catch (err) {
-        logger.warn({ err, platform: adapter.name }, "platform event handler failed");
-      }
-    }
-  });
-  return {
-    runner,
-    approvals,
-    dispatcher,
-    scheduler,
-    schedules,
-    http,
-    platforms,
-    statusWriter,
-    sendNotice,
-  };
 }

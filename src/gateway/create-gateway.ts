@@ -1,7 +1,8 @@
 /**
  * The composition root: the one place that chooses and builds the gateway's parts (store, agent
  * and its tools, platform adapters, crash points, the core the gateway runs) from the config, and
- * the `Gateway` state machine over them. `keel gateway run`, `keel chat` and the tests each call
+ * the `Gateway` engine over them. The {@link Lifecycle} is built first, so no part needs the
+ * engine to exist before it. `keel gateway run`, `keel chat` and the tests each call
  * it; a new platform, tool set or store implementation is wired here or in a wiring module beside.
  */
 import { randomBytes } from "node:crypto";
@@ -12,6 +13,7 @@ import { storeTarget } from "../config/store-target.js";
 import { createCrashPoint } from "../lib/crash-point.js";
 import { KEEL_VERSION } from "../lib/version.js";
 import type { Supervisor } from "../lifecycle/exit-code.js";
+import { Lifecycle } from "../lifecycle/lifecycle.js";
 import type { Relaunch } from "../lifecycle/shutdown.js";
 import { StopPath } from "../lifecycle/stop-path.js";
 import type { StopRequest } from "../lifecycle/stop-sequence.js";
@@ -21,10 +23,11 @@ import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { Store } from "../sessions/store.js";
 import type { FsyncFn } from "../sessions/wal-sync.js";
 import { createAgentParts } from "./agent-wiring.js";
-import { Cluster, type ClusterMembership } from "./cluster.js";
-import { createCore, createLifecycleLink } from "./core-wiring.js";
+import type { ClusterMembership } from "./cluster.js";
+import { createCore } from "./core-wiring.js";
 import { Gateway } from "./gateway.js";
 import { createPlatformAdapters } from "./platform-wiring.js";
+import { createStopParticipants } from "./stop-wiring.js";
 
 /** The seams a caller may set; everything else follows from the config. */
 export interface GatewayOptions {
@@ -59,9 +62,9 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
   const store = openStore(config, now, membership, options.sqliteFsync);
   const agent = createAgentParts(config, logger.child({ component: "agent" }));
   const startedAt = now();
+  // The gateway's life first: every part below asks it directly, none waits for the engine.
+  const lifecycle = new Lifecycle(options.supervisor ?? null, now);
   const stopPath = new StopPath<StopRequest | null>();
-  // The core calls back into the gateway built over it (a chat's /restart, the status feed).
-  const link = createLifecycleLink();
   const core = createCore({
     config,
     logger,
@@ -71,47 +74,38 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
     cluster: membership,
     now,
     startedAt,
-    lifecycle: link.calls,
+    version: KEEL_VERSION,
+    lifecycle,
+    stopPath,
     adapters: (wiring) => [
       ...(options.extraAdapters ?? []),
       ...createPlatformAdapters({ config, logger, cluster: membership, ...wiring }),
     ],
   });
-  const cluster =
-    membership &&
-    new Cluster({
-      logger,
-      cluster: membership,
-      home: config.home,
-      store,
-      runner: core.runner,
-      stopPath,
-      now,
-      startedAt,
-      phase: () => link.calls.lifecyclePhase(),
-      onChange: () => link.calls.emitStatusChange(),
-      platforms: () => core.platforms.all().map((adapter) => adapter.name),
-    });
-  if (cluster) core.runner.onStoreBack(() => cluster.takeOverSoon());
-  const gateway = new Gateway({
+  const stopParticipants = createStopParticipants({
+    config,
+    logger,
+    store,
+    lifecycle,
+    core,
+    killToolProcesses: () => agent.killToolProcesses(),
+    now,
+  });
+  return new Gateway({
     config,
     logger,
     store,
     agent,
     core,
+    lifecycle,
     stopPath,
+    stopParticipants,
     crashPoint,
     now,
-    startedAt,
-    version: KEEL_VERSION,
-    supervisor: options.supervisor ?? null,
     relaunch: options.relaunch ?? refuseRelaunch,
     ...(options.schedule && { schedule: options.schedule }),
-    cluster,
     settleMemory: options.settleMemory ?? true,
   });
-  link.bind(gateway);
-  return gateway;
 }
 
 /** Postgres when `store.url` is a postgres:// URL (gateways may share it), else SQLite in the home. */

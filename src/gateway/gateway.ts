@@ -1,7 +1,8 @@
 /**
- * The gateway's lifecycle state machine (start, stop, restart, drain, status) over the parts the
- * composition root (`create-gateway.ts`) built and hooked together (`core-wiring.ts`): it starts
- * them in order, arms each one's step of the stop path as it comes up, and runs that path once.
+ * The gateway engine: starts the parts the composition root (`create-gateway.ts`) built and hooked
+ * together (`core-wiring.ts`) in order, arms each one's step of the stop path as it comes up, and
+ * runs that path once when the {@link Lifecycle} says a stop was asked for. Its state lives in the
+ * lifecycle, not here.
  */
 import type { Logger } from "pino";
 import { createGatewayAlerts, type GatewayAlerts } from "../alerts/gateway-alerts.js";
@@ -12,42 +13,28 @@ import type { GatewayStatus } from "../control/control-surface.js";
 import type { HttpServer } from "../control/http-server.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import { startDrainWatcher } from "../lifecycle/drain-watcher.js";
-import type { Supervisor } from "../lifecycle/exit-code.js";
 import { describeModeFix, enforceHomeModes } from "../lifecycle/home-modes.js";
-import type { LifecyclePhase, Watcher } from "../lifecycle/lifecycle-phase.js";
+import type { Lifecycle, StopAsk } from "../lifecycle/lifecycle.js";
+import type { Watcher } from "../lifecycle/lifecycle-phase.js";
 import {
   consumeCleanShutdown,
   consumeRestartNotify,
   consumeRestartPending,
   readDrainRequest,
-  removeDrainRequest,
-  writeDrainRequest,
-  writeRestartNotify,
 } from "../lifecycle/markers.js";
 import { startMemorySettle } from "../lifecycle/memory-settle.js";
 import { acquirePidFile } from "../lifecycle/pid-file.js";
 import { startPlannedStopWatcher } from "../lifecycle/planned-stop-watcher.js";
 import type { RuntimeStatusWriter } from "../lifecycle/runtime-status.js";
-import {
-  disconnectPlatforms,
-  endTurnsAndPlatforms,
-  finishStop,
-  type Relaunch,
-  type StoppingGateway,
-} from "../lifecycle/shutdown.js";
+import { type Relaunch, runStopPass, stopSequenceStep } from "../lifecycle/shutdown.js";
 import type { StopPath } from "../lifecycle/stop-path.js";
-import {
-  createStopGuard,
-  type StopGuard,
-  type StopRequest,
-  type StopSummary,
-} from "../lifecycle/stop-sequence.js";
+import type { StopParticipants, StopRequest } from "../lifecycle/stop-sequence.js";
 import { startStoreFailureWatcher } from "../lifecycle/store-failure-watcher.js";
 import type { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { ChatAddress } from "../platforms/platform.js";
 import { recoverInterruptedWork } from "../recovery/recovery.js";
 import { resumeHeldBack, resumeInterruptedSessions } from "../recovery/startup-resume.js";
-import { ONLINE_NOTICE, RESTARTED_NOTICE, restartCommandReply } from "../runner/lifecycle-texts.js";
+import { ONLINE_NOTICE, RESTARTED_NOTICE } from "../runner/lifecycle-texts.js";
 import type { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
 import type { Runner } from "../runner/runner.js";
 import type { ScheduleBook } from "../schedules/book.js";
@@ -55,10 +42,9 @@ import type { Scheduler } from "../schedules/scheduler.js";
 import type { Store } from "../sessions/store.js";
 import type { AgentParts } from "./agent-wiring.js";
 import type { Cluster } from "./cluster.js";
-import type { GatewayCore, LifecycleCalls } from "./core-wiring.js";
-import { PlatformEventClock } from "./event-clock.js";
-import { listHomeChannels } from "./home-channels.js";
-import { platformRows } from "./platform-rows.js";
+import type { GatewayCore } from "./core-wiring.js";
+import type { GatewaySurface } from "./gateway-surface.js";
+import { homeChannels } from "./stop-wiring.js";
 
 /** The parts the composition root built, and the seams of this gateway's surroundings. */
 export interface GatewayParts {
@@ -68,21 +54,18 @@ export interface GatewayParts {
   agent: AgentParts;
   /** The runner, outbox, approvals, scheduler, HTTP server and adapters (core-wiring.ts). */
   core: GatewayCore;
+  /** The gateway's life: its state, the stop asked for and its plan, the exit code. */
+  lifecycle: Lifecycle;
   /** How this gateway closes: each part arms its step as it starts (order in stop-path.ts). */
   stopPath: StopPath<StopRequest | null>;
+  /** What the stop sequence works on (stop-wiring.ts). */
+  stopParticipants: StopParticipants;
   crashPoint: CrashPoint;
-  version: string;
-  /** The supervisor this process runs under (decides how a restart happens). */
-  supervisor: Supervisor;
   /** How to start a successor: the CLI's argv for `keel gateway run`. */
   relaunch: Relaunch;
   now: () => number;
-  /** When the gateway was built (status uptime, `gateway_state.json`). */
-  startedAt: number;
   /** Runs `fn` after `ms` (the held-back resumes); returns a cancel function. Default: setTimeout. */
   schedule?: (fn: () => void, ms: number) => () => void;
-  /** Set when the store is shared by several gateways (Postgres): this one's membership. */
-  cluster: Cluster | null;
   /** Give the heap back after busy spells (lifecycle/memory-settle.ts). */
   settleMemory: boolean;
 }
@@ -90,49 +73,35 @@ export interface GatewayParts {
 /** Thrown by start() when another gateway owns the home folder. */
 export class AlreadyRunningError extends Error {}
 
-export class Gateway implements LifecycleCalls {
+export class Gateway {
   readonly store: Store;
   readonly runner: Runner;
   /** Tool calls waiting for a human (src/approvals). */
   readonly approvals: Approvals;
-  private readonly dispatcher: OutboxDispatcher;
-  private readonly scheduler: Scheduler;
   /** The scheduled jobs (the agent's tool, `/schedules`; the CLI edits the store directly). */
   readonly schedules: ScheduleBook;
+  /** The gateway's life; the CLI asks it for stops and waits on its exit code. */
+  readonly lifecycle: Lifecycle;
+  private readonly dispatcher: OutboxDispatcher;
+  private readonly scheduler: Scheduler;
   private readonly platforms: PlatformRegistry;
   private readonly http: HttpServer;
+  private readonly surface: GatewaySurface;
+  private readonly cluster: Cluster | null;
   private readonly now: () => number;
-  private readonly statusListeners = new Set<() => void>();
-  private readonly platformEvents: PlatformEventClock;
-  private readonly stopListeners: ((request: StopRequest) => void)[] = [];
-  /** Settles when start() has finished: true when the gateway came up. */
-  private readonly startSettled: Promise<boolean>;
-  private settleStart!: (ok: boolean) => void;
-  private readonly startedAt: number;
   private readonly status$: RuntimeStatusWriter;
-  private readonly stopGuard: StopGuard<number>;
-  private phase: LifecyclePhase = "starting";
-  private ready = false;
   private readonly stopPath: StopPath<StopRequest | null>;
-  /** What the stop sequence reported, once the stop path ran it. */
-  private stopSummary: StopSummary | null = null;
   /** This process's start time as `gateway.pid` records it (what `keel gateway stop` names). */
   private processStartTime: number | null = null;
   /** Sessions the restart-loop breaker holds back until the breaker window has passed. */
   private heldBack = 0;
   private boundPort = 0;
-  /** Resolves with the process exit code once a stop or restart has finished. */
-  readonly exited: Promise<number>;
-  private resolveExit!: (code: number) => void;
 
   constructor(private readonly deps: GatewayParts) {
     const { core } = deps;
     this.now = deps.now;
-    this.platformEvents = new PlatformEventClock(deps.now);
-    this.startedAt = deps.startedAt;
-    this.exited = new Promise((resolve) => (this.resolveExit = resolve));
-    this.startSettled = new Promise((resolve) => (this.settleStart = resolve));
     this.store = deps.store;
+    this.lifecycle = deps.lifecycle;
     this.stopPath = deps.stopPath;
     this.status$ = core.statusWriter;
     this.dispatcher = core.dispatcher;
@@ -142,12 +111,13 @@ export class Gateway implements LifecycleCalls {
     this.schedules = core.schedules;
     this.http = core.http;
     this.platforms = core.platforms;
-    this.stopGuard = createStopGuard((request) => this.runStop(request));
+    this.surface = core.surface;
+    this.cluster = core.cluster;
   }
 
-  /** Where the gateway is in its life. */
-  lifecyclePhase(): LifecyclePhase {
-    return this.phase;
+  /** Resolves with the process exit code once a stop or restart has finished (or start failed). */
+  get exited(): Promise<number> {
+    return this.lifecycle.exited;
   }
 
   /** The HTTP port actually bound (differs from the config with port 0). */
@@ -160,7 +130,7 @@ export class Gateway implements LifecycleCalls {
     const { config, logger } = this.deps;
     const pid = await acquirePidFile(config.home, { argv: process.argv, now: this.now });
     if (!pid.ok) {
-      this.settleStart(false);
+      this.lifecycle.fail();
       await this.store.close();
       throw new AlreadyRunningError(`${pid.message} Stop it with \`keel gateway stop\` first.`);
     }
@@ -174,10 +144,18 @@ export class Gateway implements LifecycleCalls {
       await this.status$.update({ gateway_state: "startup_failed", exit_reason: "startup_failed" });
       await this.stopPath.run(null, logger);
       await this.status$.close();
-      this.settleStart(false);
+      this.lifecycle.fail();
       throw err;
     }
-    this.settleStart(true);
+    // A stop asked for while starting runs now; later ones when they are asked for.
+    void runStopPass({
+      lifecycle: this.lifecycle,
+      stopPath: this.stopPath,
+      announce: () => this.surface.writeStatus(),
+      config,
+      logger,
+      relaunch: this.deps.relaunch,
+    });
   }
 
   private async startParts(): Promise<void> {
@@ -207,7 +185,7 @@ export class Gateway implements LifecycleCalls {
         "http.trust_loopback is on: any local process or user may use the agent and the control API without a credential",
       );
     }
-    const cluster = this.deps.cluster;
+    const cluster = this.cluster;
     if (cluster) await cluster.joinCluster(cluster.membership);
     const clean = await consumeCleanShutdown(config.home);
     const report = await recoverInterruptedWork(this.store, {
@@ -222,17 +200,13 @@ export class Gateway implements LifecycleCalls {
       logger.warn({ ...report, clean }, "recovered interrupted work");
     // Messages arriving while we start are stored, and dispatched after the resumes below.
     this.runner.holdIntake();
-    this.stopPath.arm("end turns and disconnect platforms", async (request) => {
-      if (!request) return disconnectPlatforms(this.stopping());
-      this.stopSummary = await endTurnsAndPlatforms(
-        request,
-        this.stopping(),
-        await this.homeChannels(),
-      );
-    });
+    this.stopPath.arm(
+      "end turns and disconnect platforms",
+      stopSequenceStep(this.deps.stopParticipants, config, logger, () => homeChannels(config)),
+    );
     for (const adapter of this.platforms.all()) {
       this.dispatcher.register(adapter);
-      await adapter.start(this.platformEvents.sinkFor(adapter.name, this.runner));
+      await adapter.start(this.deps.core.platformEvents.sinkFor(adapter.name, this.runner));
     }
     this.dispatcher.kick();
     const resumed = await resumeInterruptedSessions({
@@ -252,12 +226,10 @@ export class Gateway implements LifecycleCalls {
     this.stopPath.arm("stop approval deadlines", () => this.approvals.stop());
     await this.approvals.start();
     await this.greetAfterRestart(resumed.breakerTripped);
-    this.phase = "running";
-    this.ready = true;
+    this.lifecycle.moveTo("running");
     // A drain requested before this start (marker left in place) holds from the first moment.
-    const drained = (await readDrainRequest(config.home)) !== null;
-    if (drained) this.enterDrain();
-    await this.writeStatus(drained ? "draining" : "running");
+    if ((await readDrainRequest(config.home)) !== null) this.surface.enterDrain();
+    await this.surface.writeStatus();
     this.startWatchers();
     logger.info(
       { port: this.boundPort, host: config.http.host, resumed: resumed.resumed.length },
@@ -279,7 +251,7 @@ export class Gateway implements LifecycleCalls {
         return () => clearTimeout(timer);
       });
     const cancel = schedule(() => {
-      if (this.phase === "stopping" || this.phase === "stopped") return;
+      if (this.lifecycle.stopRequest() !== null) return;
       this.heldBack = 0;
       resumeHeldBack({ store: this.store, runner: this.runner, keys, logger }).catch(
         (err: unknown) => logger.error({ err }, "resuming held-back sessions failed"),
@@ -297,21 +269,21 @@ export class Gateway implements LifecycleCalls {
       startPlannedStopWatcher({
         home: config.home,
         self: { pid: process.pid, startTime: this.processStartTime },
-        getPhase: () => this.phase,
-        onPlannedStop: () => void this.requestStop({ restart: false, signalInitiated: false }),
+        getPhase: () => this.lifecycle.state(),
+        onPlannedStop: () => this.requestStop({ restart: false, signalInitiated: false }),
         logger,
       }),
       startDrainWatcher({
         home: config.home,
-        getPhase: () => this.phase,
-        enterDrain: () => this.enterDrain(),
-        leaveDrain: () => this.leaveDrain(),
+        getPhase: () => this.lifecycle.state(),
+        enterDrain: () => this.surface.enterDrain(),
+        leaveDrain: () => this.surface.leaveDrain(),
         logger,
       }),
       startStoreFailureWatcher({
         failure: () => this.store.failure(),
         onFailure: () =>
-          void this.requestStop({ restart: false, signalInitiated: true, storeFailed: true }),
+          this.requestStop({ restart: false, signalInitiated: true, storeFailed: true }),
         logger,
       }),
     ];
@@ -346,7 +318,7 @@ export class Gateway implements LifecycleCalls {
         freeDiskShare: () => freeShareOf(config.home),
       },
       sendNotice: (address, text) => this.sendNotice(address, text),
-      homeChannels: () => this.homeChannels(),
+      homeChannels: () => homeChannels(config),
       logger,
       now: this.now,
     });
@@ -369,16 +341,9 @@ export class Gateway implements LifecycleCalls {
         RESTARTED_NOTICE,
       );
     } else if (pending) {
-      for (const home of await this.homeChannels()) await this.sendNotice(home, ONLINE_NOTICE);
+      for (const home of await homeChannels(this.deps.config))
+        await this.sendNotice(home, ONLINE_NOTICE);
     }
-  }
-
-  private homeChannels(): Promise<ChatAddress[]> {
-    return listHomeChannels(this.deps.config.home, {
-      telegram: this.deps.config.platforms.telegram.home_channel,
-      discord: this.deps.config.platforms.discord.home_channel,
-      slack: this.deps.config.platforms.slack.home_channel,
-    });
   }
 
   /** Queues a notice to any chat through the outbox (durable, delivered in order). */
@@ -386,236 +351,35 @@ export class Gateway implements LifecycleCalls {
     return this.deps.core.sendNotice(address, text);
   }
 
-  /** Starts a stop or restart once; later requests change nothing and report it. */
-  requestStop(input: {
-    restart: boolean;
-    signalInitiated: boolean;
-    storeFailed?: boolean;
-    restartCommand?: ChatAddress | null;
-  }): { accepted: boolean } {
-    const request: StopRequest = {
-      restart: input.restart,
-      signalInitiated: input.signalInitiated,
-      ...(input.storeFailed && { storeFailed: true }),
-      restartCommand: input.restartCommand ?? null,
-      viaService: this.deps.supervisor !== null,
-      detached: this.deps.supervisor === null,
-    };
-    const { accepted, done } = this.stopGuard.request(request);
-    if (accepted) {
-      for (const listener of this.stopListeners) listener(request);
-      done.then(
-        (code) => this.resolveExit(code),
-        (err: unknown) => {
-          this.deps.logger.error({ err }, "stop failed");
-          this.resolveExit(1);
-        },
-      );
-    }
-    return { accepted };
+  /** Asks for a stop or restart (the lifecycle honours the first ask only). */
+  requestStop(ask: StopAsk): { accepted: boolean } {
+    return this.lifecycle.requestStop(ask);
   }
 
-  async restartFromChat(address: ChatAddress, messageId: string): Promise<string | null> {
-    const already = this.stopGuard.current() !== null;
-    const activeTurns = this.runner.activeTurns().filter((t) => t.agentStarted).length;
-    if (!already) {
-      await writeRestartNotify(this.deps.config.home, {
-        platform: address.platform,
-        chat_id: address.chatId,
-        thread_id: address.threadId ?? null,
-        message_id: messageId,
-        requested_at: this.now(),
-      });
-      this.requestStop({
-        restart: true,
-        signalInitiated: false,
-        restartCommand: { ...address, replyToMessageId: messageId },
-      });
-    }
-    // An idle restart says nothing now: the chat hears "restarted" once the gateway is back.
-    if (!already && activeTurns === 0) return null;
-    return restartCommandReply({ alreadyRequested: already, activeTurns });
+  /** Called once when a stop or restart is asked for, however it was asked for. */
+  onStopRequested(listener: (request: StopRequest) => void): void {
+    this.lifecycle.onStopRequested(listener);
   }
 
-  private async runStop(request: StopRequest): Promise<number> {
-    // A stop asked for while starting waits for start-up to finish; a failed start already
-    // closed everything.
-    if (!(await this.startSettled)) return 1;
-    const { logger } = this.deps;
-    this.phase = "stopping";
-    this.ready = false;
-    await this.writeStatus("draining", { restart_requested: request.restart });
-    logger.info(
-      { restart: request.restart, signal: request.signalInitiated && !request.storeFailed },
-      request.restart ? "restarting" : "stopping",
-    );
-    await this.stopPath.run(request, logger);
-    const summary = this.stopSummary;
-    if (!summary) throw new Error("the stop sequence did not finish");
-    const code = await finishStop(request, summary, this.stopping(), this.deps.relaunch);
-    this.phase = "stopped";
-    this.emitStatusChange();
-    return code;
-  }
-
-  /** The parts the stop sequence works on. */
-  private stopping(): StoppingGateway {
-    return {
-      config: this.deps.config,
-      logger: this.deps.logger,
-      store: this.store,
-      runner: this.runner,
-      dispatcher: this.dispatcher,
-      platforms: this.platforms,
-      killToolProcesses: () => this.deps.agent.killToolProcesses(),
-      statusWriter: this.status$,
-      supervisor: this.deps.supervisor,
-      now: this.now,
-    };
-  }
-
-  private enterDrain(): void {
-    if (this.phase !== "running") return;
-    this.phase = "drained";
-    this.runner.setDraining(true);
-    this.deps.logger.info("external drain: not starting new turns");
-    void this.writeStatus("draining");
-  }
-
-  private leaveDrain(): void {
-    if (this.phase !== "drained") return;
-    this.phase = "running";
-    this.runner.setDraining(false);
-    this.deps.logger.info("external drain cancelled");
-    void this.writeStatus("running");
-  }
-
-  /** A platform's state changed in the background: `gateway_state.json` must show it. */
-  onPlatformStatusChange(): void {
-    if (this.phase === "stopped") return;
-    void this.status$.update({ platforms: this.platformStates() });
-    this.emitStatusChange();
-  }
-
-  onActiveTurnsChange(count: number): void {
-    void this.status$.update({ active_turns: count });
-    this.emitStatusChange();
-  }
-
-  private async writeStatus(
-    state: "starting" | "running" | "draining",
-    extra: { restart_requested?: boolean } = {},
-  ): Promise<void> {
-    await this.status$.update({
-      gateway_state: state,
-      active_turns: this.runner.activeTurns().length,
-      platforms: this.platformStates(),
-      ...extra,
-    });
-    this.emitStatusChange();
-  }
-
-  private platformStates(): Record<string, { state: string; error: string | null }> {
-    return Object.fromEntries(this.platforms.all().map((a) => [a.name, a.status()]));
-  }
-
-  emitStatusChange(): void {
-    for (const listener of this.statusListeners) listener();
-  }
-
-  async status(): Promise<GatewayStatus> {
-    const now = this.now();
-    const turns = this.runner.activeTurns();
-    const sessions = await this.store.countSessions();
-    const platforms = platformRows(
-      this.platformStates(),
-      this.platforms.connections(),
-      (name) => this.platformEvents.lastEventAt(name),
-      now,
-    );
-    return {
-      gateway_state:
-        this.phase === "drained" || this.phase === "stopping" ? "draining" : this.phase,
-      pid: process.pid,
-      started_at: new Date(this.startedAt).toISOString(),
-      uptime_seconds: Math.round((now - this.startedAt) / 1000),
-      version: this.deps.version,
-      active_turns: turns.length,
-      draining: this.phase === "drained",
-      restart_requested: this.stopGuard.current()?.restart ?? false,
-      platforms,
-      sandbox: { mode: this.deps.agent.sandbox.mode, detail: this.deps.agent.sandbox.detail },
-      ...(this.deps.agent.mcp && { mcp: this.deps.agent.mcp.status() }),
-      turns: turns.map((t) => ({
-        session_key: t.sessionKey,
-        session_id: t.sessionId,
-        started_at: new Date(t.startedAt).toISOString(),
-        current_tool: t.currentTool,
-      })),
-      sessions: { total: sessions.total, resume_pending: sessions.resumePending },
-      ...(this.deps.cluster && { instances: await this.deps.cluster.instances() }),
-    };
+  // What the control API, the tests and the CLI ask of a gateway, answered from its lifecycle.
+  status(): Promise<GatewayStatus> {
+    return this.surface.status();
   }
 
   isReady(): boolean {
-    // Per instance: a gateway that cannot reach the shared store is not ready, the others may be.
-    return (
-      this.ready &&
-      this.phase === "running" &&
-      this.store.failure() === null &&
-      (this.deps.cluster?.healthy() ?? true)
-    );
+    return this.surface.isReady();
   }
 
-  /** Why `/readyz` says 503: the store first (it is what an operator must look at). */
-  notReadyReason(): string | null {
-    if (this.isReady()) return null;
-    if (this.storeDown()) return "the store does not answer";
-    if (this.phase !== "running") return `the gateway is ${this.phase}`;
-    return "the gateway is starting";
+  drain(action: "drain" | "cancel"): Promise<{ draining: boolean }> {
+    return this.surface.drain(action);
   }
 
-  /** The store failed for good (SQLite), or its heartbeat does not get through (Postgres). */
-  storeDown(): boolean {
-    return this.store.failure() !== null || !(this.deps.cluster?.healthy() ?? true);
+  restart(): Promise<{ accepted: boolean; message: string }> {
+    return this.surface.restart();
   }
 
-  async drain(action: "drain" | "cancel"): Promise<{ draining: boolean }> {
-    const home = this.deps.config.home;
-    if (action === "drain") {
-      await writeDrainRequest(home, { requested_at: this.now(), via: "api" });
-      this.enterDrain();
-    } else {
-      await removeDrainRequest(home);
-      this.leaveDrain();
-    }
-    return { draining: this.phase === "drained" };
-  }
-
-  async restart(): Promise<{ accepted: boolean; message: string }> {
-    const { accepted } = this.requestStop({ restart: true, signalInitiated: false });
-    return {
-      accepted,
-      message: accepted ? "Restart started." : "A stop or restart is already under way.",
-    };
-  }
-
-  async stop(): Promise<{ accepted: boolean; message: string }> {
-    const { accepted } = this.requestStop({ restart: false, signalInitiated: false });
-    return {
-      accepted,
-      message: accepted ? "Stop started." : "A stop or restart is already under way.",
-    };
-  }
-
-  /** Called once when a stop or restart begins, however it was asked for. */
-  onStopRequested(listener: (request: StopRequest) => void): void {
-    this.stopListeners.push(listener);
-  }
-
-  onStatusChange(listener: () => void): () => void {
-    this.statusListeners.add(listener);
-    return () => this.statusListeners.delete(listener);
+  stop(): Promise<{ accepted: boolean; message: string }> {
+    return this.surface.stop();
   }
 }
 

@@ -5,14 +5,15 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import { startDrainWatcher } from "./drain-watcher.js";
-import type { LifecyclePhase, Watcher } from "./lifecycle-phase.js";
+import type { GatewayState } from "./lifecycle.js";
+import type { Watcher } from "./lifecycle-phase.js";
 import { removeDrainRequest, writeDrainRequest } from "./markers.js";
 
 const silent = pino({ level: "silent" });
 
 describe("drain watcher", () => {
   let home: string;
-  let phase: LifecyclePhase;
+  let phase: GatewayState;
   let calls: string[];
   let watcher: Watcher | null;
 
@@ -34,7 +35,7 @@ describe("drain watcher", () => {
       getPhase: () => phase,
       enterDrain: () => {
         calls.push("enter");
-        phase = "drained";
+        phase = "draining";
       },
       leaveDrain: () => {
         calls.push("leave");
@@ -51,7 +52,7 @@ describe("drain watcher", () => {
   it("enters drain when the marker appears and leaves when it is removed", async () => {
     start();
     await writeDrainRequest(home, { action: "drain" });
-    await waitFor(() => phase === "drained", { timeoutMs: 5000 });
+    await waitFor(() => phase === "draining", { timeoutMs: 5000 });
     await removeDrainRequest(home);
     await waitFor(() => phase === "running", { timeoutMs: 5000 });
     expect(calls).toEqual(["enter", "leave"]);
@@ -67,7 +68,7 @@ describe("drain watcher", () => {
   it("a corrupt marker counts as a drain request", async () => {
     await writeFile(join(home, ".drain_request.json"), "{not valid json");
     start();
-    await waitFor(() => phase === "drained", { timeoutMs: 5000 });
+    await waitFor(() => phase === "draining", { timeoutMs: 5000 });
   });
 
   it("entering is idempotent while the marker stays", async () => {
@@ -87,7 +88,7 @@ describe("drain watcher", () => {
   it("leaving never turns a real stop back into running", async () => {
     await writeDrainRequest(home, { action: "drain" });
     start();
-    await waitFor(() => phase === "drained", { timeoutMs: 5000 });
+    await waitFor(() => phase === "draining", { timeoutMs: 5000 });
     phase = "stopping";
     await removeDrainRequest(home);
     await severalPolls();
@@ -102,7 +103,7 @@ describe("drain watcher", () => {
     await severalPolls();
     expect(calls).toEqual([]);
     phase = "running";
-    await waitFor(() => phase === "drained", { timeoutMs: 5000 });
+    await waitFor(() => phase === "draining", { timeoutMs: 5000 });
   });
 
   it("no callbacks after stop()", async () => {

@@ -4,16 +4,17 @@
  * here; the gateway refuses new turns while drained.
  */
 import type { Logger } from "pino";
-import type { LifecyclePhase, Watcher } from "./lifecycle-phase.js";
+import type { GatewayState } from "./lifecycle.js";
+import type { Watcher } from "./lifecycle-phase.js";
 import { startPolling } from "./lifecycle-phase.js";
 import { readDrainRequest } from "./markers.js";
 
 export interface DrainWatcherOptions {
   home: string;
-  getPhase(): LifecyclePhase;
+  getPhase(): GatewayState;
   /** Called once per transition into the drain (phase was `running`). */
   enterDrain(): void;
-  /** Called once per transition out of it, and only while the phase is still `drained`. */
+  /** Called once per transition out of it, and only while the state is still `draining`. */
   leaveDrain(): void;
   logger: Logger;
   /** Default 1000 ms. */
@@ -40,7 +41,7 @@ export function startDrainWatcher(options: DrainWatcherOptions): Watcher {
     }
     if (isStopped()) return "done";
     const phase = options.getPhase();
-    if (phase === "stopping" || phase === "stopped") {
+    if (phase === "stopping" || phase === "stopped" || phase === "failed") {
       active = false;
       return "continue";
     }
@@ -50,7 +51,7 @@ export function startDrainWatcher(options: DrainWatcherOptions): Watcher {
       options.enterDrain();
     } else if (!present && active) {
       active = false;
-      if (phase === "drained") {
+      if (phase === "draining") {
         log.info("leaving external drain");
         options.leaveDrain();
       }

@@ -1,9 +1,4 @@
-/**
- * Where the gateway is in its life, as the watchers need to know it. `drained` is the
- * reversible maintenance drain (external drain marker); `stopping` is a real stop or restart,
- * which never turns back. Both show as `gateway_state: "draining"` in `gateway_state.json`.
- */
-export type LifecyclePhase = "starting" | "running" | "drained" | "stopping" | "stopped";
+/** The watchers' loop (the gateway's state itself is in lifecycle.ts). */
 
 /** A background poller; `stop()` resolves once no further callback can run. */
 export interface Watcher {

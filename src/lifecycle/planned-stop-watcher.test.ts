@@ -5,7 +5,8 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createMemoryLogger } from "../../test/helpers/memory-logger.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
-import type { LifecyclePhase, Watcher } from "./lifecycle-phase.js";
+import type { GatewayState } from "./lifecycle.js";
+import type { Watcher } from "./lifecycle-phase.js";
 import { writePlannedStop } from "./markers.js";
 import { startPlannedStopWatcher } from "./planned-stop-watcher.js";
 
@@ -22,7 +23,7 @@ async function exists(path: string): Promise<boolean> {
 describe("planned-stop watcher", () => {
   let root: string;
   let home: string;
-  let phase: LifecyclePhase;
+  let phase: GatewayState;
   let fired: number;
   let watcher: Watcher | null;
 
@@ -112,7 +113,7 @@ describe("planned-stop watcher", () => {
   });
 
   it("fires during a maintenance drain (an operator stop still works)", async () => {
-    phase = "drained";
+    phase = "draining";
     await writePlannedStop(home, { pid: SELF.pid, startTime: SELF.startTime, now: Date.now() });
     start();
     await waitFor(() => fired === 1, { timeoutMs: 5000 });

@@ -4,7 +4,8 @@
  * cheap second path everywhere else.
  */
 import type { Logger } from "pino";
-import type { LifecyclePhase, Watcher } from "./lifecycle-phase.js";
+import type { GatewayState } from "./lifecycle.js";
+import type { Watcher } from "./lifecycle-phase.js";
 import { startPolling } from "./lifecycle-phase.js";
 import { matchPlannedStop, readPlannedStop, removePlannedStop } from "./markers.js";
 
@@ -12,7 +13,7 @@ export interface PlannedStopWatcherOptions {
   home: string;
   /** This process: pid and start time (epoch ms; null when unknown). */
   self: { pid: number; startTime: number | null };
-  getPhase(): LifecyclePhase;
+  getPhase(): GatewayState;
   /** Called at most once, when a marker for this process is found while running. */
   onPlannedStop(): void;
   logger: Logger;
@@ -23,7 +24,7 @@ export interface PlannedStopWatcherOptions {
 
 /**
  * Polls for the planned-stop marker. Fires `onPlannedStop` once when the marker names this
- * pid (and start time, when both are known) while the gateway is running or drained, removes
+ * pid (and start time, when both are known) while the gateway is running or draining, removes
  * the marker, and stops polling. Markers for other processes are left alone; stale or corrupt
  * markers are removed. Nothing happens while starting, stopping or stopped. File-system errors
  * are logged and polling goes on.
@@ -35,7 +36,7 @@ export function startPlannedStopWatcher(options: PlannedStopWatcherOptions): Wat
 
   const tick = async (isStopped: () => boolean): Promise<"continue" | "done"> => {
     const phase = options.getPhase();
-    if (phase !== "running" && phase !== "drained") return "continue";
+    if (phase !== "running" && phase !== "draining") return "continue";
     try {
       const read = await readPlannedStop(options.home);
       if (read.kind === "missing") return "continue";

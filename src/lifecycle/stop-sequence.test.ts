@@ -8,10 +8,10 @@ import {
   STOP_NOTICE,
 } from "../runner/lifecycle-texts.js";
 import {
-  createStopGuard,
   planStopEpilogue,
   runStopSequence,
   type StopRequest,
+  writesCleanShutdown,
 } from "./stop-sequence.js";
 
 const logger = pino({ level: "silent" });
@@ -274,31 +274,6 @@ describe("stop sequence", () => {
   });
 });
 
-describe("stop guard", () => {
-  const restart: StopRequest = {
-    restart: true,
-    detached: true,
-    viaService: false,
-    signalInitiated: false,
-    restartCommand: null,
-  };
-
-  it("a restart request is idempotent: the second changes nothing", async () => {
-    const runs: StopRequest[] = [];
-    const guard = createStopGuard(async (request) => {
-      runs.push(request);
-      return "stopped";
-    });
-    const first = guard.request(restart);
-    const second = guard.request({ ...restart, detached: false, viaService: true });
-    expect(first.accepted).toBe(true);
-    expect(second.accepted).toBe(false);
-    expect(await second.done).toBe("stopped");
-    expect(runs).toEqual([restart]);
-    expect(guard.current()).toEqual(restart);
-  });
-});
-
 describe("/restart replies", () => {
   it("reports the drain count while turns run", () => {
     expect(restartCommandReply({ alreadyRequested: false, activeTurns: 1 })).toBe(
@@ -324,9 +299,7 @@ describe("stop epilogue", () => {
   const plan = (
     request: Partial<StopRequest>,
     supervisor: "systemd" | "launchd" | "container" | null = null,
-    clean = true,
-  ) =>
-    planStopEpilogue({ request: { ...base, ...request }, summary: { clean }, supervisor, now: 77 });
+  ) => planStopEpilogue({ request: { ...base, ...request }, supervisor, now: 77 });
 
   it("an unexpected SIGTERM persists running and exits 1", () => {
     expect(plan({ signalInitiated: true })).toMatchObject({ gatewayState: "running", exitCode: 1 });
@@ -369,8 +342,18 @@ describe("stop epilogue", () => {
     ).toBeNull();
   });
 
-  it("writes .clean_shutdown only when nothing was cut off", () => {
-    expect(plan({}, null, true).cleanShutdown).toBe(true);
-    expect(plan({}, null, false).cleanShutdown).toBe(false);
+  it("writes .clean_shutdown only when nothing was cut off, and never after a failed store", () => {
+    expect(writesCleanShutdown(plan({}), { clean: true })).toBe(true);
+    expect(writesCleanShutdown(plan({}), { clean: false })).toBe(false);
+    expect(
+      writesCleanShutdown(plan({ signalInitiated: true, storeFailed: true }), { clean: true }),
+    ).toBe(false);
+  });
+
+  it("records why the gateway stopped", () => {
+    expect(plan({}).exitReason).toBe("planned_stop");
+    expect(plan({ signalInitiated: true }).exitReason).toBe("signal");
+    expect(plan({ signalInitiated: true, storeFailed: true }).exitReason).toBe("store_failed");
+    expect(plan({ restart: true, signalInitiated: true }).exitReason).toBe("restart");
   });
 });

@@ -290,34 +290,18 @@ export interface StopRequest {
   restartCommand: ChatAddress | null;
 }
 
-export interface StopGuard<T> {
-  /** The first request runs; later ones change nothing and get `accepted: false` and the same result. */
-  request(request: StopRequest): { accepted: boolean; done: Promise<T> };
-  /** The request under way, if any. */
-  current(): StopRequest | null;
-}
-
-/** Makes stop and restart requests idempotent: only the first one runs `run`. */
-export function createStopGuard<T>(run: (request: StopRequest) => Promise<T>): StopGuard<T> {
-  let active: { request: StopRequest; done: Promise<T> } | null = null;
-  return {
-    request(request) {
-      if (active !== null) return { accepted: false, done: active.done };
-      const done = Promise.resolve().then(() => run(request));
-      active = { request, done };
-      return { accepted: true, done };
-    },
-    current: () => active?.request ?? null,
-  };
-}
-
 export interface StopEpilogue {
-  /** Write `.clean_shutdown`. */
-  cleanShutdown: boolean;
+  /**
+   * Write `.clean_shutdown` when no turn was cut off ({@link writesCleanShutdown}); never after a
+   * failed store, whose record may lack its last commits.
+   */
+  cleanShutdownIfClean: boolean;
   /** Write `.restart_pending.json` (a restart not asked from a chat). */
   restartPending: RestartPending | null;
   /** Final `gateway_state`: an unexpected SIGTERM keeps `running`; everything else `stopped`. */
   gatewayState: "running" | "stopped";
+  /** Why the gateway stopped, as `gateway_state.json` records it. */
+  exitReason: "restart" | "store_failed" | "signal" | "planned_stop";
   exitCode: number;
   /** Spawn the detached successor (restart outside a supervisor). */
   launchDetachedSuccessor: boolean;
@@ -325,27 +309,43 @@ export interface StopEpilogue {
   scheduleSystemdRestart: boolean;
 }
 
-/** Pure: what to persist and how to exit after the stop sequence. */
+/**
+ * Pure: what to persist and how to exit, planned once when the stop is asked for (the lifecycle
+ * holds the plan; the stop pass persists it and the process exits by it).
+ */
 export function planStopEpilogue(input: {
   request: StopRequest;
-  summary: Pick<StopSummary, "clean">;
   supervisor: Supervisor;
   now: number;
 }): StopEpilogue {
   const { request, supervisor } = input;
   const restart = request.restart;
   return {
-    // A failed store's record may lack its last commits: the next start must not trust it clean.
-    cleanShutdown: input.summary.clean && !request.storeFailed,
+    cleanShutdownIfClean: !request.storeFailed,
     restartPending:
       restart && request.restartCommand === null
         ? { requested_at: input.now, via_service: request.viaService, detached: request.detached }
         : null,
     gatewayState: !restart && request.signalInitiated ? "running" : "stopped",
+    exitReason: restart
+      ? "restart"
+      : request.storeFailed
+        ? "store_failed"
+        : request.signalInitiated
+          ? "signal"
+          : "planned_stop",
     exitCode: restart
       ? exitCodeFor({ kind: "restart", supervisor })
       : exitCodeFor({ kind: request.signalInitiated ? "unexpected_signal" : "planned_stop" }),
     launchDetachedSuccessor: restart && supervisor === null,
     scheduleSystemdRestart: restart && supervisor === "systemd",
   };
+}
+
+/** `.clean_shutdown` is written when the plan trusts the record and the stop cut nothing off. */
+export function writesCleanShutdown(
+  plan: Pick<StopEpilogue, "cleanShutdownIfClean">,
+  summary: Pick<StopSummary, "clean">,
+): boolean {
+  return plan.cleanShutdownIfClean && summary.clean;
 }

@@ -35,6 +35,8 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: "schedules", paths: ["src/schedules/"] },
   { name: "recovery", paths: ["src/recovery/"] },
   { name: "lifecycle", paths: ["src/lifecycle/"] },
+  // Metrics and traces, fed from the parts' events; wired by the gateway.
+  { name: "telemetry", paths: ["src/telemetry/"] },
   { name: "gateway", paths: ["src/gateway/"] },
   { name: "cli", paths: ["src/cli/", "src/main.ts"] },
 ];

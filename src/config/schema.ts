@@ -228,6 +228,16 @@ const control = z
   })
   .prefault({});
 
+const metrics = z
+  .strictObject({
+    token: z
+      .string()
+      .min(16)
+      .optional()
+      .describe("Bearer token that may read GET /metrics and nothing else (for a scraper)"),
+  })
+  .prefault({});
+
 const telegram = z
   .strictObject({
     enabled: z.boolean().optional().describe("Defaults to true when a token is set"),
@@ -415,6 +425,7 @@ export const ConfigSchema = z.strictObject({
   display,
   http,
   control,
+  metrics,
   tools,
   mcp,
   platforms: z

@@ -24,7 +24,11 @@ const ATTEMPTS_KEPT = 8;
 
 export interface ModelStackOptions {
   backoff?: BackoffPolicy;
+  /** Told of every model call as it ends, with the transcript it was made for (metrics, traces). */
+  onAttempt?: ModelAttemptObserver;
 }
+
+export type ModelAttemptObserver = (attempt: ModelAttempt, sessionId: string | undefined) => void;
 
 export interface KeeperInput {
   sessionId: string;
@@ -69,6 +73,7 @@ export class ModelStack {
       ...(options.backoff && { backoff: options.backoff }),
       onAttempt: (attempt, request: ModelChainRequest) => {
         const session = request.label;
+        options.onAttempt?.(attempt, session);
         if (session) {
           const log = [...(this.attemptLog.get(session) ?? []), attempt].slice(-ATTEMPTS_KEPT);
           boundedSet(this.attemptLog, session, log);

@@ -13,7 +13,7 @@ import { createSendFileTool } from "../agent/tools/send-file.js";
 import { createTerminalTool } from "../agent/tools/terminal.js";
 import { createWriteFileTool } from "../agent/tools/write-file.js";
 import type { Config } from "../config/schema.js";
-import { ModelStack } from "../context/model-stack.js";
+import { type ModelAttemptObserver, ModelStack } from "../context/model-stack.js";
 import { McpHub } from "../mcp/mcp-hub.js";
 import { MemoryFile, memoryPromptBlock } from "../memory/memory-file.js";
 import { createMemoryTool } from "../memory/memory-tool.js";
@@ -41,7 +41,11 @@ const BASE_PROMPT =
   "with send_file. Files the user sends are saved under inbox/ in your working folder. Be " +
   "concise: replies are read in a chat window.";
 
-export function createAgentParts(config: Config, logger: Logger): AgentParts {
+export function createAgentParts(
+  config: Config,
+  logger: Logger,
+  onModelAttempt?: ModelAttemptObserver,
+): AgentParts {
   const processes = createProcessRegistry();
   // The home holds the gateway's secrets; only its workspace is open, wherever agent.cwd is.
   const guard = createHomeGuard(config.home);
@@ -87,7 +91,9 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
     return { agent: null, isReadOnlyTool, killToolProcesses, bindSchedules, ...(mcp && { mcp }) };
   }
   mkdirSync(config.cwd, { recursive: true });
-  const models = new ModelStack(config, logger);
+  const models = new ModelStack(config, logger, {
+    ...(onModelAttempt && { onAttempt: onModelAttempt }),
+  });
   // Learned once per process: after the endpoint refused images, images go as notes.
   const imageState = { refused: false };
   const basePrompt = [BASE_PROMPT, `Working folder: ${config.cwd}.`, config.agent.system_prompt]

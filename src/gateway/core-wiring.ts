@@ -222,6 +222,7 @@ export function createCore(input: CoreInput): GatewayCore {
   const access = new Access({
     controlToken: config.controlToken,
     apiKey: config.platforms.api.key,
+    metricsToken: config.metrics.token,
     trustLoopback: config.http.trust_loopback,
     // Real time, not the injectable clock: security windows must not follow a test's clock.
     failures: new AuthFailures(),

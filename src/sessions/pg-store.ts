@@ -27,6 +27,7 @@ import type {
   ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
+  CommitObserver,
   CompactionInput,
   CompactionRecord,
   FinishTurnInput,
@@ -55,6 +56,7 @@ import type {
   StartedTurn,
   StartTurnInput,
   Store,
+  StoreBacklog,
   StoredMessage,
   StreamMessage,
   StreamTurn,
@@ -133,6 +135,8 @@ export interface PgStoreOptions {
   statementTimeoutMs?: number;
   /** The gateway using this store (several share it): inbox rows it accepts carry this id. */
   instanceId?: string;
+  /** Told how long each write transaction took, BEGIN to COMMIT (failed ones are not told). */
+  onCommit?: CommitObserver;
 }
 
 /** One connection, inside or outside a transaction. */
@@ -227,9 +231,12 @@ export class PgStore implements Store {
     return store;
   }
 
+  private readonly onCommit: CommitObserver | null;
+
   constructor(url: string, options: PgStoreOptions = {}) {
     this.now = options.now ?? Date.now;
     this.instanceId = options.instanceId ?? null;
+    this.onCommit = options.onCommit ?? null;
     const statementTimeoutMs = urlStatementTimeout(url) ?? options.statementTimeoutMs ?? 30_000;
     this.pool = new pg.Pool({
       connectionString: url,
@@ -328,7 +335,12 @@ export class PgStore implements Store {
   /** A write: one transaction, after the migrations. */
   private async tx<T>(fn: (db: Db) => Promise<T>): Promise<T> {
     await this.ready;
-    return this.transaction(fn);
+    const observe = this.onCommit;
+    if (!observe) return this.transaction(fn);
+    const started = performance.now();
+    const value = await this.transaction(fn);
+    observe((performance.now() - started) / 1000);
+    return value;
   }
 
   /** A read: one snapshot, so a read of several statements sees one committed state. */
@@ -1131,6 +1143,30 @@ export class PgStore implements Store {
         "SELECT COUNT(*) AS total, COUNT(*) FILTER (WHERE resume_pending) AS pending FROM sessions",
       );
       return { total: row!.total, resumePending: row!.pending };
+    });
+  }
+
+  backlog(): Promise<StoreBacklog> {
+    return this.read(async (db) => {
+      const row = await first<{
+        inbox: string | number;
+        outbox: string | number;
+        oldest: string | number | null;
+        approvals: string | number;
+      }>(
+        db,
+        `SELECT
+           (SELECT COUNT(*) FROM inbox WHERE state = 'pending') AS inbox,
+           (SELECT COUNT(*) FROM outbox WHERE state = 'pending') AS outbox,
+           (SELECT MIN(created_at) FROM outbox WHERE state = 'pending') AS oldest,
+           (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals`,
+      );
+      return {
+        inboxPending: Number(row!.inbox),
+        outboxPending: Number(row!.outbox),
+        outboxOldestAt: row!.oldest === null ? null : Number(row!.oldest),
+        approvalsPending: Number(row!.approvals),
+      };
     });
   }
 

@@ -38,6 +38,7 @@ import type {
   ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
+  CommitObserver,
   CompactionInput,
   CompactionRecord,
   FinishTurnInput,
@@ -66,6 +67,7 @@ import type {
   StartedTurn,
   StartTurnInput,
   Store,
+  StoreBacklog,
   StreamMessage,
   StreamTurn,
   ToolFinishInput,
@@ -126,6 +128,15 @@ export interface SqliteStoreOptions {
   instanceId?: string;
   /** How the WAL file is flushed to disk; default `fs.fsync` (tests hold or fail it). */
   fsync?: FsyncFn;
+  /** Told how long each group commit took (the fsync after it excluded: that runs off-thread). */
+  onCommit?: CommitObserver;
+}
+
+interface BacklogRow {
+  inbox: number;
+  outbox: number;
+  oldest: number | null;
+  approvals: number;
 }
 
 interface PendingTx {
@@ -169,10 +180,12 @@ export class SqliteStore implements Store {
   private readonly commitBatch: Database.Transaction<(batch: PendingTx[]) => Outcome[]>;
   /** Nested in `commitBatch`: a savepoint, rolled back alone when its method throws. */
   private readonly runInSavepoint: Database.Transaction<(fn: () => unknown) => unknown>;
+  private readonly onCommit: CommitObserver | null;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.now = options.now ?? Date.now;
     this.instanceId = options.instanceId ?? null;
+    this.onCommit = options.onCommit ?? null;
     if (!options.readonly) {
       mkdirSync(dirname(path), { recursive: true });
       // SQLite would create the file 0644, and its -wal and -shm copy the database file's mode:
@@ -335,7 +348,9 @@ export class SqliteStore implements Store {
     }
     let outcomes: Outcome[];
     try {
+      const started = this.onCommit ? performance.now() : 0;
       outcomes = this.commitBatch.immediate(batch);
+      this.onCommit?.((performance.now() - started) / 1000);
     } catch (err) {
       // Nothing of this batch was committed (or the database is closed).
       for (const item of batch) item.reject(err);
@@ -1393,6 +1408,22 @@ export class SqliteStore implements Store {
         "SELECT COUNT(*) AS total, COALESCE(SUM(resume_pending), 0) AS pending FROM sessions",
       ).get() as { total: number; pending: number };
       return { total: row.total, resumePending: row.pending };
+    });
+  }
+
+  backlog(): Promise<StoreBacklog> {
+    return this.read(() => {
+      const row = this.stmt(`SELECT
+          (SELECT COUNT(*) FROM inbox WHERE state = 'pending') AS inbox,
+          (SELECT COUNT(*) FROM outbox WHERE state = 'pending') AS outbox,
+          (SELECT MIN(created_at) FROM outbox WHERE state = 'pending') AS oldest,
+          (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals`).get() as BacklogRow;
+      return {
+        inboxPending: row.inbox,
+        outboxPending: row.outbox,
+        outboxOldestAt: row.oldest,
+        approvalsPending: row.approvals,
+      };
     });
   }
 

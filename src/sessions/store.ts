@@ -92,6 +92,20 @@ export interface ToolCallRecord {
  * `pending` rows are the dispatcher's to send; `sending` rows are being sent directly by their
  * writer (stop notices) and are never picked up later: a stale notice must not arrive late.
  */
+/** What waits in the store's queues (the `/metrics` gauges). */
+export interface StoreBacklog {
+  /** Inbox items accepted and not started yet. */
+  inboxPending: number;
+  /** Replies and notices waiting for the dispatcher. */
+  outboxPending: number;
+  /** When the oldest of those was queued (epoch ms), or null when there is none. */
+  outboxOldestAt: number | null;
+  approvalsPending: number;
+}
+
+/** Called with each write transaction's duration in seconds (the commit-duration histogram). */
+export type CommitObserver = (seconds: number) => void;
+
 export type OutboxState = "pending" | "sending" | "delivered" | "failed";
 
 export interface OutboxItem {
@@ -338,6 +352,8 @@ export interface Store {
   clearResumePending(key: string): Promise<void>;
   /** How many sessions there are (Keel's own lanes included) and how many are resume-pending. */
   countSessions(): Promise<{ total: number; resumePending: number }>;
+  /** The queues' sizes, for the metrics a scraper reads (one cheap query). */
+  backlog(): Promise<StoreBacklog>;
   /** Sessions updated since `sinceMs` that are not resume-pending yet. */
   listSessionsActiveSince(sinceMs: number): Promise<SessionRecord[]>;
   listResumePending(): Promise<SessionRecord[]>;

@@ -238,6 +238,17 @@ const metrics = z
   })
   .prefault({});
 
+const telemetry = z
+  .strictObject({
+    otlp_endpoint: z
+      .url()
+      .optional()
+      .describe(
+        "OTLP/HTTP collector for traces (e.g. http://127.0.0.1:4318); unset: no tracing SDK loaded",
+      ),
+  })
+  .prefault({});
+
 const telegram = z
   .strictObject({
     enabled: z.boolean().optional().describe("Defaults to true when a token is set"),
@@ -426,6 +437,7 @@ export const ConfigSchema = z.strictObject({
   http,
   control,
   metrics,
+  telemetry,
   tools,
   mcp,
   platforms: z

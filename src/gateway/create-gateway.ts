@@ -16,12 +16,14 @@ import type { Relaunch } from "../lifecycle/shutdown.js";
 import { StopPath } from "../lifecycle/stop-path.js";
 import type { StopRequest } from "../lifecycle/stop-sequence.js";
 import type { PlatformAdapter } from "../platforms/platform.js";
+import type { DeliveryReport } from "../runner/outbox-dispatcher.js";
 import { openPostgresStore } from "../sessions/open-store.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { CommitObserver, Store } from "../sessions/store.js";
 import type { FsyncFn } from "../sessions/wal-sync.js";
 import { GatewayMetrics, type MetricsSources } from "../telemetry/gateway-metrics.js";
 import { createMetricsRoute } from "../telemetry/metrics-route.js";
+import { createTurnTracer, type TurnTracer } from "../telemetry/turn-tracer.js";
 import { createAgentParts } from "./agent-wiring.js";
 import { Cluster, type ClusterMembership } from "./cluster.js";
 import { createCore, createLifecycleLink } from "./core-wiring.js";
@@ -67,8 +69,14 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
   const store = openStore(config, now, membership, options.sqliteFsync, (seconds) =>
     metrics.onStoreCommit(seconds),
   );
-  const agent = createAgentParts(config, logger.child({ component: "agent" }), (attempt) =>
-    metrics.onModelAttempt(attempt),
+  const tracer = createTracer(config, now, logger, (key) => metrics.platformOf(key));
+  const agent = createAgentParts(
+    config,
+    logger.child({ component: "agent" }),
+    (attempt, session) => {
+      metrics.onModelAttempt(attempt);
+      tracer?.onModelAttempt(attempt, session);
+    },
   );
   const startedAt = now();
   const stopPath = new StopPath<StopRequest | null>();
@@ -84,6 +92,7 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
     now,
     startedAt,
     lifecycle: link.calls,
+    ...(tracer && { onDelivery: (report: DeliveryReport) => tracer.onDelivery(report) }),
     adapters: (wiring) => [
       ...(options.extraAdapters ?? []),
       ...createPlatformAdapters({ config, logger, cluster: membership, ...wiring }),
@@ -112,6 +121,10 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
     now,
   };
   core.runner.onEvent((event) => metrics.onRunnerEvent(event));
+  if (tracer) {
+    core.runner.onEvent((event) => tracer.onRunnerEvent(event));
+    stopPath.arm("flush traces", () => tracer.shutdown());
+  }
   core.http.addRoutes(createMetricsRoute(metrics));
   const gateway = new Gateway({
     config,
@@ -150,6 +163,20 @@ function openStore(
         ...(cluster && { instanceId: cluster.instanceId }),
       })
     : new SqliteStore(target.path, { now, onCommit, ...(fsync && { fsync }) });
+}
+
+/** Traces of turns when `telemetry.otlp_endpoint` is set; else null, and no SDK is loaded. */
+function createTracer(
+  config: Config,
+  now: () => number,
+  logger: Logger,
+  platformOf: (sessionKey: string) => string,
+): TurnTracer | null {
+  const endpoint = config.telemetry.otlp_endpoint;
+  if (!endpoint) return null;
+  return createTurnTracer({ endpoint, version: KEEL_VERSION, now, platformOf }, (err) =>
+    logger.error({ err }, "loading the OpenTelemetry SDK failed: no traces are sent"),
+  );
 }
 
 /** The metrics' scrape-time sources, which exist only once the core is built. */

@@ -151,7 +151,7 @@ export class GatewayMetrics {
   }
 
   /** Session keys read `agent:<agent>:<platform>:…`; only configured platform names are labels. */
-  private platformOf(sessionKey: string): string {
+  platformOf(sessionKey: string): string {
     const name = sessionKey.split(":")[2];
     return name !== undefined && this.platformNames().includes(name) ? name : "other";
   }

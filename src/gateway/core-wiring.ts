@@ -27,7 +27,7 @@ import {
 import { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { contextCommands, modelStatusLines } from "../runner/context-commands.js";
-import { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
+import { type DeliveryReport, OutboxDispatcher } from "../runner/outbox-dispatcher.js";
 import { Runner } from "../runner/runner.js";
 import { ScheduleBook } from "../schedules/book.js";
 import { schedulesCommand } from "../schedules/chat-command.js";
@@ -111,6 +111,8 @@ export interface CoreInput {
   /** Builds the platform adapters once the core they hook into exists. */
   adapters(wiring: AdapterWiring): PlatformAdapter[];
   lifecycle: LifecycleCalls;
+  /** Told of every send the outbox makes (traces). */
+  onDelivery?(report: DeliveryReport): void;
 }
 
 /** The parts the gateway runs. */
@@ -143,6 +145,7 @@ export function createCore(input: CoreInput): GatewayCore {
     store,
     logger: logger.child({ component: "outbox" }),
     crashPoint,
+    ...(input.onDelivery && { onDelivery: input.onDelivery }),
   });
   const sendNotice = async (address: ChatAddress, text: string, approvalId?: string) => {
     await queueNotice(store, { address, text, ...(approvalId && { approvalId }) });
@@ -222,6 +225,7 @@ export function createCore(input: CoreInput): GatewayCore {
   const access = new Access({
     controlToken: config.controlToken,
     apiKey: config.platforms.api.key,
+    metricsToken: config.metrics.token,
     trustLoopback: config.http.trust_loopback,
     // Real time, not the injectable clock: security windows must not follow a test's clock.
     failures: new AuthFailures(),

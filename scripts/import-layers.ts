@@ -36,6 +36,8 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: "recovery", paths: ["src/recovery/"] },
   { name: "lifecycle", paths: ["src/lifecycle/"] },
   { name: "alerts", paths: ["src/alerts/"] },
+  // Metrics and traces, fed from the parts' events; wired by the gateway.
+  { name: "telemetry", paths: ["src/telemetry/"] },
   { name: "gateway", paths: ["src/gateway/"] },
   { name: "cli", paths: ["src/cli/", "src/main.ts"] },
 ];

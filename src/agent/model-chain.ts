@@ -6,7 +6,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { backoffMs } from "../lib/net.js";
-import type { LlmClient, LlmRequest, LlmResult } from "./types.js";
+import type { LlmClient, LlmRequest, LlmResult, TokenUsage } from "./types.js";
 
 /** One model the chain may call. */
 export interface ChainModel {
@@ -20,6 +20,10 @@ export interface ModelAttempt {
   /** 1 for the first call to this model within the request. */
   attempt: number;
   outcome: "ok" | Extract<LlmResult, { ok: false }>["kind"];
+  /** How long the call took (metrics, traces). */
+  durationMs?: number;
+  /** The tokens an answered call reported (absent when the endpoint sent none). */
+  usage?: TokenUsage;
   status?: number;
   error?: string;
   /** How long the chain waits before its next call (retry or fallback); absent when it stops. */
@@ -101,9 +105,20 @@ export function createModelChain(options: ModelChainOptions): LlmClient & {
       for (const [index, model] of order.entries()) {
         const nextModel = order[index + 1]?.name;
         for (let attempt = 1; attempt <= options.maxRetries + 1; attempt++) {
+          const started = performance.now();
           const result = await model.client.complete(request);
+          const durationMs = performance.now() - started;
           if (result.ok) {
-            options.onAttempt?.({ model: model.name, attempt, outcome: "ok" }, input);
+            options.onAttempt?.(
+              {
+                model: model.name,
+                attempt,
+                outcome: "ok",
+                durationMs,
+                ...(result.usage && { usage: result.usage }),
+              },
+              input,
+            );
             return { ...result, model: model.name };
           }
           last = result;
@@ -120,6 +135,7 @@ export function createModelChain(options: ModelChainOptions): LlmClient & {
               model: model.name,
               attempt,
               outcome: result.kind,
+              durationMs,
               ...(result.status !== undefined && { status: result.status }),
               error: result.error,
               ...(canRetry && { nextInMs: waitMs }),

@@ -21,6 +21,8 @@ export const ENV_BINDINGS: readonly EnvBinding[] = [
   { env: "KEEL_HTTP_TRUST_LOOPBACK", path: ["http", "trust_loopback"], kind: "boolean" },
   { env: "KEEL_HTTP_PUBLIC_HOSTS", path: ["http", "public_hosts"], kind: "list" },
   { env: "KEEL_CONTROL_TOKEN", path: ["control", "token"], kind: "string" },
+  { env: "KEEL_METRICS_TOKEN", path: ["metrics", "token"], kind: "string" },
+  { env: "KEEL_OTLP_ENDPOINT", path: ["telemetry", "otlp_endpoint"], kind: "string" },
   { env: "KEEL_API_ENABLED", path: ["platforms", "api", "enabled"], kind: "boolean" },
   { env: "KEEL_API_KEY", path: ["platforms", "api", "key"], kind: "string" },
   { env: "KEEL_WEBCHAT_ENABLED", path: ["platforms", "webchat", "enabled"], kind: "boolean" },

@@ -229,6 +229,27 @@ const control = z
   })
   .prefault({});
 
+const metrics = z
+  .strictObject({
+    token: z
+      .string()
+      .min(16)
+      .optional()
+      .describe("Bearer token that may read GET /metrics and nothing else (for a scraper)"),
+  })
+  .prefault({});
+
+const telemetry = z
+  .strictObject({
+    otlp_endpoint: z
+      .url()
+      .optional()
+      .describe(
+        "OTLP/HTTP collector for traces (e.g. http://127.0.0.1:4318); unset: no tracing SDK loaded",
+      ),
+  })
+  .prefault({});
+
 const telegram = z
   .strictObject({
     enabled: z.boolean().optional().describe("Defaults to true when a token is set"),
@@ -533,6 +554,8 @@ export const ConfigSchema = z.strictObject({
   display,
   http,
   control,
+  metrics,
+  telemetry,
   tools,
   mcp,
   platforms: z

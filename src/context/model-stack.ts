@@ -25,7 +25,11 @@ const ATTEMPTS_KEPT = 8;
 
 export interface ModelStackOptions {
   backoff?: BackoffPolicy;
+  /** Told of every model call as it ends, with the transcript it was made for (metrics, traces). */
+  onAttempt?: ModelAttemptObserver;
 }
+
+export type ModelAttemptObserver = (attempt: ModelAttempt, sessionId: string | undefined) => void;
 
 export interface KeeperInput {
   sessionId: string;
@@ -73,6 +77,7 @@ export class ModelStack {
       onAttempt: (attempt, request: ModelChainRequest) => {
         this.health.record(attempt);
         const session = request.label;
+        options.onAttempt?.(attempt, session);
         if (session) {
           const log = [...(this.attemptLog.get(session) ?? []), attempt].slice(-ATTEMPTS_KEPT);
           boundedSet(this.attemptLog, session, log);

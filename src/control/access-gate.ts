@@ -19,6 +19,7 @@ const PAGES = new Set(["/", "/dashboard"]);
 export function accessKindOf(path: string): AccessKind | "public" {
   if (PUBLIC_PATHS.has(path)) return "public";
   if (path === "/v1" || path.startsWith("/v1/")) return "api";
+  if (path === "/metrics") return "metrics";
   return "web";
 }
 

@@ -12,11 +12,17 @@ import { sessionCookieOf, type WebSessions } from "./web-session.js";
 
 /**
  * `api`: `/v1/*` (control token or API key). `web`: pages, assets, `/api/*`, `/ws` (control token
- * or session cookie). `login`: the login link, where only the control token counts.
+ * or session cookie). `login`: the login link, where only the control token counts. `metrics`:
+ * `GET /metrics` (control token or `metrics.token`, the scraper's read-only credential).
  */
-export type AccessKind = "api" | "web" | "login";
+export type AccessKind = "api" | "web" | "login" | "metrics";
 
-export type Credential = "control_token" | "api_key" | "session_cookie" | "trusted_loopback";
+export type Credential =
+  | "control_token"
+  | "api_key"
+  | "metrics_token"
+  | "session_cookie"
+  | "trusted_loopback";
 
 /** What a request was let in with. Operators may use gateway-wide chat commands (`/restart`). */
 export interface Granted {
@@ -45,6 +51,8 @@ export interface RequestFacts {
 export interface AccessOptions {
   controlToken: string;
   apiKey: string | undefined;
+  /** `metrics.token`: opens `GET /metrics` and nothing else. */
+  metricsToken?: string | undefined;
   trustLoopback: boolean;
   failures: AuthFailures;
   sessions: WebSessions;
@@ -59,7 +67,7 @@ export class Access {
 
   /** Decides; a wrong credential is held back by the failure delay before the answer. */
   async check(facts: RequestFacts, kind: AccessKind): Promise<AccessDecision> {
-    const { controlToken, apiKey, trustLoopback, failures, sessions } = this.options;
+    const { controlToken, apiKey, metricsToken, trustLoopback, failures, sessions } = this.options;
     if (kind !== "login" && trustLoopback && isLoopback(facts.address)) {
       return granted("trusted_loopback", true);
     }
@@ -78,6 +86,14 @@ export class Access {
     // While locked out the API key (chosen by a person, maybe weak) is not even compared.
     if (locked === 0 && kind === "api" && apiKey && bearer !== null && secretsEqual(bearer, apiKey))
       return granted("api_key", false);
+    if (
+      locked === 0 &&
+      kind === "metrics" &&
+      metricsToken &&
+      bearer !== null &&
+      secretsEqual(bearer, metricsToken)
+    )
+      return granted("metrics_token", false);
     const delayMs = failures.recordFailure(address);
     const retryAfterSeconds = failures.lockedForSeconds(address);
     if (retryAfterSeconds > 0) return { ok: false, status: 429, retryAfterSeconds };

@@ -20,7 +20,7 @@ import { createTerminalTool } from "../agent/tools/terminal.js";
 import { createWriteFileTool } from "../agent/tools/write-file.js";
 import { createWebTools } from "../agent/web/web-tools.js";
 import type { Config } from "../config/schema.js";
-import { ModelStack } from "../context/model-stack.js";
+import { type ModelAttemptObserver, ModelStack } from "../context/model-stack.js";
 import { McpHub } from "../mcp/mcp-hub.js";
 import { MemoryFile, memoryPromptBlock } from "../memory/memory-file.js";
 import { createMemoryTool } from "../memory/memory-tool.js";
@@ -50,7 +50,11 @@ const BASE_PROMPT =
   "with send_file. Files the user sends are saved under inbox/ in your working folder. Be " +
   "concise: replies are read in a chat window.";
 
-export function createAgentParts(config: Config, logger: Logger): AgentParts {
+export function createAgentParts(
+  config: Config,
+  logger: Logger,
+  onModelAttempt?: ModelAttemptObserver,
+): AgentParts {
   const processes = createProcessRegistry();
   const sandbox = resolveSandbox(sandboxOptions(config));
   if (sandbox.mode === "failed") logger.error(`sandbox ${sandbox.detail}`);
@@ -116,7 +120,9 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
     };
   }
   mkdirSync(config.cwd, { recursive: true });
-  const models = new ModelStack(config, logger);
+  const models = new ModelStack(config, logger, {
+    ...(onModelAttempt && { onAttempt: onModelAttempt }),
+  });
   // Learned once per process: after the endpoint refused images, images go as notes.
   const imageState = { refused: false };
   const basePrompt = [BASE_PROMPT, `Working folder: ${config.cwd}.`, config.agent.system_prompt]

@@ -29,7 +29,7 @@ import type { StopRequest } from "../lifecycle/stop-sequence.js";
 import { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { contextCommands, modelStatusLines } from "../runner/context-commands.js";
-import { OutboxDispatcher } from "../runner/outbox-dispatcher.js";
+import { type DeliveryReport, OutboxDispatcher } from "../runner/outbox-dispatcher.js";
 import { Runner } from "../runner/runner.js";
 import { ScheduleBook } from "../schedules/book.js";
 import { schedulesCommand } from "../schedules/chat-command.js";
@@ -69,6 +69,8 @@ export interface CoreInput {
   lifecycle: Lifecycle;
   /** How the gateway closes (the cluster arms its step on it). */
   stopPath: StopPath<StopRequest | null>;
+  /** Told of every send the outbox makes (traces). */
+  onDelivery?(report: DeliveryReport): void;
 }
 
 /** The parts the gateway runs. */
@@ -102,6 +104,7 @@ export function createCore(input: CoreInput): GatewayCore {
     store,
     logger: logger.child({ component: "outbox" }),
     crashPoint,
+    ...(input.onDelivery && { onDelivery: input.onDelivery }),
   });
   const sendNotice = async (address: ChatAddress, text: string, approvalId?: string) => {
     await queueNotice(store, { address, text, ...(approvalId && { approvalId }) });
@@ -349,6 +352,7 @@ function createAccess(config: Config): Access {
   return new Access({
     controlToken: config.controlToken,
     apiKey: config.platforms.api.key,
+    metricsToken: config.metrics.token,
     trustLoopback: config.http.trust_loopback,
     // Real time, not the injectable clock: security windows must not follow a test's clock.
     failures: new AuthFailures(),

@@ -18,10 +18,14 @@ import type { Relaunch } from "../lifecycle/shutdown.js";
 import { StopPath } from "../lifecycle/stop-path.js";
 import type { StopRequest } from "../lifecycle/stop-sequence.js";
 import type { PlatformAdapter } from "../platforms/platform.js";
+import type { DeliveryReport } from "../runner/outbox-dispatcher.js";
 import { openPostgresStore } from "../sessions/open-store.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
-import type { Store } from "../sessions/store.js";
+import type { CommitObserver, Store } from "../sessions/store.js";
 import type { FsyncFn } from "../sessions/wal-sync.js";
+import { GatewayMetrics, type MetricsSources } from "../telemetry/gateway-metrics.js";
+import { createMetricsRoute } from "../telemetry/metrics-route.js";
+import { createTurnTracer, type TurnTracer } from "../telemetry/turn-tracer.js";
 import { createAgentParts } from "./agent-wiring.js";
 import type { ClusterMembership } from "./cluster.js";
 import { createCore } from "./core-wiring.js";
@@ -59,8 +63,24 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
   const now = options.now ?? Date.now;
   const crashPoint = createCrashPoint(config.crashPoint);
   const membership = clusterMembership(config);
-  const store = openStore(config, now, membership, options.sqliteFsync);
-  const agent = createAgentParts(config, logger.child({ component: "agent" }));
+  // Built first: the store and the model chain report to it; it reads them back when scraped.
+  let scrapeFrom: MetricsSources | null = null;
+  const metrics = new GatewayMetrics(
+    lateSources(() => scrapeFrom),
+    () => core.platforms.all().map((adapter) => adapter.name),
+  );
+  const store = openStore(config, now, membership, options.sqliteFsync, (seconds) =>
+    metrics.onStoreCommit(seconds),
+  );
+  const tracer = createTracer(config, now, logger, (key) => metrics.platformOf(key));
+  const agent = createAgentParts(
+    config,
+    logger.child({ component: "agent" }),
+    (attempt, session) => {
+      metrics.onModelAttempt(attempt);
+      tracer?.onModelAttempt(attempt, session);
+    },
+  );
   const startedAt = now();
   // The gateway's life first: every part below asks it directly, none waits for the engine.
   const lifecycle = new Lifecycle(options.supervisor ?? null, now);
@@ -77,11 +97,24 @@ export function createGateway(config: Config, options: GatewayOptions): Gateway 
     version: KEEL_VERSION,
     lifecycle,
     stopPath,
+    ...(tracer && { onDelivery: (report: DeliveryReport) => tracer.onDelivery(report) }),
     adapters: (wiring) => [
       ...(options.extraAdapters ?? []),
       ...createPlatformAdapters({ config, logger, cluster: membership, ...wiring }),
     ],
   });
+  scrapeFrom = {
+    backlog: () => store.backlog(),
+    connections: () => core.platforms.connections(),
+    tasksRunning: () => 0,
+    now,
+  };
+  core.runner.onEvent((event) => metrics.onRunnerEvent(event));
+  if (tracer) {
+    core.runner.onEvent((event) => tracer.onRunnerEvent(event));
+    stopPath.arm("flush traces", () => tracer.shutdown());
+  }
+  core.http.addRoutes(createMetricsRoute(metrics));
   const stopParticipants = createStopParticipants({
     config,
     logger,
@@ -114,11 +147,45 @@ function openStore(
   now: () => number,
   cluster: ClusterMembership | null,
   fsync: FsyncFn | undefined,
+  onCommit: CommitObserver,
 ): Store {
   const target = storeTarget(config);
   return target.kind === "postgres"
-    ? openPostgresStore(target.url, { now, ...(cluster && { instanceId: cluster.instanceId }) })
-    : new SqliteStore(target.path, { now, ...(fsync && { fsync }) });
+    ? openPostgresStore(target.url, {
+        now,
+        onCommit,
+        ...(cluster && { instanceId: cluster.instanceId }),
+      })
+    : new SqliteStore(target.path, { now, onCommit, ...(fsync && { fsync }) });
+}
+
+/** Traces of turns when `telemetry.otlp_endpoint` is set; else null, and no SDK is loaded. */
+function createTracer(
+  config: Config,
+  now: () => number,
+  logger: Logger,
+  platformOf: (sessionKey: string) => string,
+): TurnTracer | null {
+  const endpoint = config.telemetry.otlp_endpoint;
+  if (!endpoint) return null;
+  return createTurnTracer({ endpoint, version: KEEL_VERSION, now, platformOf }, (err) =>
+    logger.error({ err }, "loading the OpenTelemetry SDK failed: no traces are sent"),
+  );
+}
+
+/** The metrics' scrape-time sources, which exist only once the core is built. */
+function lateSources(get: () => MetricsSources | null): MetricsSources {
+  const sources = (): MetricsSources => {
+    const s = get();
+    if (!s) throw new Error("metrics were scraped before the gateway was built");
+    return s;
+  };
+  return {
+    backlog: () => sources().backlog(),
+    connections: () => sources().connections(),
+    tasksRunning: () => sources().tasksRunning(),
+    now: () => sources().now(),
+  };
 }
 
 /**

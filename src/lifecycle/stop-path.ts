@@ -20,6 +20,8 @@ export const STOP_STEPS = [
   /** MCP servers (stdio processes end), after the turns that might call them. */
   "close MCP servers",
   "close HTTP server",
+  /** Spans still buffered go to the collector (only with `telemetry.otlp_endpoint`). */
+  "flush traces",
   /** With a shared store: heartbeats stop, the instance's row goes and its session leases free. */
   "leave the cluster",
   "close store",

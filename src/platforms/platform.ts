@@ -287,7 +287,13 @@ export type AbortCause = "interrupt" | "user_stop" | "new_session" | "shutdown";
 /** Live events the runner publishes while turns run (streaming to API clients and the web chat). */
 export type RunnerEventBody =
   | TurnEvent
-  | { type: "turn_start"; inboxId: number | null; resume: boolean }
+  | {
+      type: "turn_start";
+      inboxId: number | null;
+      resume: boolean;
+      /** When the message that starts it was accepted (epoch ms); absent for a resume. */
+      receivedAt?: number;
+    }
   | {
       type: "turn_end";
       inboxId: number | null;

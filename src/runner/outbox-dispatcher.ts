@@ -6,6 +6,7 @@
  */
 import type { Logger } from "pino";
 import type { CrashPoint } from "../lib/crash-point.js";
+import { errorMessage } from "../lib/errors.js";
 import { PlatformRegistry } from "../platforms/kit/registry.js";
 import type { PlatformAdapter } from "../platforms/platform.js";
 import {
@@ -40,6 +41,19 @@ export interface OutboxDispatcherOptions {
    * that chat's delivery lease (owner = this gateway's id), so each is sent once and in order.
    */
   chatLeases?: { owner: string; ttlMs: number };
+  /** Told of every send to a platform as it ends (traces). */
+  onDelivery?(report: DeliveryReport): void;
+}
+
+/** One send of an outbox row to its platform. */
+export interface DeliveryReport {
+  turnId: number | null;
+  platform: string;
+  kind: "reply" | "notice";
+  startedAt: number;
+  endedAt: number;
+  /** The platform's refusal; absent when it accepted the message. */
+  error?: string;
 }
 
 export class OutboxDispatcher {
@@ -186,6 +200,16 @@ export class OutboxDispatcher {
   private async deliver(row: OutboxItem, held: HeldChat | null): Promise<boolean> {
     if (this.sentUnmarked.has(row.id)) return this.markSent(row, held);
     const adapter = this.adapters.forAddress(row.address)!;
+    const startedAt = Date.now();
+    const report = (error?: string) =>
+      this.options.onDelivery?.({
+        turnId: row.turnId,
+        platform: row.address.platform,
+        kind: row.kind,
+        startedAt,
+        endedAt: Date.now(),
+        ...(error !== undefined && { error }),
+      });
     try {
       await adapter.deliver({
         outboxId: row.id,
@@ -199,8 +223,10 @@ export class OutboxDispatcher {
         ...(row.file && { file: row.file }),
         createdAt: row.createdAt,
       });
+      report();
       this.options.crashPoint("after_reply_sent");
     } catch (err) {
+      report(errorMessage(err));
       return this.failed(row, held, err);
     }
     return this.markSent(row, held);

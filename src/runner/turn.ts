@@ -112,6 +112,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     type: "turn_start",
     inboxId: turn.inboxId,
     resume: work.kind === "resume",
+    ...(work.kind === "message" && { receivedAt: work.item.receivedAt }),
   });
 
   // A resumed turn, or a new message in a session an interruption left resume-pending, is told

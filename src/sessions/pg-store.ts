@@ -26,7 +26,7 @@ import { pgPlatformData } from "./platform-data/pg.js";
 import { pgReporting } from "./reporting/pg.js";
 import { pgSchedules } from "./schedules/pg.js";
 import { pgSessionState } from "./session-state/pg.js";
-import type { Store, StoreHandle } from "./store.js";
+import type { CommitObserver, Store, StoreHandle } from "./store.js";
 import { pgStreams } from "./streams/pg.js";
 import { pgTurns } from "./turns/pg.js";
 
@@ -58,6 +58,8 @@ export interface PgStoreOptions {
   statementTimeoutMs?: number;
   /** The gateway using this store (several share it): inbox rows it accepts carry this id. */
   instanceId?: string;
+  /** Told how long each write transaction took, BEGIN to COMMIT (failed ones are not told). */
+  onCommit?: CommitObserver;
 }
 
 const INT8_OID = 20;
@@ -119,6 +121,7 @@ export class PgStore {
   private readonly pool: pg.Pool;
   private readonly now: () => number;
   private readonly instanceId: string | null;
+  private readonly onCommit: CommitObserver | null;
   /** Settles once the schema is current; every method waits for it (and fails with it). */
   private readonly ready: Promise<void>;
 
@@ -137,6 +140,7 @@ export class PgStore {
   constructor(url: string, options: PgStoreOptions = {}) {
     this.now = options.now ?? Date.now;
     this.instanceId = options.instanceId ?? null;
+    this.onCommit = options.onCommit ?? null;
     const statementTimeoutMs = urlStatementTimeout(url) ?? options.statementTimeoutMs ?? 30_000;
     this.pool = new pg.Pool({
       connectionString: url,
@@ -255,7 +259,12 @@ export class PgStore {
   /** A write: one transaction, after the migrations. */
   private async tx<T>(fn: (db: Db) => Promise<T>): Promise<T> {
     await this.ready;
-    return this.transaction(fn);
+    const observe = this.onCommit;
+    if (!observe) return this.transaction(fn);
+    const started = performance.now();
+    const value = await this.transaction(fn);
+    observe((performance.now() - started) / 1000);
+    return value;
   }
 
   /** A read: one snapshot, so a read of several statements sees one committed state. */

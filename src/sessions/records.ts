@@ -87,6 +87,20 @@ export interface ToolCallRecord {
   finishedAt: number | null;
 }
 
+/** What waits in the store's queues (the `/metrics` gauges). */
+export interface StoreBacklog {
+  /** Inbox items accepted and not started yet. */
+  inboxPending: number;
+  /** Replies and notices waiting for the dispatcher. */
+  outboxPending: number;
+  /** When the oldest of those was queued (epoch ms), or null when there is none. */
+  outboxOldestAt: number | null;
+  approvalsPending: number;
+}
+
+/** Called with each write transaction's duration in seconds (the commit-duration histogram). */
+export type CommitObserver = (seconds: number) => void;
+
 /**
  * `pending` rows are the dispatcher's to send; `sending` rows are being sent directly by their
  * writer (stop notices) and are never picked up later: a stale notice must not arrive late.

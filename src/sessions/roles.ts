@@ -40,6 +40,7 @@ import type {
   SessionSummary,
   StartedTurn,
   StartTurnInput,
+  StoreBacklog,
   StoredMessage,
   StreamMessage,
   StreamTurn,
@@ -420,7 +421,7 @@ export interface ClusterStore {
   listSessionLeases(): Promise<SessionLease[]>;
 }
 
-/** What the operator reads: the sessions list, token usage, counts. */
+/** What the operator reads: the sessions list, token usage, counts, the queues' backlog. */
 export interface ReportingStore {
   /** Newest first; `internal: false` leaves out Keel's own lanes (keys starting `system:`). */
   listSessions(options?: {
@@ -434,6 +435,8 @@ export interface ReportingStore {
   totalUsage(): Promise<UsageTotals>;
   /** How many sessions there are (Keel's own lanes included) and how many are resume-pending. */
   countSessions(): Promise<{ total: number; resumePending: number }>;
+  /** The queues' sizes, for the metrics a scraper reads (one cheap query). */
+  backlog(): Promise<StoreBacklog>;
 }
 
 /** The store as a whole: its backup, its health, its end. */

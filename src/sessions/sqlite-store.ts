@@ -28,7 +28,7 @@ import { sqliteSessionState } from "./session-state/sqlite.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
 import { MIGRATIONS } from "./sqlite-migrations.js";
 import type { SqliteContext } from "./sqlite-shared.js";
-import type { Store, StoreHandle } from "./store.js";
+import type { CommitObserver, Store, StoreHandle } from "./store.js";
 import { sqliteStreams } from "./streams/sqlite.js";
 import { TranscriptCache } from "./transcript-cache.js";
 import { sqliteTurns } from "./turns/sqlite.js";
@@ -44,6 +44,8 @@ export interface SqliteStoreOptions {
   instanceId?: string;
   /** How the WAL file is flushed to disk; default `fs.fsync` (tests hold or fail it). */
   fsync?: FsyncFn;
+  /** Told how long each group commit took (the fsync after it excluded: that runs off-thread). */
+  onCommit?: CommitObserver;
 }
 
 interface PendingTx {
@@ -94,10 +96,12 @@ export class SqliteStore {
   private readonly commitBatch: Database.Transaction<(batch: PendingTx[]) => Outcome[]>;
   /** Nested in `commitBatch`: a savepoint, rolled back alone when its method throws. */
   private readonly runInSavepoint: Database.Transaction<(fn: () => unknown) => unknown>;
+  private readonly onCommit: CommitObserver | null;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.now = options.now ?? Date.now;
     this.instanceId = options.instanceId ?? null;
+    this.onCommit = options.onCommit ?? null;
     if (!options.readonly) {
       mkdirSync(dirname(path), { recursive: true });
       // SQLite would create the file 0644, and its -wal and -shm copy the database file's mode:
@@ -282,7 +286,9 @@ export class SqliteStore {
     }
     let outcomes: Outcome[];
     try {
+      const started = this.onCommit ? performance.now() : 0;
       outcomes = this.commitBatch.immediate(batch);
+      this.onCommit?.((performance.now() - started) / 1000);
     } catch (err) {
       // Nothing of this batch was committed (or the database is closed).
       for (const item of batch) item.reject(err);

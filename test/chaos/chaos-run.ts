@@ -54,6 +54,8 @@ export interface ChaosOptions {
   store?: ChaosStore;
   /** Called with a progress line every few seconds. */
   onProgress?: (line: string) => void;
+  /** Given the last gateway's `GET /metrics` text, read before it stops. */
+  onMetrics?: (text: string) => void;
 }
 
 export interface ChaosFigures {
@@ -143,7 +145,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let ok = false;
   try {
     const kills = await killLoop(state, options);
-    await settle(state, options.settleMs ?? rig.breakerWindowMs + 90_000);
+    await settle(state, options.settleMs ?? rig.breakerWindowMs + 90_000, options.onMetrics);
     state.stopping = true;
     await drivers;
     const result = await finish(state, options, kills);
@@ -390,14 +392,24 @@ async function noteCutOff(rig: Rig, record: KillRecord): Promise<void> {
 }
 
 /** A clean start that runs until every sent message is answered (bounded), then a clean stop. */
-async function settle(state: RunState, settleMs: number): Promise<void> {
+async function settle(
+  state: RunState,
+  settleMs: number,
+  onMetrics?: (text: string) => void,
+): Promise<void> {
   const { rig } = state;
-  const gateway = await rig.spawn({ busyMode: "interrupt" });
+  const gateway = await rig.spawn({ busyMode: "interrupt", http: onMetrics !== undefined });
   try {
     await gateway.waitForRunning(20_000);
     await until(() => state.driversDone && allAnswered(state), settleMs);
     // Let a duplicate delivery or a late resume show itself before the record is read.
     await sleep(1000);
+    if (onMetrics) {
+      const res = await fetch(`${gateway.baseUrl}/metrics`, {
+        headers: { authorization: `Bearer ${gateway.controlToken}` },
+      });
+      onMetrics(await res.text());
+    }
   } finally {
     await gateway.terminate();
   }

@@ -59,7 +59,12 @@ export interface Rig {
   /** The restart-loop breaker window the gateways run with, ms. */
   readonly breakerWindowMs: number;
   /** Starts a gateway process (not waiting for it); `busyMode` is written to config.yaml first. */
-  spawn(options?: { crashPoint?: string; busyMode?: BusyMode }): Promise<GatewayProcess>;
+  /** `http`: listen on a free loopback port (default: no port of its own, "0"). */
+  spawn(options?: {
+    crashPoint?: string;
+    busyMode?: BusyMode;
+    http?: boolean;
+  }): Promise<GatewayProcess>;
   /** Spawns and waits until it runs; throws if it does not within `timeoutMs`. */
   start(options?: {
     crashPoint?: string;
@@ -120,12 +125,16 @@ export async function createRig(options: RigOptions): Promise<Rig> {
     const agent = window === undefined ? "" : `agent:\n  resume_breaker_window: ${window}\n`;
     writeFileSync(join(home, "config.yaml"), `${agent}display:\n  busy_input_mode: ${busyMode}\n`);
   };
-  const spawn = (spawnOptions: { crashPoint?: string; busyMode?: BusyMode } = {}) => {
+  const spawn = (
+    spawnOptions: { crashPoint?: string; busyMode?: BusyMode; http?: boolean } = {},
+  ) => {
     writeConfig(spawnOptions.busyMode ?? "interrupt");
     // Nothing inherited but PATH: the harness's gateways see exactly this environment.
+    // Without KEEL_HTTP_PORT the helper picks a free port (and knows it).
+    const { KEEL_HTTP_PORT: _noPort, ...withHttp } = env;
     return startGatewayProcess({
       home,
-      env,
+      env: spawnOptions.http ? withHttp : env,
       inheritEnv: false,
       ...(spawnOptions.crashPoint && { crashPoint: spawnOptions.crashPoint }),
       outputFile: join(dir, "gateway.out.log"),

@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- [--store sqlite|postgres] [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--verbose]`:
+ * `npm run chaos -- [--store sqlite|postgres] [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--metrics] [--verbose]`:
  * runs the chaos harness against the built gateway and prints one line of figures. `--store
  * postgres` runs the same single-gateway chaos with the store in a schema of its own on the tests'
  * Postgres (KEEL_TEST_PG_URL), the gateway started again within a second of each kill. With
@@ -7,7 +7,8 @@
  * `--store postgres` on the shipped lease TTL and default instance ids, each killed gateway back
  * within a second; without it, on a 2 s TTL and fixed ids, with up to 3 s down. `--kill-gap
  * MIN,MAX` runs that cluster schedule (random SIGKILLs only, each gateway running MIN to MAX ms
- * before the next) with any number of gateways, one included. Exits 1 when a message was lost, a tool ran twice, an
+ * before the next) with any number of gateways, one included. `--metrics` prints the last
+ * gateway's `GET /metrics` (single-gateway chaos) before the figures. Exits 1 when a message was lost, a tool ran twice, an
  * answer was shown twice or an interrupted session did not resume (the work folder, with
  * chaos-report.json and the gateway log, is kept and named on stderr), 2 on bad flags.
  */
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
       instances: { type: "string" },
       store: { type: "string" },
       "kill-gap": { type: "string" },
+      metrics: { type: "boolean", default: false },
     },
   });
   const store = values.store ?? "sqlite";
@@ -92,6 +94,8 @@ async function main(): Promise<void> {
           timeLimitMs: minutes * 60_000,
           onProgress,
           store,
+          // The last gateway's /metrics, printed before the figures.
+          ...(values.metrics && { onMetrics: (text: string) => console.log(text) }),
         });
   console.log(formatFigures(result.figures));
   if (values.verbose) {

@@ -30,7 +30,10 @@ export interface StoreHarness {
    * Opens the current test's database; a second call after close() reopens the same one. With
    * `instanceId`, as the store of that gateway (the inbox rows it accepts carry the id).
    */
-  open(now?: () => number, options?: { instanceId?: string }): Promise<Store>;
+  open(
+    now?: () => number,
+    options?: { instanceId?: string; onCommit?: (seconds: number) => void },
+  ): Promise<Store>;
   /** A raw read of what is stored, beside the interface (for checks on the record itself). */
   rows(sql: string): Promise<Record<string, unknown>[]>;
   /** Removes the current test's database. */

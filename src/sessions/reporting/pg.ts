@@ -5,7 +5,7 @@
 import { all, first, type PgContext } from "../pg-shared.js";
 import type { ReportingStore } from "../roles.js";
 import { INTERNAL_KEY_PREFIX } from "../session-id.js";
-import type { SessionSummary, UsageTotals } from "../store.js";
+import type { SessionSummary, StoreBacklog, UsageTotals } from "../store.js";
 import {
   type SessionSummaryRow,
   toSessionSummary,
@@ -14,6 +14,13 @@ import {
 } from "../store-rows.js";
 
 /** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
+/** The four queue sizes of `backlog()`, one statement (a scrape costs one query). */
+const BACKLOG = `SELECT
+    (SELECT COUNT(*) FROM inbox WHERE state = 'pending') AS inbox,
+    (SELECT COUNT(*) FROM outbox WHERE state = 'pending') AS outbox,
+    (SELECT MIN(created_at) FROM outbox WHERE state = 'pending') AS oldest,
+    (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals`;
+
 const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
     COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
     COUNT(*) FILTER (WHERE estimated) AS estimated
@@ -85,6 +92,23 @@ export function pgReporting(s: PgContext): ReportingStore {
           "SELECT COUNT(*) AS total, COUNT(*) FILTER (WHERE resume_pending) AS pending FROM sessions",
         );
         return { total: row!.total, resumePending: row!.pending };
+      });
+    },
+
+    backlog(): Promise<StoreBacklog> {
+      return s.read(async (db) => {
+        const row = await first<{
+          inbox: string | number;
+          outbox: string | number;
+          oldest: string | number | null;
+          approvals: string | number;
+        }>(db, BACKLOG);
+        return {
+          inboxPending: Number(row!.inbox),
+          outboxPending: Number(row!.outbox),
+          outboxOldestAt: row!.oldest === null ? null : Number(row!.oldest),
+          approvalsPending: Number(row!.approvals),
+        };
       });
     },
   };

@@ -5,7 +5,7 @@
 import type { ReportingStore } from "../roles.js";
 import { INTERNAL_KEY_PREFIX } from "../session-id.js";
 import type { SqliteContext } from "../sqlite-shared.js";
-import type { SessionSummary, UsageTotals } from "../store.js";
+import type { SessionSummary, StoreBacklog, UsageTotals } from "../store.js";
 import {
   type SessionSummaryRow,
   toSessionSummary,
@@ -14,6 +14,20 @@ import {
 } from "../store-rows.js";
 
 /** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
+/** The four queue sizes of `backlog()`, one statement (a scrape costs one query). */
+const BACKLOG = `SELECT
+    (SELECT COUNT(*) FROM inbox WHERE state = 'pending') AS inbox,
+    (SELECT COUNT(*) FROM outbox WHERE state = 'pending') AS outbox,
+    (SELECT MIN(created_at) FROM outbox WHERE state = 'pending') AS oldest,
+    (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals`;
+
+interface BacklogRow {
+  inbox: number;
+  outbox: number;
+  oldest: number | null;
+  approvals: number;
+}
+
 const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
     COALESCE(SUM(completion_tokens), 0) AS completion, COALESCE(SUM(estimated), 0) AS estimated
   FROM model_usage`;
@@ -84,6 +98,18 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
           )
           .get() as { total: number; pending: number };
         return { total: row.total, resumePending: row.pending };
+      });
+    },
+
+    backlog(): Promise<StoreBacklog> {
+      return s.read(() => {
+        const row = s.stmt(BACKLOG).get() as BacklogRow;
+        return {
+          inboxPending: row.inbox,
+          outboxPending: row.outbox,
+          outboxOldestAt: row.oldest,
+          approvalsPending: row.approvals,
+        };
       });
     },
   };

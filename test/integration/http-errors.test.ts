@@ -107,7 +107,10 @@ describe("the gateway's own routes", () => {
     const res = await send("POST", "/api/gateway/drain", { body: `"${"x".repeat(2000)}"` });
     expect([res.status, res.body]).toEqual([
       413,
-      control("BODY_TOO_LARGE", "Request body exceeds 1024 bytes."),
+      control(
+        "BODY_TOO_LARGE",
+        "Request body exceeds 1024 bytes; raise http.max_body_bytes in config.yaml to accept larger ones.",
+      ),
     ]);
   });
 });

@@ -115,14 +115,36 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       if (!c.get("access")) throw apiError("missing_api_key");
       return next();
     });
-    app.get("/v1/models", (c) =>
-      c.json({
-        object: "list",
-        data: [{ id: this.modelName(), object: "model", created: 0, owned_by: "keel" }],
-      }),
-    );
+    app.get("/v1/models", (c) => c.json({ object: "list", data: [this.modelEntry()] }));
+    // The official clients' `models.retrieve()`: the one model there is, by its name.
+    app.get("/v1/models/:id{.+}", (c) => {
+      const id = c.req.param("id");
+      if (id !== this.modelName()) {
+        throw apiError(
+          "model_not_found",
+          `The model ${id} does not exist; GET /v1/models lists the one there is.`,
+        );
+      }
+      return c.json(this.modelEntry());
+    });
     app.post("/v1/chat/completions", (c) => this.complete(c));
+    for (const [path, allowed] of Object.entries(API_ROUTES)) {
+      app.all(path, (c) => {
+        c.header("Allow", allowed);
+        throw apiError(
+          "method_not_allowed",
+          `${c.req.method} is not allowed on ${path}; use ${allowed}.`,
+        );
+      });
+    }
+    app.all("/v1/*", (c) => {
+      throw apiError("unknown_route", `No route for ${c.req.method} ${c.req.path}.`);
+    });
     return app;
+  }
+
+  private modelEntry() {
+    return { id: this.modelName(), object: "model", created: 0, owned_by: "keel" };
   }
 
   private modelName(): string {
@@ -244,6 +266,14 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       throw apiError("invalid_request", `Invalid request: ${where}: ${issue.message}`);
     }
     const request = parsed.data;
+    // One answer per request: Keel's agent runs one turn, so several choices are not on offer.
+    if (request.n !== undefined && request.n !== null && request.n !== 1) {
+      throw apiError(
+        "invalid_request",
+        `n must be 1: Keel runs one agent turn per request and answers with one choice (got n=${request.n}).`,
+        "n",
+      );
+    }
     const last = request.messages[request.messages.length - 1]!;
     const images = imagesOf(last);
     if (!images.ok) throw apiError("invalid_request", `Invalid request: ${images.error}`);
@@ -384,6 +414,13 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     return { key: session.key, fresh: false };
   }
 }
+
+/** The `/v1` routes and the methods each takes (a 405 names them in `Allow`). */
+const API_ROUTES: Record<string, string> = {
+  "/v1/models": "GET",
+  "/v1/models/:id{.+}": "GET",
+  "/v1/chat/completions": "POST",
+};
 
 /**
  * Request header asking for the turn's tool calls in the stream: each as a chunk with no choices

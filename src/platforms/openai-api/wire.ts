@@ -17,6 +17,7 @@ export const ChatCompletionRequest = z.looseObject({
   model: z.string().optional(),
   messages: z.array(WireMessage).min(1, "messages must not be empty"),
   stream: z.boolean().optional(),
+  n: z.number().int().min(1).nullable().optional(),
 });
 
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;

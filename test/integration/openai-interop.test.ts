@@ -1,0 +1,164 @@
+/**
+ * Stock OpenAI clients against `/v1`: the official `openai` npm client as applications use it
+ * (default options, no Keel headers), against a real gateway in this process and the stand-in
+ * model. What a client parses must be OpenAI's dialect: its routes, its error shape (each error
+ * surfaces as the client's APIError with the right status and code), its refusals.
+ */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config/load-config.js";
+import type { Config } from "../../src/config/schema.js";
+import type { Gateway } from "../../src/gateway/gateway.js";
+import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
+import { createTestGateway, stopTestGateway } from "../helpers/in-process-gateway.js";
+import { createTempDir } from "../helpers/temp-home.js";
+
+interface Harness {
+  gateway: Gateway;
+  config: Config;
+  baseUrl: string;
+  client: OpenAI;
+}
+
+let fake: FakeOpenAI;
+let home: { path: string; cleanup(): void };
+let harness: Harness | undefined;
+
+beforeEach(async () => {
+  fake = await startFakeOpenAI();
+  home = createTempDir("keel-interop-");
+});
+
+afterEach(async () => {
+  await stopTestGateway(harness?.gateway);
+  harness = undefined;
+  await fake.close();
+  home.cleanup();
+});
+
+async function start(yaml?: string): Promise<Harness> {
+  if (yaml) writeFileSync(join(home.path, "config.yaml"), yaml);
+  const { config } = loadConfig({
+    home: home.path,
+    env: { KEEL_HTTP_PORT: "0", OPENAI_BASE_URL: fake.baseUrl, KEEL_MODEL: "fake-model" },
+  });
+  const gateway = createTestGateway(config);
+  await gateway.start();
+  const baseUrl = `http://127.0.0.1:${gateway.port}`;
+  const client = new OpenAI({
+    baseURL: `${baseUrl}/v1`,
+    apiKey: config.controlToken,
+    maxRetries: 0,
+  });
+  harness = { gateway, config, baseUrl, client };
+  return harness;
+}
+
+/** The client's rejection, as the APIError it must be. */
+async function apiErrorOf(
+  promise: Promise<unknown>,
+): Promise<InstanceType<typeof OpenAI.APIError>> {
+  const err = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(OpenAI.APIError);
+  return err as InstanceType<typeof OpenAI.APIError>;
+}
+
+describe("models", () => {
+  it("lists the model and retrieves it by id; an unknown id is the client's NotFoundError", async () => {
+    const h = await start();
+    const list = await h.client.models.list();
+    expect(list.data.map((m) => m.id)).toEqual(["fake-model"]);
+    const model = await h.client.models.retrieve("fake-model");
+    expect(model).toMatchObject({ id: "fake-model", object: "model", owned_by: "keel" });
+
+    const err = await apiErrorOf(h.client.models.retrieve("gpt-9"));
+    expect(err).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(err.code).toBe("model_not_found");
+    expect(err.message).toMatch(/gpt-9/);
+  });
+});
+
+describe("errors in OpenAI's shape, parsed by the client", () => {
+  it("a wrong key is the client's AuthenticationError (401, invalid_api_key)", async () => {
+    const h = await start();
+    const wrong = new OpenAI({ baseURL: `${h.baseUrl}/v1`, apiKey: "wrong", maxRetries: 0 });
+    const err = await apiErrorOf(wrong.models.list());
+    expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(err.status).toBe(401);
+    expect(err.code).toBe("invalid_api_key");
+  });
+
+  it("n > 1 is a 400 naming the parameter; nothing reaches the model", async () => {
+    const h = await start();
+    const err = await apiErrorOf(
+      h.client.chat.completions.create({
+        model: "fake-model",
+        n: 2,
+        messages: [{ role: "user", content: "echo: twice" }],
+      }),
+    );
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(err.param).toBe("n");
+    expect(err.message).toMatch(/n must be 1/);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("a body over http.max_body_bytes is a 413 in OpenAI's shape that names the setting", async () => {
+    const h = await start("http:\n  max_body_bytes: 4096\n");
+    const err = await apiErrorOf(
+      h.client.chat.completions.create({
+        model: "fake-model",
+        messages: [{ role: "user", content: `echo: ${"x".repeat(8000)}` }],
+      }),
+    );
+    expect(err.status).toBe(413);
+    expect(err.type).toBe("invalid_request_error");
+    expect(err.code).toBe("body_too_large");
+    expect(err.message).toMatch(/http\.max_body_bytes/);
+  });
+
+  it("an unknown /v1 route is a 404 and a wrong method a 405, both in OpenAI's shape", async () => {
+    const h = await start();
+    const auth = { authorization: `Bearer ${h.config.controlToken}` };
+    const missing = await fetch(`${h.baseUrl}/v1/embeddings`, { method: "POST", headers: auth });
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toEqual({
+      error: {
+        message: "No route for POST /v1/embeddings.",
+        type: "invalid_request_error",
+        param: null,
+        code: "not_found",
+      },
+    });
+    const wrongMethod = await fetch(`${h.baseUrl}/v1/chat/completions`, { headers: auth });
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get("allow")).toBe("POST");
+    const body = (await wrongMethod.json()) as { error: Record<string, unknown> };
+    expect(body.error).toMatchObject({ type: "invalid_request_error", code: "method_not_allowed" });
+  });
+});
+
+describe("body limit for images", () => {
+  it("by default a request with a 6 MiB photo is taken (http.max_body_bytes defaults to 20 MiB)", async () => {
+    const h = await start();
+    const photo = Buffer.alloc(6 * 1_048_576, 7).toString("base64");
+    const done = await h.client.chat.completions.create({
+      model: "fake-model",
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "echo: got it" },
+            { type: "image_url", image_url: { url: `data:image/jpeg;base64,${photo}` } },
+          ],
+        },
+      ],
+    });
+    expect(done.choices[0]!.message.content).toContain("got it");
+  });
+});

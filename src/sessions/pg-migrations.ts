@@ -323,4 +323,15 @@ export const PG_MIGRATIONS: readonly string[] = [
   `,
   // 14: the credential a session was created under (never the secret itself).
   `ALTER TABLE sessions ADD COLUMN credential TEXT;`,
+  // 15 (issue 34): /v1 client tools and stateless conversations. An inbox row keeps the
+  // functions the client offered (and the results of its calls it carried), a session the
+  // functions of its latest request (a resumed turn offers them again); `thread` (a hash of the
+  // credential and the user messages a stateless request carried) finds the session a later
+  // request extends.
+  `
+  ALTER TABLE inbox ADD COLUMN client_tools TEXT;
+  ALTER TABLE inbox ADD COLUMN thread TEXT;
+  CREATE INDEX inbox_thread ON inbox(thread);
+  ALTER TABLE sessions ADD COLUMN client_tools TEXT;
+  `,
 ];

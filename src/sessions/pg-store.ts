@@ -347,8 +347,8 @@ export class PgStore implements Store {
         db,
         `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
              sender_id, sender_name, address, operator, state, received_at, attachments,
-             accepted_by)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13)
+             accepted_by, client_tools, thread)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13, $14, $15)
            ON CONFLICT (platform, chat_id, platform_message_id) DO NOTHING
            RETURNING *`,
         [
@@ -365,6 +365,8 @@ export class PgStore implements Store {
           now,
           message.attachments?.length ? JSON.stringify(message.attachments) : null,
           this.instanceId,
+          message.clientTools ? JSON.stringify(message.clientTools) : null,
+          message.thread ?? null,
         ],
       );
       if (!inserted) {
@@ -415,6 +417,17 @@ export class PgStore implements Store {
       return row
         ? { requestHash: row.request_hash, item: toInbox(row), expiresAt: row.expires_at }
         : null;
+    });
+  }
+
+  findThread(thread: string): Promise<{ sessionKey: string; sessionId: string } | null> {
+    return this.read(async (db) => {
+      const row = await first<{ session_key: string; session_id: string }>(
+        db,
+        "SELECT session_key, session_id FROM inbox WHERE thread = $1 ORDER BY id DESC LIMIT 1",
+        [thread],
+      );
+      return row ? { sessionKey: row.session_key, sessionId: row.session_id } : null;
     });
   }
 
@@ -766,18 +779,20 @@ export class PgStore implements Store {
            VALUES ($1, $2, $3, 'running', $4) RETURNING *`,
         [input.sessionKey, session.session_id, input.inboxId, now],
       ))!;
-      if (input.userMessage)
-        await this.appendIn(db, session.session_id, turn.id, [input.userMessage]);
+      const input_ = [...(input.userMessage ? [input.userMessage] : []), ...(input.inputMessages ?? [])];
+      if (input_.length > 0) await this.appendIn(db, session.session_id, turn.id, input_);
       const touched = (await first<SessionRow>(
         db,
         `UPDATE sessions SET origin = COALESCE($1, origin), memory_user = COALESCE($2, memory_user),
-             updated_at = $3
+             updated_at = $3, client_tools = CASE WHEN $5 THEN $6 ELSE client_tools END
            WHERE key = $4 RETURNING *`,
         [
           input.origin ? JSON.stringify(input.origin) : null,
           input.memoryUser || null,
           now,
           input.sessionKey,
+          input.clientTools !== undefined,
+          input.clientTools?.length ? JSON.stringify(input.clientTools) : null,
         ],
       ))!;
       return { ...toTurn(turn), session: toSession(touched) };

@@ -343,4 +343,15 @@ export const MIGRATIONS: readonly string[] = [
   // never the secret), so another credential cannot continue or read it. Null: a chat platform's
   // session, or one older than this column (then only operators may continue it over /v1).
   `ALTER TABLE sessions ADD COLUMN credential TEXT;`,
+  // 15 (issue 34): /v1 client tools and stateless conversations. An inbox row keeps the
+  // functions the client offered (and the results of its calls it carried), a session the
+  // functions of its latest request (a resumed turn offers them again); `thread` (a hash of the
+  // credential and the user messages a stateless request carried) finds the session a later
+  // request extends.
+  `
+  ALTER TABLE inbox ADD COLUMN client_tools TEXT;
+  ALTER TABLE inbox ADD COLUMN thread TEXT;
+  CREATE INDEX inbox_thread ON inbox(thread);
+  ALTER TABLE sessions ADD COLUMN client_tools TEXT;
+  `,
 ];

@@ -414,8 +414,8 @@ export class SqliteStore implements Store {
       const inserted = this.stmt(
         `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
              sender_id, sender_name, address, operator, state, received_at, attachments,
-             accepted_by)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+             accepted_by, client_tools, thread)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
            ON CONFLICT (platform, chat_id, platform_message_id) DO NOTHING`,
       ).run(
         message.platform,
@@ -431,6 +431,8 @@ export class SqliteStore implements Store {
         now,
         message.attachments?.length ? JSON.stringify(message.attachments) : null,
         this.instanceId,
+        message.clientTools ? JSON.stringify(message.clientTools) : null,
+        message.thread ?? null,
       );
       if (inserted.changes === 1) {
         // The origin moves when a turn starts (startTurn), not here: a command such as /restart
@@ -473,6 +475,15 @@ export class SqliteStore implements Store {
       return row
         ? { requestHash: row.request_hash, item: toInbox(row), expiresAt: row.expires_at }
         : null;
+    });
+  }
+
+  findThread(thread: string): Promise<{ sessionKey: string; sessionId: string } | null> {
+    return this.read(() => {
+      const row = this.stmt(
+        "SELECT session_key, session_id FROM inbox WHERE thread = ? ORDER BY id DESC LIMIT 1",
+      ).get(thread) as { session_key: string; session_id: string } | undefined;
+      return row ? { sessionKey: row.session_key, sessionId: row.session_id } : null;
     });
   }
 
@@ -907,12 +918,19 @@ export class SqliteStore implements Store {
         throw new InboxItemTakenError(input.inboxId);
       }
       const now = this.now();
-      const session = this.touchSessionSync(input, now);
+      let session = this.touchSessionSync(input, now);
+      if (input.clientTools !== undefined) {
+        session = this.stmt("UPDATE sessions SET client_tools = ? WHERE key = ? RETURNING *").get(
+          input.clientTools?.length ? JSON.stringify(input.clientTools) : null,
+          input.sessionKey,
+        ) as SessionRow;
+      }
       const turn = this.stmt(
         `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
            VALUES (?, ?, ?, 'running', ?) RETURNING *`,
       ).get(input.sessionKey, session.session_id, input.inboxId, now) as TurnRow;
-      if (input.userMessage) this.appendSync(session.session_id, turn.id, [input.userMessage]);
+      const input_ = [...(input.userMessage ? [input.userMessage] : []), ...(input.inputMessages ?? [])];
+      if (input_.length > 0) this.appendSync(session.session_id, turn.id, input_);
       return { ...toTurn(turn), session: toSession(session) };
     }, false);
   }

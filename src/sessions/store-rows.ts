@@ -5,7 +5,12 @@
  */
 import { contentText } from "../agent/content.js";
 import type { ChatMessage } from "../agent/types.js";
-import type { ChatAddress, InboundAttachment } from "../platforms/platform.js";
+import type {
+  ChatAddress,
+  ClientTools,
+  ClientToolSpec,
+  InboundAttachment,
+} from "../platforms/platform.js";
 import type {
   ApprovalDecision,
   ApprovalRecord,
@@ -48,6 +53,7 @@ export interface SessionRow {
   model: string | null;
   memory_user: string | null;
   credential: string | null;
+  client_tools: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -66,6 +72,7 @@ export function toSession(r: SessionRow): SessionRecord {
     model: r.model,
     memoryUser: r.memory_user,
     credential: r.credential,
+    clientTools: r.client_tools ? (JSON.parse(r.client_tools) as ClientToolSpec[]) : null,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };
@@ -86,6 +93,8 @@ export interface InboxRow {
   received_at: number;
   operator: Flag;
   attachments: string | null;
+  client_tools: string | null;
+  thread: string | null;
 }
 
 export function toInbox(r: InboxRow): InboxItem {
@@ -104,6 +113,8 @@ export function toInbox(r: InboxRow): InboxItem {
     ...(r.attachments !== null && {
       attachments: JSON.parse(r.attachments) as InboundAttachment[],
     }),
+    ...(r.client_tools !== null && { clientTools: JSON.parse(r.client_tools) as ClientTools }),
+    ...(r.thread !== null && { thread: r.thread }),
     state: r.state as InboxItem["state"],
     receivedAt: r.received_at,
   };

@@ -4,7 +4,12 @@
  * same suite (store*.test.ts), so nothing here may assume either. Times are epoch milliseconds.
  */
 import type { ChatMessage } from "../agent/types.js";
-import type { ChatAddress, InboundMessage, OutboundFile } from "../platforms/platform.js";
+import type {
+  ChatAddress,
+  ClientToolSpec,
+  InboundMessage,
+  OutboundFile,
+} from "../platforms/platform.js";
 
 export type ResumeReason =
   | "restart_timeout"
@@ -41,6 +46,8 @@ export interface SessionRecord {
    * afterwards; null for chat platforms' sessions and those stored before it was recorded.
    */
   credential: string | null;
+  /** The functions a `/v1` client offered with its latest message (offered again on a resume). */
+  clientTools: ClientToolSpec[] | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -208,6 +215,11 @@ export interface Store {
    * shared between calls (the SQLite store keeps them parsed): callers must not change them.
    */
   loadTranscript(sessionId: string, afterSeq?: number): Promise<StoredMessage[]>;
+  /**
+   * The session of the newest inbox message that carried `thread` (a stateless `/v1`
+   * conversation), with the transcript it went to; null when none did.
+   */
+  findThread(thread: string): Promise<{ sessionKey: string; sessionId: string } | null>;
   /**
    * What a turn works from, in one read: the transcript's latest compaction, the messages after
    * it, and the tool calls a crash left started without a result.
@@ -620,6 +632,13 @@ export interface StartTurnInput {
   lease?: LeaseToken;
   /** Whose memory file the session's turns use from now on; null or absent keeps it. */
   memoryUser?: string | null;
+  /**
+   * Input after the user message, in the same transaction: the results of a `/v1` client's
+   * calls, which the turn continues from.
+   */
+  inputMessages?: ChatMessage[];
+  /** The `/v1` client's functions, recorded on the session (null: none); absent keeps them. */
+  clientTools?: ClientToolSpec[] | null;
 }
 
 export interface FinishTurnInput {

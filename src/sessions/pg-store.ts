@@ -779,7 +779,10 @@ export class PgStore implements Store {
            VALUES ($1, $2, $3, 'running', $4) RETURNING *`,
         [input.sessionKey, session.session_id, input.inboxId, now],
       ))!;
-      const input_ = [...(input.userMessage ? [input.userMessage] : []), ...(input.inputMessages ?? [])];
+      const input_ = [
+        ...(input.userMessage ? [input.userMessage] : []),
+        ...(input.inputMessages ?? []),
+      ];
       if (input_.length > 0) await this.appendIn(db, session.session_id, turn.id, input_);
       const touched = (await first<SessionRow>(
         db,

@@ -929,7 +929,10 @@ export class SqliteStore implements Store {
         `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
            VALUES (?, ?, ?, 'running', ?) RETURNING *`,
       ).get(input.sessionKey, session.session_id, input.inboxId, now) as TurnRow;
-      const input_ = [...(input.userMessage ? [input.userMessage] : []), ...(input.inputMessages ?? [])];
+      const input_ = [
+        ...(input.userMessage ? [input.userMessage] : []),
+        ...(input.inputMessages ?? []),
+      ];
       if (input_.length > 0) this.appendSync(session.session_id, turn.id, input_);
       return { ...toTurn(turn), session: toSession(session) };
     }, false);

@@ -7,8 +7,8 @@ import { contentText } from "../agent/content.js";
 import type { ChatMessage } from "../agent/types.js";
 import type {
   ChatAddress,
-  ClientTools,
   ClientToolSpec,
+  ClientTools,
   InboundAttachment,
 } from "../platforms/platform.js";
 import type {

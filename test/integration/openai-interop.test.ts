@@ -11,7 +11,13 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
-import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
+import {
+  defaultScript,
+  type FakeChatRequest,
+  type FakeOpenAI,
+  lastUserText,
+  startFakeOpenAI,
+} from "../fakes/openai-server.js";
 import { createTestGateway, stopTestGateway } from "../helpers/in-process-gateway.js";
 import { createTempDir } from "../helpers/temp-home.js";
 
@@ -160,5 +166,179 @@ describe("body limit for images", () => {
       ],
     });
     expect(done.choices[0]!.message.content).toContain("got it");
+  });
+});
+
+/** The client's function of these tests, in OpenAI's `tools` format. */
+const WEATHER = {
+  type: "function" as const,
+  function: {
+    name: "get_weather",
+    description: "The weather in a city.",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+};
+
+/**
+ * The model: asked about the weather, it calls the client's `get_weather`; given its result, it
+ * answers with it. Anything else: the default phrases.
+ */
+function weatherModel(request: FakeChatRequest) {
+  const last = request.messages.at(-1)!;
+  if (last.role === "tool" && last.tool_call_id?.startsWith("call_weather")) {
+    return { text: `It is ${String(last.content)} there.` };
+  }
+  if (last.role === "user" && lastUserText(request).startsWith("weather in ")) {
+    const city = lastUserText(request).slice("weather in ".length);
+    return {
+      toolCalls: [{ id: `call_weather_${city}`, name: "get_weather", arguments: { city } }],
+    };
+  }
+  return defaultScript(request);
+}
+
+async function sessionCount(h: Harness): Promise<number> {
+  const res = await fetch(`${h.baseUrl}/api/sessions`, {
+    headers: { authorization: `Bearer ${h.config.controlToken}` },
+  });
+  return ((await res.json()) as { sessions: unknown[] }).sessions.length;
+}
+
+describe("client-defined tools", () => {
+  it("are offered beside Keel's; a call ends the answer with tool_calls, and the results continue the same session", async () => {
+    const h = await start();
+    fake.script(weatherModel);
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
+      { role: "user", content: "weather in Paris" },
+    ];
+    const first = await h.client.chat.completions.create({
+      model: "fake-model",
+      messages,
+      tools: [WEATHER],
+    });
+    const choice = first.choices[0]!;
+    expect(choice.finish_reason).toBe("tool_calls");
+    expect(choice.message.tool_calls).toEqual([
+      {
+        id: "call_weather_Paris",
+        type: "function",
+        function: { name: "get_weather", arguments: '{"city":"Paris"}' },
+      },
+    ]);
+    const offered = (fake.requests[0]!.tools ?? []).map((t) => t.function.name);
+    expect(offered).toContain("get_weather");
+    expect(offered).toContain("terminal");
+
+    messages.push(choice.message, {
+      role: "tool",
+      tool_call_id: "call_weather_Paris",
+      content: "sunny, 21 °C",
+    });
+    const second = await h.client.chat.completions.create({
+      model: "fake-model",
+      messages,
+      tools: [WEATHER],
+    });
+    expect(second.choices[0]!.finish_reason).toBe("stop");
+    expect(second.choices[0]!.message.content).toBe("It is sunny, 21 °C there.");
+    // The model saw its call and the client's result in one transcript, in one session.
+    const seen = fake.requests[1]!.messages.map((m) => m.role);
+    expect(seen.slice(-3)).toEqual(["user", "assistant", "tool"]);
+    expect(await sessionCount(h)).toBe(1);
+  });
+
+  it("streamed: the call arrives as tool_calls deltas with finish_reason tool_calls", async () => {
+    const h = await start();
+    fake.script(weatherModel);
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
+      { role: "user", content: "weather in Oslo" },
+    ];
+    const stream = h.client.chat.completions.stream({
+      model: "fake-model",
+      messages,
+      tools: [WEATHER],
+    });
+    const first = await stream.finalChatCompletion();
+    expect(first.choices[0]!.finish_reason).toBe("tool_calls");
+    const call = first.choices[0]!.message.tool_calls![0]!;
+    expect(call.type === "function" && call.function).toEqual({
+      name: "get_weather",
+      arguments: '{"city":"Oslo"}',
+    });
+    messages.push(first.choices[0]!.message, {
+      role: "tool",
+      tool_call_id: call.id,
+      content: "snowing",
+    });
+    const second = await h.client.chat.completions
+      .stream({ model: "fake-model", messages, tools: [WEATHER] })
+      .finalChatCompletion();
+    expect(second.choices[0]!.message.content).toBe("It is snowing there.");
+    expect(await sessionCount(h)).toBe(1);
+  });
+
+  it("a result for a call nobody made is a 400 naming it; nothing reaches the model", async () => {
+    const h = await start();
+    const err = await apiErrorOf(
+      h.client.chat.completions.create({
+        model: "fake-model",
+        messages: [
+          { role: "user", content: "weather in Rome" },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [
+              { id: "call_x", type: "function", function: { name: "get_weather", arguments: "{}" } },
+            ],
+          },
+          { role: "tool", tool_call_id: "call_x", content: "hot" },
+        ],
+        tools: [WEATHER],
+      }),
+    );
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(err.message).toMatch(/call_x answers no tool call waiting/);
+    expect(fake.requests).toHaveLength(0);
+  });
+});
+
+describe("stateless clients", () => {
+  it("twenty calls that each resend the conversation make one session", async () => {
+    const h = await start();
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [];
+    for (let i = 1; i <= 20; i++) {
+      messages.push({ role: "user", content: `echo: turn ${i}` });
+      const done = await h.client.chat.completions.create({ model: "fake-model", messages });
+      const text = done.choices[0]!.message.content;
+      expect(text).toBe(`turn ${i}`);
+      messages.push({ role: "assistant", content: text });
+    }
+    expect(await sessionCount(h)).toBe(1);
+    // Each turn's model call saw the whole conversation once, not the history stacked again.
+    const last = fake.requests.at(-1)!.messages.filter((m) => m.role === "user");
+    expect(last).toHaveLength(20);
+  });
+
+  it("a conversation whose earlier answer differs, or a new one, starts its own session", async () => {
+    const h = await start();
+    const first = await h.client.chat.completions.create({
+      model: "fake-model",
+      messages: [{ role: "user", content: "echo: a" }],
+    });
+    expect(first.choices[0]!.message.content).toBe("a");
+    // Same question, but an answer this gateway never gave: another conversation.
+    await h.client.chat.completions.create({
+      model: "fake-model",
+      messages: [
+        { role: "user", content: "echo: a" },
+        { role: "assistant", content: "something else" },
+        { role: "user", content: "echo: b" },
+      ],
+    });
+    await h.client.chat.completions.create({
+      model: "fake-model",
+      messages: [{ role: "user", content: "echo: a" }],
+    });
+    expect(await sessionCount(h)).toBe(3);
   });
 });

@@ -14,6 +14,7 @@ import type { AppEnv } from "../../control/http-server.js";
 import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
 import type { Store } from "../../sessions/store.js";
 import type {
+  ClientToolResult,
   IdempotencyClaim,
   InboundSink,
   OutboundReply,
@@ -33,20 +34,32 @@ import {
 import { type Completion, failureOf, keyReusedFailure, refusedFailure } from "./outcomes.js";
 import { Repeats } from "./repeats.js";
 import { maySeeSession, sessionCredential } from "./session-credential.js";
+import { type StatelessTarget, Threads } from "./threads.js";
 import { type ToolStarted, TurnWaiters } from "./turn-waiters.js";
 import {
   ChatCompletionRequest,
   chunkBody,
+  clientToolsOf,
   completionBody,
   historyOf,
   imagesOf,
   messageText,
+  trailingToolResults,
   usageBody,
+  wireToolCall,
 } from "./wire.js";
 
 export interface OpenAiApiAdapterOptions {
   modelName: string | undefined;
-  store: Pick<Store, "getSessionById" | "listOpenInbox" | "findIdempotencyKey" | "findInboxAnswer">;
+  store: Pick<
+    Store,
+    | "getSessionById"
+    | "listOpenInbox"
+    | "findIdempotencyKey"
+    | "findInboxAnswer"
+    | "findThread"
+    | "loadTranscript"
+  >;
   logger: Logger;
   /** `http.max_buffered_bytes`: what may wait for a stream client before it is cut off. */
   maxBufferedBytes: number;
@@ -70,9 +83,11 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     (await this.options.store.listOpenInbox()).some((item) => item.id === inboxId),
   );
   private readonly repeats: Repeats;
+  private readonly threads: Threads;
 
   constructor(private readonly options: OpenAiApiAdapterOptions) {
     this.repeats = new Repeats(options.store);
+    this.threads = new Threads(options.store);
   }
 
   async start(sink: InboundSink): Promise<void> {
@@ -152,7 +167,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   }
 
   private async complete(c: Context<AppEnv>): Promise<Response> {
-    const { body, request, text, images } = await this.readRequest(c);
+    const { body, request, text, images, results } = await this.readRequest(c);
     const sessionHeader = c.req.header("x-session-id");
     const claim = this.claimOf(c, body, sessionHeader);
     const meta: ResponseMeta = {
@@ -175,9 +190,12 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     const credential = sessionCredential(granted, c.req.header("authorization"));
     // Another credential's session is answered exactly like an unknown one (404).
     const target = await this.beforeStoring(() =>
-      this.resolveSession(sessionHeader, granted, credential),
+      sessionHeader === undefined
+        ? this.threads.resolve(request.messages, results, granted, credential)
+        : this.resolveSession(sessionHeader, granted, credential),
     );
     if (!target) throw apiError("session_not_found", `Unknown session id ${sessionHeader}.`);
+    if (results.length > 0) await this.checkResults(target, results);
     const sink = this.sink;
     if (!sink) {
       throw this.stopped ? failureError(refusedFailure("stopping")) : apiError("not_accepting");
@@ -200,6 +218,13 @@ export class OpenAiApiAdapter implements PlatformAdapter {
         ...(granted.operator && { operator: true }),
         credential,
         ...(target.fresh && { history: historyOf(request.messages.slice(0, -1)) }),
+        ...((request.tools !== undefined || results.length > 0) && {
+          clientTools: {
+            tools: clientToolsOf(request),
+            ...(results.length > 0 && { results }),
+          },
+        }),
+        ...(target.thread && { thread: target.thread }),
         ...(claim && { idempotency: claim }),
         ...(images.length > 0 && {
           attachments: images.map((image, i) => ({
@@ -251,6 +276,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     request: ChatCompletionRequest;
     text: string;
     images: { url: string; mime?: string }[];
+    /** The results of the client's calls the request ends with (then there is no text). */
+    results: ClientToolResult[];
   }> {
     // JSON only: a form or text/plain body is what a cross-site page could send without a preflight.
     if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
@@ -275,12 +302,20 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       );
     }
     const last = request.messages[request.messages.length - 1]!;
+    const trailing = trailingToolResults(request.messages);
+    if (!trailing.ok) throw apiError("invalid_request", `Invalid request: ${trailing.error}`);
+    if (trailing.results.length > 0) {
+      return { body, request, text: "", images: [], results: trailing.results };
+    }
     const images = imagesOf(last);
     if (!images.ok) throw apiError("invalid_request", `Invalid request: ${images.error}`);
     if (last.role !== "user" || (messageText(last).trim() === "" && images.images.length === 0)) {
-      throw apiError("invalid_request", "The last message must be a non-empty user message.");
+      throw apiError(
+        "invalid_request",
+        "The last message must be a non-empty user message, or the results (role tool) of the tool calls of the assistant message before them.",
+      );
     }
-    return { body, request, text: messageText(last), images: images.images };
+    return { body, request, text: messageText(last), images: images.images, results: [] };
   }
 
   /** The request's Idempotency-Key, scoped to its credential; undefined without one. */
@@ -335,7 +370,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     if (failure) throw failureError(failure);
     const text = done.kind === "reply" ? done.text : "";
     const usage = done.kind === "reply" ? done.usage : undefined;
-    return c.json(completionBody(meta.id, meta.model, meta.created, text, usage));
+    const calls = done.kind === "reply" ? done.toolCalls : undefined;
+    return c.json(completionBody(meta.id, meta.model, meta.created, text, usage, calls));
   }
 
   private streamReply(
@@ -360,6 +396,17 @@ export class OpenAiApiAdapter implements PlatformAdapter {
           void out.send(JSON.stringify(toolChunk(meta, tool)));
         });
       }
+      // A call waits for approval: the question is a piece of the answer, and the stream stays
+      // open for the turn that continues once it is answered (or timed out).
+      this.waiters.attachQuestions(waiter, (question) => {
+        const text = `${question.text}\n\n`;
+        void out.send(
+          JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: text }, null)),
+        );
+        if (waiter.wantsTools) {
+          void out.send(JSON.stringify(approvalChunk(meta, question.approvalId)));
+        }
+      });
       const done = await waiter.completion;
       this.waiters.remove(waiter);
       await this.endStream(out, meta, done, streamed);
@@ -386,13 +433,21 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     const failure = failureOf(done);
     if (failure) {
       await out.send(JSON.stringify(failure.body));
-    } else if (!streamed && done.kind === "reply") {
+    } else if (!streamed && done.kind === "reply" && done.text) {
       // Text that came without deltas: a notice, a repeat, or a reply the model sent in one piece.
       await out.send(
         JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: done.text }, null)),
       );
     }
-    await out.send(JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, "stop")));
+    const calls = done.kind === "reply" ? (done.toolCalls ?? []) : [];
+    if (calls.length > 0) {
+      const tool_calls = calls.map((call, index) => ({ index, ...wireToolCall(call) }));
+      await out.send(
+        JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { tool_calls }, null)),
+      );
+    }
+    const finish = calls.length > 0 ? "tool_calls" : "stop";
+    await out.send(JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, finish)));
     if (meta.includeUsage && done.kind === "reply") {
       // As OpenAI does with stream_options.include_usage: a last chunk with no choices.
       const chunk = { ...chunkBody(meta.id, meta.model, meta.created, {}, null), choices: [] };
@@ -401,17 +456,33 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     await out.send("[DONE]");
   }
 
-  /** The session a request continues (null: unknown, or not this credential's), or a new one. */
+  /** The session `X-Session-Id` names (null: unknown, or not this credential's). */
   private async resolveSession(
-    sessionId: string | undefined,
+    sessionId: string,
     granted: Granted,
     credential: string,
-  ): Promise<{ key: string; fresh: boolean } | null> {
-    if (sessionId === undefined) return { key: `agent:main:api:${randomUUID()}`, fresh: true };
+  ): Promise<StatelessTarget | null> {
     const session = await this.options.store.getSessionById(sessionId);
     if (!session?.key.startsWith("agent:main:api:")) return null;
     if (!maySeeSession(granted, credential, session.credential)) return null;
-    return { key: session.key, fresh: false };
+    return { key: session.key, sessionId: session.sessionId, fresh: false };
+  }
+
+  /**
+   * Results must answer calls the session's transcript holds unanswered (the client's functions
+   * the model called): anything else would put a result where no call asked for it.
+   */
+  private async checkResults(target: StatelessTarget, results: ClientToolResult[]): Promise<void> {
+    const open = target.sessionId
+      ? await this.threads.openCalls(target.sessionId)
+      : new Set<string>();
+    const stray = results.find((r) => !open.has(r.toolCallId));
+    if (stray) {
+      throw apiError(
+        "invalid_request",
+        `Invalid request: tool_call_id ${stray.toolCallId} answers no tool call waiting in this session (send the results once, in the session whose reply asked for them).`,
+      );
+    }
   }
 }
 
@@ -433,6 +504,18 @@ function toolChunk(meta: ResponseMeta, tool: ToolStarted) {
     ...chunkBody(meta.id, meta.model, meta.created, {}, null),
     choices: [],
     keel_tool: tool,
+  };
+}
+
+/**
+ * For `X-Keel-Tool-Events` clients (`keel chat`): the question just streamed waits for approval
+ * `id`, as a chunk with no choices and a `keel_approval` field.
+ */
+function approvalChunk(meta: ResponseMeta, id: string) {
+  return {
+    ...chunkBody(meta.id, meta.model, meta.created, {}, null),
+    choices: [],
+    keel_approval: { id },
   };
 }
 

@@ -288,7 +288,11 @@ describe("client-defined tools", () => {
             role: "assistant",
             content: null,
             tool_calls: [
-              { id: "call_x", type: "function", function: { name: "get_weather", arguments: "{}" } },
+              {
+                id: "call_x",
+                type: "function",
+                function: { name: "get_weather", arguments: "{}" },
+              },
             ],
           },
           { role: "tool", tool_call_id: "call_x", content: "hot" },

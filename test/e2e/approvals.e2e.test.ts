@@ -406,7 +406,8 @@ describe("approvals (real process, stand-in Telegram)", () => {
     const second = await card(USER, 2);
     expect(second.entry.text).toContain("echo start yyy");
     expect(second.entry.text).toContain("yyy ; rm -rf /srv/precious");
-    expect(second.entry.text).toContain(`keel approvals show ${second.id}`);
+    // The card says an operator sees it whole; the operator's tools show it (below).
+    expect(second.entry.text).toContain(`an operator sees the whole command [${second.id}]`);
 
     const shown = await runKeel({
       home: home.path,

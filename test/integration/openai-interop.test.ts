@@ -20,6 +20,7 @@ import {
 } from "../fakes/openai-server.js";
 import { createTestGateway, stopTestGateway } from "../helpers/in-process-gateway.js";
 import { createTempDir } from "../helpers/temp-home.js";
+import { waitFor } from "../helpers/wait-for.js";
 
 interface Harness {
   gateway: Gateway;
@@ -344,5 +345,68 @@ describe("stateless clients", () => {
       messages: [{ role: "user", content: "echo: a" }],
     });
     expect(await sessionCount(h)).toBe(3);
+  });
+});
+
+/** The pending approval's id, once one waits. */
+async function pendingApproval(h: Harness): Promise<string> {
+  const auth = { authorization: `Bearer ${h.config.controlToken}` };
+  let id: string | undefined;
+  await waitFor(
+    async () => {
+      const res = await fetch(`${h.baseUrl}/api/approvals`, { headers: auth });
+      id = ((await res.json()) as { approvals: { id: string }[] }).approvals[0]?.id;
+      return id !== undefined;
+    },
+    { message: "a pending approval" },
+  );
+  return id!;
+}
+
+async function approve(h: Harness, id: string): Promise<void> {
+  const res = await fetch(`${h.baseUrl}/api/approvals/${id}`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${h.config.controlToken}`,
+      "content-type": "application/json",
+    },
+    body: JSON.stringify({ decision: "approve" }),
+  });
+  expect(res.status).toBe(200);
+}
+
+describe("a turn that waits for approval answers the request that asked", () => {
+  const command = "run: rm -rf ./scratch && echo removed";
+
+  it("not streamed: the request stays open until the approval is answered, then gets the turn's result", async () => {
+    const h = await start();
+    const answer = h.client.chat.completions.create({
+      model: "fake-model",
+      messages: [{ role: "user", content: command }],
+    });
+    await approve(h, await pendingApproval(h));
+    const done = await answer;
+    expect(done.choices[0]!.finish_reason).toBe("stop");
+    expect(done.choices[0]!.message.content).toBe("ran: removed");
+  });
+
+  it("streamed: the question arrives as a chunk, and the continuation follows in the same stream", async () => {
+    const h = await start();
+    const stream = await h.client.chat.completions.create({
+      model: "fake-model",
+      stream: true,
+      messages: [{ role: "user", content: command }],
+    });
+    let text = "";
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      const piece = chunk.choices[0]?.delta?.content ?? "";
+      text += piece;
+      if (piece.includes("Approval needed")) await approve(h, await pendingApproval(h));
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(text).toMatch(/^⚠️ Approval needed \[\w+\]: terminal wants to run/);
+    expect(text.endsWith("ran: removed")).toBe(true);
+    expect(finish).toBe("stop");
   });
 });

@@ -150,7 +150,11 @@ describe("the /v1 API, in OpenAI's shape", () => {
     });
     expect([lastNotUser.status, lastNotUser.body]).toEqual([
       400,
-      openAi("The last message must be a non-empty user message.", "invalid_request_error", null),
+      openAi(
+        "The last message must be a non-empty user message, or the results (role tool) of the tool calls of the assistant message before them.",
+        "invalid_request_error",
+        null,
+      ),
     ]);
     const longKey = await send("POST", "/v1/chat/completions", {
       body: completion,

@@ -1,11 +1,13 @@
 /**
  * Stock OpenAI clients against `/v1`: the official `openai` npm client as applications use it
- * (default options, no Keel headers), against a real gateway in this process and the stand-in
+ * (default options, no Keel headers) and the Vercel AI SDK (`ai` with `@ai-sdk/openai`), against a real gateway in this process and the stand-in
  * model. What a client parses must be OpenAI's dialect: its routes, its error shape (each error
  * surfaces as the client's APIError with the right status and code), its refusals.
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { createOpenAI } from "@ai-sdk/openai";
+import { generateText, streamText } from "ai";
 import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
@@ -408,5 +410,107 @@ describe("a turn that waits for approval answers the request that asked", () => 
     expect(text).toMatch(/^⚠️ Approval needed \[\w+\]: terminal wants to run/);
     expect(text.endsWith("ran: removed")).toBe(true);
     expect(finish).toBe("stop");
+  });
+});
+
+describe("the Responses API (POST /v1/responses)", () => {
+  it("answers text input, and previous_response_id continues the same session", async () => {
+    const h = await start();
+    const first = await h.client.responses.create({ model: "fake-model", input: "echo: hello" });
+    expect(first.status).toBe("completed");
+    expect(first.output_text).toBe("hello");
+    const second = await h.client.responses.create({
+      model: "fake-model",
+      input: "echo: again",
+      previous_response_id: first.id,
+    });
+    expect(second.output_text).toBe("again");
+    expect(await sessionCount(h)).toBe(1);
+    // The second model call saw the first exchange.
+    const users = fake.requests[1]!.messages.filter((m) => m.role === "user");
+    expect(users.map((m) => m.content)).toEqual(["echo: hello", "echo: again"]);
+
+    const unknown = await apiErrorOf(
+      h.client.responses.create({
+        model: "fake-model",
+        input: "echo: x",
+        previous_response_id: "resp_nope",
+      }),
+    );
+    expect(unknown.status).toBe(404);
+    expect(unknown.param).toBe("previous_response_id");
+  });
+
+  it("streams the Responses API's events, ending with response.completed", async () => {
+    const h = await start();
+    const stream = await h.client.responses.create({
+      model: "fake-model",
+      input: [{ role: "user", content: [{ type: "input_text", text: "echo: streamed words" }] }],
+      stream: true,
+    });
+    const types: string[] = [];
+    let text = "";
+    let completed: OpenAI.Responses.Response | undefined;
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === "response.output_text.delta") text += event.delta;
+      if (event.type === "response.completed") completed = event.response;
+    }
+    expect(types[0]).toBe("response.created");
+    expect(types).toContain("response.output_text.delta");
+    expect(types.at(-1)).toBe("response.completed");
+    expect(text).toBe("streamed words");
+    expect(completed?.output_text ?? completed?.output).toBeTruthy();
+  });
+
+  it("takes an image as input_image", async () => {
+    const h = await start();
+    const png =
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    const done = await h.client.responses.create({
+      model: "fake-model",
+      input: [
+        {
+          role: "user",
+          content: [
+            { type: "input_text", text: "echo: a picture" },
+            { type: "input_image", image_url: `data:image/png;base64,${png}`, detail: "auto" },
+          ],
+        },
+      ],
+    });
+    expect(done.output_text).toContain("a picture");
+    const parts = fake.requests[0]!.messages.at(-1)!.content as { type: string }[];
+    expect(parts.map((p) => p.type)).toContain("image_url");
+  });
+});
+
+describe("the Vercel AI SDK (@ai-sdk/openai, whose default is the Responses API)", () => {
+  it("generateText and streamText get the agent's answer; previousResponseId continues the session", async () => {
+    const h = await start();
+    const provider = createOpenAI({ baseURL: `${h.baseUrl}/v1`, apiKey: h.config.controlToken });
+    const first = await generateText({
+      model: provider("fake-model"),
+      prompt: "echo: from vercel",
+    });
+    expect(first.text).toBe("from vercel");
+    const responseId = first.providerMetadata?.openai?.responseId as string;
+    expect(responseId).toMatch(/^resp_/);
+
+    const streamed = streamText({
+      model: provider("fake-model"),
+      prompt: "echo: streamed by vercel",
+      providerOptions: { openai: { previousResponseId: responseId } },
+    });
+    let text = "";
+    for await (const piece of streamed.textStream) text += piece;
+    expect(text).toBe("streamed by vercel");
+    expect(await sessionCount(h)).toBe(1);
+
+    const chat = await generateText({
+      model: provider.chat("fake-model"),
+      prompt: "echo: through chat completions",
+    });
+    expect(chat.text).toBe("through chat completions");
   });
 });

@@ -16,6 +16,7 @@ import type { Store } from "../../sessions/store.js";
 import type {
   ClientToolResult,
   IdempotencyClaim,
+  InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
@@ -33,9 +34,19 @@ import {
 } from "./idempotency.js";
 import { type Completion, failureOf, keyReusedFailure, refusedFailure } from "./outcomes.js";
 import { Repeats } from "./repeats.js";
+import {
+  chatMessagesOf,
+  messageItemId,
+  ResponseEvents,
+  type ResponseMeta as ResponsesMeta,
+  ResponsesRequest,
+  responseBody,
+  responseIdFor,
+  sessionOfResponseId,
+} from "./responses-wire.js";
 import { maySeeSession, sessionCredential } from "./session-credential.js";
 import { type StatelessTarget, Threads } from "./threads.js";
-import { type ToolStarted, TurnWaiters } from "./turn-waiters.js";
+import { type ToolStarted, TurnWaiters, type Waiter } from "./turn-waiters.js";
 import {
   ChatCompletionRequest,
   chunkBody,
@@ -143,6 +154,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       return c.json(this.modelEntry());
     });
     app.post("/v1/chat/completions", (c) => this.complete(c));
+    app.post("/v1/responses", (c) => this.respond(c));
     for (const [path, allowed] of Object.entries(API_ROUTES)) {
       app.all(path, (c) => {
         c.header("Allow", allowed);
@@ -196,36 +208,196 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     );
     if (!target) throw apiError("session_not_found", `Unknown session id ${sessionHeader}.`);
     if (results.length > 0) await this.checkResults(target, results);
+    // `keel chat` asks to see the agent's tool calls; other clients get plain OpenAI chunks.
+    const wantsTools = stream && c.req.header(TOOL_EVENTS_HEADER) !== undefined;
+    const submitted = await this.submit(c, target, wantsTools, {
+      text,
+      images,
+      ...(target.fresh && { history: historyOf(request.messages.slice(0, -1)) }),
+      ...((request.tools !== undefined || results.length > 0) && {
+        clientTools: {
+          tools: clientToolsOf(request),
+          ...(results.length > 0 && { results }),
+        },
+      }),
+      ...(claim && { idempotency: claim }),
+    });
+    if (submitted.kind === "repeat") {
+      // The same key arrived concurrently and was stored first: this is a repeat of it.
+      if (submitted.conflict) throw failureError(keyReusedFailure());
+      return this.repeat(c, submitted.inboxId, submitted.sessionId, meta, stream);
+    }
+    const { waiter } = submitted;
+    if (stream) return this.streamReply(c, waiter, meta);
+    // A client that hangs up stops waiting; its turn goes on and its reply stays in the transcript.
+    const stopListening = onClientGone(c, () => this.waiters.remove(waiter));
+    const done = await waiter.completion;
+    stopListening();
+    this.waiters.remove(waiter);
+    return this.finalResponse(c, done, meta);
+  }
+
+  /** `POST /v1/responses`: the Responses API's minimal part (responses-wire.ts). */
+  private async respond(c: Context<AppEnv>): Promise<Response> {
+    const { request, messages, text, images } = await this.readResponsesRequest(c);
+    const granted = c.get("access")!;
+    const credential = sessionCredential(granted, c.req.header("authorization"));
+    const previous = request.previous_response_id ?? null;
+    let target: StatelessTarget | null = { key: `agent:main:api:${randomUUID()}`, fresh: true };
+    if (previous !== null) {
+      const sessionId = sessionOfResponseId(previous);
+      target = sessionId
+        ? await this.beforeStoring(() => this.resolveSession(sessionId, granted, credential))
+        : null;
+      // Another credential's response is answered exactly like an unknown one.
+      if (!target) {
+        throw apiError(
+          "previous_response_not_found",
+          `Previous response with id '${previous}' not found.`,
+          "previous_response_id",
+        );
+      }
+    }
+    const submitted = await this.submit(c, target, false, {
+      text,
+      images,
+      ...(target.fresh && { history: historyOf(messages.slice(0, -1)) }),
+    });
+    if (submitted.kind === "repeat") throw apiError("not_stored");
+    const { waiter } = submitted;
+    const meta: ResponsesMeta = {
+      id: responseIdFor(submitted.sessionId),
+      messageId: messageItemId(),
+      model: this.modelName(),
+      createdAt: Math.floor(Date.now() / 1000),
+      previousResponseId: previous,
+    };
+    if (request.stream === true) return this.streamResponse(c, waiter, meta);
+    const stopListening = onClientGone(c, () => this.waiters.remove(waiter));
+    const done = await waiter.completion;
+    stopListening();
+    this.waiters.remove(waiter);
+    const failure = failureOf(done);
+    if (failure) throw failureError(failure);
+    const reply = done.kind === "reply" ? done : { text: "", usage: undefined };
+    return c.json(
+      responseBody(meta, { status: "completed", text: reply.text, usage: reply.usage }),
+    );
+  }
+
+  /** A response streamed as the Responses API's events; a failure is `response.failed`. */
+  private streamResponse(c: Context<AppEnv>, waiter: Waiter, meta: ResponsesMeta) {
+    return streamSSE(c, async (raw) => {
+      raw.onAbort(() => this.waiters.remove(waiter));
+      const out = this.bounded(c, raw, () => this.waiters.remove(waiter));
+      const events = new ResponseEvents(meta);
+      const send = (event: { type: string }) => out.send(JSON.stringify(event), event.type);
+      await send(events.created());
+      await send(events.itemAdded());
+      await send(events.partAdded());
+      let text = "";
+      const write = (piece: string) => {
+        text += piece;
+        void send(events.delta(piece));
+      };
+      let streamed = false;
+      this.waiters.attach(waiter, (piece) => {
+        streamed ||= piece.length > 0;
+        write(piece);
+      });
+      this.waiters.attachQuestions(waiter, (question) => write(`${question.text}\n\n`));
+      const done = await waiter.completion;
+      this.waiters.remove(waiter);
+      const failure = failureOf(done);
+      if (failure) {
+        const { code, message } = failure.body.error;
+        await send(events.failed(code, message));
+        return;
+      }
+      // Text that came without deltas (a notice, a reply in one piece) goes as one delta.
+      if (done.kind === "reply" && done.text && !streamed) write(done.text);
+      const usage = done.kind === "reply" ? done.usage : undefined;
+      for (const event of events.completed(text, usage)) await send(event);
+    });
+  }
+
+  /** The validated Responses request, as chat messages; throws the 4xx that refuses it. */
+  private async readResponsesRequest(c: Context<AppEnv>): Promise<{
+    request: ResponsesRequest;
+    messages: ChatCompletionRequest["messages"];
+    text: string;
+    images: { url: string; mime?: string }[];
+  }> {
+    if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
+      throw apiError("unsupported_media_type");
+    }
+    const body = await readJson(c).catch(() => {
+      throw apiError("bad_json");
+    });
+    const parsed = ResponsesRequest.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const where = issue.path.join(".") || "body";
+      throw apiError("invalid_request", `Invalid request: ${where}: ${issue.message}`, where);
+    }
+    const request = parsed.data;
+    if (request.tools?.length) {
+      throw apiError(
+        "invalid_request",
+        "tools are not supported on /v1/responses; define them on /v1/chat/completions, which runs them as client tools.",
+        "tools",
+      );
+    }
+    const converted = chatMessagesOf(request);
+    if (!converted.ok) throw apiError("invalid_request", `Invalid request: ${converted.error}`);
+    const messages = ChatCompletionRequest.parse({ messages: converted.messages }).messages;
+    const last = messages[messages.length - 1]!;
+    const images = imagesOf(last);
+    if (!images.ok) throw apiError("invalid_request", `Invalid request: ${images.error}`);
+    if (last.role !== "user" || (messageText(last).trim() === "" && images.images.length === 0)) {
+      throw apiError("invalid_request", "The last input item must be a non-empty user message.");
+    }
+    return { request, messages, text: messageText(last), images: images.images };
+  }
+
+  /**
+   * Hands a request's message to the runner, with a waiter for its turn registered first so
+   * that no event is missed; `repeat` when its Idempotency-Key was stored first by another.
+   */
+  private async submit(
+    c: Context<AppEnv>,
+    target: StatelessTarget,
+    wantsTools: boolean,
+    input: Pick<InboundMessage, "history" | "clientTools" | "idempotency"> & {
+      text: string;
+      images: { url: string; mime?: string }[];
+    },
+  ): Promise<
+    | { kind: "waiting"; waiter: Waiter; sessionId: string }
+    | { kind: "repeat"; inboxId: number; sessionId: string; conflict: boolean }
+  > {
+    const granted = c.get("access")!;
     const sink = this.sink;
     if (!sink) {
       throw this.stopped ? failureError(refusedFailure("stopping")) : apiError("not_accepting");
     }
     // Refused up front, nothing is stored: the client is told why and may retry.
-    const refusal = sink.refusalFor?.(text) ?? null;
+    const refusal = sink.refusalFor?.(input.text) ?? null;
     if (refusal) throw failureError(refusedFailure(refusal));
-
-    // `keel chat` asks to see the agent's tool calls; other clients get plain OpenAI chunks.
-    const wantsTools = stream && c.req.header(TOOL_EVENTS_HEADER) !== undefined;
+    const { images, ...rest } = input;
     const waiter = this.waiters.add(target.key, { wantsTools });
+    let accepted: Awaited<ReturnType<InboundSink["receive"]>>;
     try {
-      const accepted = await sink.receive({
+      accepted = await sink.receive({
+        ...rest,
         platform: "api",
         chatId: target.key,
         platformMessageId: randomUUID(),
         sessionKey: target.key,
-        text,
         address: { platform: "api", chatId: target.key },
         ...(granted.operator && { operator: true }),
-        credential,
-        ...(target.fresh && { history: historyOf(request.messages.slice(0, -1)) }),
-        ...((request.tools !== undefined || results.length > 0) && {
-          clientTools: {
-            tools: clientToolsOf(request),
-            ...(results.length > 0 && { results }),
-          },
-        }),
+        credential: sessionCredential(granted, c.req.header("authorization")),
         ...(target.thread && { thread: target.thread }),
-        ...(claim && { idempotency: claim }),
         ...(images.length > 0 && {
           attachments: images.map((image, i) => ({
             kind: "photo" as const,
@@ -235,26 +407,23 @@ export class OpenAiApiAdapter implements PlatformAdapter {
           })),
         }),
       });
-      if (!accepted.accepted) {
-        // The same key arrived concurrently and was stored first: this is a repeat of it.
-        this.waiters.remove(waiter);
-        if (accepted.idempotencyConflict) throw failureError(keyReusedFailure());
-        return this.repeat(c, accepted.inboxId, accepted.sessionId, meta, stream);
-      }
-      this.waiters.bind(waiter, accepted.inboxId);
-      c.header("X-Session-Id", accepted.sessionId);
     } catch (err) {
       this.waiters.remove(waiter);
       this.options.logger.error({ err }, "api request could not be stored");
       throw apiError("not_stored");
     }
-    if (stream) return this.streamReply(c, waiter, meta);
-    // A client that hangs up stops waiting; its turn goes on and its reply stays in the transcript.
-    const stopListening = onClientGone(c, () => this.waiters.remove(waiter));
-    const done = await waiter.completion;
-    stopListening();
-    this.waiters.remove(waiter);
-    return this.finalResponse(c, done, meta);
+    if (!accepted.accepted) {
+      this.waiters.remove(waiter);
+      return {
+        kind: "repeat",
+        inboxId: accepted.inboxId,
+        sessionId: accepted.sessionId,
+        conflict: accepted.idempotencyConflict === true,
+      };
+    }
+    this.waiters.bind(waiter, accepted.inboxId);
+    c.header("X-Session-Id", accepted.sessionId);
+    return { kind: "waiting", waiter, sessionId: accepted.sessionId };
   }
 
   /**
@@ -491,6 +660,7 @@ const API_ROUTES: Record<string, string> = {
   "/v1/models": "GET",
   "/v1/models/:id{.+}": "GET",
   "/v1/chat/completions": "POST",
+  "/v1/responses": "POST",
 };
 
 /**

@@ -22,6 +22,12 @@ export const API_ERRORS = {
     code: "model_not_found",
     message: "Unknown model.",
   },
+  previous_response_not_found: {
+    status: 404,
+    type: "invalid_request_error",
+    code: "previous_response_not_found",
+    message: "Unknown previous response.",
+  },
   unknown_route: {
     status: 404,
     type: "invalid_request_error",

@@ -74,7 +74,11 @@ async function callModel(
   messages: ChatMessage[],
   options: RunTurnOptions,
 ): Promise<{ result: LlmResult; usage?: CallUsage } | { error: string }> {
-  const tools = [...options.tools.specs(), ...(options.clientTools ?? [])];
+  // A client function named like one of Keel's tools is not offered: the name is Keel's.
+  const clientTools = (options.clientTools ?? []).filter(
+    (t) => !options.tools.get(t.function.name),
+  );
+  const tools = [...options.tools.specs(), ...clientTools];
   const keeper = options.keeper;
   for (let overflowRetry = 0; ; overflowRetry++) {
     let prepared: PreparedPrompt = {

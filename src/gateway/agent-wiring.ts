@@ -171,6 +171,7 @@ export function createAgentParts(config: Config, logger: Logger): AgentParts {
         takeSteeredInput: input.takeSteeredInput,
         chat: input.chat ?? null,
         ...(input.gate && { gate: input.gate }),
+        ...(input.clientTools?.length && { clientTools: input.clientTools }),
       });
     },
   };

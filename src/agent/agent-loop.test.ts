@@ -368,3 +368,56 @@ describe("runTurn with a tool gate (approvals)", () => {
     expect(sent?.content).toBe("Not run: denied.");
   });
 });
+
+describe("a client's functions", () => {
+  const weather = {
+    type: "function" as const,
+    function: { name: "get_weather", parameters: { type: "object" } },
+  };
+  // Named like Keel's own tool: not offered, Keel's is.
+  const shadow = { type: "function" as const, function: { name: "terminal" } };
+
+  it("are offered beside Keel's tools; a call to one ends the turn after Keel's calls ran", async () => {
+    fake.script([
+      {
+        text: "Checking.",
+        toolCalls: [
+          { id: "call_w", name: "get_weather", arguments: { city: "Oslo" } },
+          { id: "call_t", name: "terminal", arguments: { command: "echo local" } },
+        ],
+      },
+    ]);
+    const { entries, run } = turn([{ role: "user", content: "weather?" }], {
+      clientTools: [weather, shadow],
+    });
+    const result = await run();
+    const offered = (fake.requests[0]!.tools ?? []).map((t) => t.function.name);
+    expect(offered.filter((n) => n === "terminal")).toHaveLength(1);
+    expect(offered).toContain("get_weather");
+    expect(result).toMatchObject({ stopReason: "stop", reply: "Checking.", finalMessage: null });
+    expect(result.clientToolCalls?.map((c) => c.id)).toEqual(["call_w"]);
+    // The asking message and Keel's own call are journaled; the client's call has no result.
+    expect(entries.map((e) => e.kind)).toEqual(["messages", "start", "finish"]);
+    expect(fake.requests).toHaveLength(1);
+  });
+
+  it("a history ending with their results goes on to the model", async () => {
+    fake.script([{ text: "It is cold." }]);
+    const { run } = turn(
+      [
+        { role: "user", content: "weather?" },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            { id: "call_w", type: "function", function: { name: "get_weather", arguments: "{}" } },
+          ],
+        },
+        { role: "tool", tool_call_id: "call_w", content: "-5 °C" },
+      ],
+      { clientTools: [weather] },
+    );
+    expect((await run()).reply).toBe("It is cold.");
+    expect(fake.requests[0]!.messages.at(-1)).toMatchObject({ role: "tool", content: "-5 °C" });
+  });
+});

@@ -60,7 +60,7 @@ export async function runAgentLoop(options: RunTurnOptions): Promise<TurnResult>
     await options.journal.recordMessages([result.message], usage);
     messages.push(result.message);
     const outcome = await runToolBatch(calls, messages, options);
-    if (outcome !== "done") return stoppedAt(outcome, iterations);
+    if (outcome !== "done") return stoppedAt(outcome, iterations, result.message.content ?? "");
     await takeSteeredInput(messages, options);
   }
 }
@@ -74,7 +74,11 @@ async function callModel(
   messages: ChatMessage[],
   options: RunTurnOptions,
 ): Promise<{ result: LlmResult; usage?: CallUsage } | { error: string }> {
-  const tools = options.tools.specs();
+  // A client function named like one of Keel's tools is not offered: the name is Keel's.
+  const clientTools = (options.clientTools ?? []).filter(
+    (t) => !options.tools.get(t.function.name),
+  );
+  const tools = [...options.tools.specs(), ...clientTools];
   const keeper = options.keeper;
   for (let overflowRetry = 0; ; overflowRetry++) {
     let prepared: PreparedPrompt = {
@@ -133,9 +137,17 @@ async function runToolBatch(
   calls: ToolCall[],
   messages: ChatMessage[],
   options: RunTurnOptions,
-): Promise<"done" | "aborted" | Extract<GateVerdict, { kind: "wait" }>> {
+): Promise<"done" | "aborted" | Extract<GateVerdict, { kind: "wait" }> | ClientCalls> {
   const { journal, signal } = options;
+  const clientNames = new Set((options.clientTools ?? []).map((t) => t.function.name));
+  // The client's functions are its to run: collected, and the turn ends with them once the
+  // calls Keel runs itself are done. They stay without results in the transcript meanwhile.
+  const forClient: ToolCall[] = [];
   for (const call of calls) {
+    if (clientNames.has(call.function.name) && !options.tools.get(call.function.name)) {
+      forClient.push(call);
+      continue;
+    }
     const verdict: GateVerdict =
       options.gate && !signal.aborted
         ? await options.gate.check(call, options.tools.get(call.function.name))
@@ -161,15 +173,34 @@ async function runToolBatch(
     await journal.recordToolFinish(call, output);
     messages.push({ role: "tool", tool_call_id: call.id, content: output.output });
   }
-  return signal.aborted ? "aborted" : "done";
+  if (signal.aborted) return "aborted";
+  return forClient.length > 0 ? { kind: "client", calls: forClient } : "done";
 }
 
-/** How a turn ends when its tool batch did not finish: interrupted, or parked for approval. */
+interface ClientCalls {
+  kind: "client";
+  calls: ToolCall[];
+}
+
+/**
+ * How a turn ends when its tool batch did not finish: interrupted, parked for approval, or
+ * handed to the client for its functions (`text`: what the model wrote beside those calls).
+ */
 function stoppedAt(
-  outcome: "aborted" | Extract<GateVerdict, { kind: "wait" }>,
+  outcome: "aborted" | Extract<GateVerdict, { kind: "wait" }> | ClientCalls,
   iterations: number,
+  text = "",
 ): TurnResult {
   if (outcome === "aborted") return aborted(iterations);
+  if (outcome.kind === "client") {
+    return {
+      stopReason: "stop",
+      reply: text,
+      finalMessage: null,
+      clientToolCalls: outcome.calls,
+      iterations,
+    };
+  }
   return {
     stopReason: "stop",
     reply: outcome.question ?? "",

@@ -41,6 +41,11 @@ export interface TurnResult {
    * for it, or is empty when the question was already asked (a resumed turn).
    */
   awaitingApproval?: string;
+  /**
+   * The turn stopped at calls to the client's functions (stopReason `stop`): the assistant
+   * message asking for them is journaled; their results come with the client's next message.
+   */
+  clientToolCalls?: ToolCall[];
   /** The final assistant text shown to the user (may be empty for aborted turns). */
   reply: string;
   /** The final assistant message, not yet stored: the caller stores it with the reply, atomically. */
@@ -52,7 +57,7 @@ export interface TurnResult {
 /** One entry of the OpenAI `tools` request array. */
 export interface ToolSpec {
   type: "function";
-  function: { name: string; description: string; parameters: Record<string, unknown> };
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
 }
 
 /** An assistant message, as the model returns it. */
@@ -218,4 +223,9 @@ export interface RunTurnOptions {
   sessionId?: string | null;
   /** Approvals: consulted before each tool call; absent means every call runs. */
   gate?: ToolGate;
+  /**
+   * Functions a `/v1` client defines, offered beside the registry's tools: a call to one is not
+   * run here; the turn ends with it (`clientToolCalls`) and the client runs it.
+   */
+  clientTools?: ToolSpec[];
 }

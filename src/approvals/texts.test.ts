@@ -83,13 +83,25 @@ describe("the command on the card", () => {
       expect(text.length).toBeLessThanOrEqual(limit);
       expect(text).toContain("echo start xxx");
       expect(text).toContain("xxx ; rm -rf /srv/data\n```");
-      expect(text).toContain("keel approvals show k3x9");
-      expect(text).toContain("GET /api/approvals/k3x9");
+      expect(text).toContain("characters not shown here: an operator sees the whole command");
       expect(
         decidedText({ ...record(platform, long), decision: "approve" }).length,
       ).toBeLessThanOrEqual(limit);
     }
     // The web chat shows it all.
     expect(questionText(record("webchat", long), 600_000)).toContain(long);
+  });
+
+  it("tells chat users nothing of the operators' tools (no API route, no CLI command)", () => {
+    const long = `echo start ${"x".repeat(9000)}`;
+    for (const platform of ["telegram", "discord", "slack", "webchat", "api"]) {
+      for (const command of ["rm -rf /srv/data", long]) {
+        const card = questionText(record(platform, command), 600_000);
+        const decided = decidedText({ ...record(platform, command), decision: "approve" });
+        for (const text of [card, decided]) {
+          expect(text).not.toMatch(/\/api\/|keel approvals|control token/);
+        }
+      }
+    }
   });
 });

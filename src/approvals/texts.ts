@@ -15,6 +15,10 @@ const commandSigil = (platform: string | undefined) => (platform === "slack" ? "
  */
 const CARD_LIMIT: Record<string, number> = { telegram: 4096, discord: 2000, slack: 4000 };
 
+/**
+ * The card a chat shows: what runs, why it asks, how to answer there. No operator plumbing (API
+ * routes, CLI commands): chat users see the card, operators the dashboard and `keel approvals`.
+ */
 export function questionText(record: ApprovalRecord, timeoutMs: number): string {
   const id = record.id;
   const platform = record.address?.platform;
@@ -24,7 +28,6 @@ export function questionText(record: ApprovalRecord, timeoutMs: number): string 
   const rest = [
     `Why: ${record.reason}.`,
     `Answer with ${platform && WITH_BUTTONS.has(platform) ? `the buttons, or ${how}` : how}. Denied in ${duration(timeoutMs)} without an answer.`,
-    `API: POST /api/approvals/${id} {"decision":"approve"} with the control token, or \`keel approvals approve ${id}\`.`,
   ];
   const used = head.length + rest.join("\n").length;
   return [head, commandBlock(record, used), ...rest].join("\n");

@@ -54,14 +54,14 @@ function visibleChar(char: string): string {
 
 /**
  * The visible command cut to `budget` characters when longer: its head and its tail around a
- * line that says how much is left out and where to read it whole (`keel approvals show ID`,
- * `GET /api/approvals/ID`). Cuts never split a character.
+ * line that says how much is left out and where it is shown whole (to an operator, in the
+ * dashboard: a chat card names no operator tool). Cuts never split a character.
  */
 export function fitVisible(visible: string, budget: number, approvalId: string): string {
   // Measured in UTF-16 code units, as Telegram and Discord count.
   if (visible.length <= budget) return visible;
   const note = (left: number) =>
-    `\n⟨… ${left} characters not shown here: the whole command is in \`keel approvals show ${approvalId}\` and GET /api/approvals/${approvalId} …⟩\n`;
+    `\n⟨… ${left} characters not shown here: an operator sees the whole command [${approvalId}] in Keel's dashboard …⟩\n`;
   const chars = Array.from(visible);
   const room = Math.max(budget - note(visible.length).length, 40);
   const head = takeUnits(chars, Math.ceil(room / 2));

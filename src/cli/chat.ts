@@ -3,7 +3,8 @@
  * stored and resumable like any other session. Uses this home's running gateway when there is
  * one (found through its pid file and confirmed at its address, never by the port alone),
  * otherwise runs one in-process (API only, on a free loopback port) for the conversation. Tool
- * calls are shown on stderr as they start (`⚙ terminal: ls -la`).
+ * calls are shown on stderr as they start (`⚙ terminal: ls -la`); a call that waits for approval
+ * asks on stderr, takes the answer from the next line, and the reply continues once it is given.
  */
 import { createInterface } from "node:readline/promises";
 import OpenAI from "openai";
@@ -79,8 +80,13 @@ async function converse(client: OpenAI, resumeId: string | undefined, io: CliIo)
   // unknown --session); one that recovered from a passing error does not.
   let failed = false;
   const rl = createInterface({ input: io.stdin, terminal: false });
+  const lines = rl[Symbol.asyncIterator]();
+  const nextLine = async (): Promise<string | null> => {
+    const next = await lines.next();
+    return next.done ? null : next.value;
+  };
   io.err("Type a message and press Enter; /help for commands; Ctrl-D to quit.");
-  for await (const line of rl) {
+  for (let line = await nextLine(); line !== null; line = await nextLine()) {
     const text = line.trim();
     if (!text) continue;
     try {
@@ -96,6 +102,18 @@ async function converse(client: OpenAI, resumeId: string | undefined, io: CliIo)
       // Tool lines go to stderr on a line of their own, between pieces of the streamed reply.
       let midLine = false;
       for await (const chunk of stream) {
+        const approval = (chunk as { keel_approval?: { id: string } }).keel_approval;
+        if (approval) {
+          // The turn waits for this answer; the stream goes on with the turn that follows it.
+          if (midLine) io.write("\n");
+          midLine = false;
+          const answered = await answerApproval(client, sessionId, approval.id, nextLine, io);
+          if (!answered) {
+            stream.controller.abort();
+            break;
+          }
+          continue;
+        }
         const tool = (chunk as { keel_tool?: ToolStarted }).keel_tool;
         if (tool) {
           if (midLine) io.write("\n");
@@ -123,6 +141,41 @@ async function converse(client: OpenAI, resumeId: string | undefined, io: CliIo)
   if (sessionId)
     io.err(`(session ${sessionId}: continue with \`keel chat --session ${sessionId}\`)`);
   return failed ? EXIT.failure : EXIT.ok;
+}
+
+/**
+ * Asks on stderr how to answer approval `id`, reads the answer from stdin and sends it as the
+ * chat command (`/approve ID`, `/approve ID session`, `/deny ID`; a line starting with `/` is
+ * sent as typed), printing what the gateway says. False when stdin ended first: the approval
+ * stays pending, for the dashboard or `keel approvals`.
+ */
+async function answerApproval(
+  client: OpenAI,
+  sessionId: string | undefined,
+  id: string,
+  nextLine: () => Promise<string | null>,
+  io: CliIo,
+): Promise<boolean> {
+  io.err(`Approve ${id}? y = once, s = for this session, anything else denies:`);
+  const line = await nextLine();
+  if (line === null) {
+    io.err(`(no answer: approval ${id} stays pending; \`keel approvals\` answers it)`);
+    return false;
+  }
+  const answer = line.trim();
+  const command = answer.startsWith("/")
+    ? answer
+    : /^y(es)?$/i.test(answer)
+      ? `/approve ${id}`
+      : /^s(ession)?$/i.test(answer)
+        ? `/approve ${id} session`
+        : `/deny ${id}`;
+  const told = await client.chat.completions.create(
+    { model: "keel", messages: [{ role: "user", content: command }] },
+    sessionId ? { headers: { "X-Session-Id": sessionId } } : {},
+  );
+  io.write(`${told.choices[0]?.message.content ?? ""}\n`);
+  return true;
 }
 
 function isRestartCommand(text: string): boolean {

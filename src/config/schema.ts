@@ -172,8 +172,8 @@ const http = z
       .number()
       .int()
       .positive()
-      .default(1_048_576)
-      .describe("Largest accepted request body"),
+      .default(20 * 1_048_576)
+      .describe("Largest accepted request body (a /v1 request with a phone photo is several MiB)"),
     trust_loopback: z
       .boolean()
       .default(false)

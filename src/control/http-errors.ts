@@ -43,8 +43,10 @@ export function httpError(
 }
 
 /**
- * The response for a thrown error: OpenAI's shape for an `OpenAiError`, `{ error: { code,
- * message } }` for any other GatewayError, and a logged 500 that tells nothing for the rest.
+ * The response for a thrown error: OpenAI's shape for an `OpenAiError` and for any error on a
+ * `/v1` path (stock OpenAI clients parse only that shape, whichever check refused the request:
+ * the body limit, the Host check, a route that does not exist), `{ error: { code, message } }`
+ * for any other GatewayError, and a logged 500 that tells nothing for the rest.
  */
 export function renderHttpError(c: Context, err: unknown, logger: Logger): Response {
   if (!(err instanceof GatewayError)) {
@@ -54,5 +56,22 @@ export function renderHttpError(c: Context, err: unknown, logger: Logger): Respo
   for (const [name, value] of Object.entries(err.headers)) c.header(name, value);
   const status = err.status as 400;
   if (err instanceof OpenAiError) return c.json(err.body(), status);
+  if (isApiPath(c.req.path)) return c.json(asOpenAiError(err).body(), status);
   return c.json({ error: { code: err.code, message: err.message } }, status);
+}
+
+/** The `/v1` API's paths, whose every answer is in OpenAI's shape. */
+export function isApiPath(path: string): boolean {
+  return path === "/v1" || path.startsWith("/v1/");
+}
+
+/** A gateway error told in OpenAI's words: its code lower-cased, the type OpenAI gives the status. */
+export function asOpenAiError(err: GatewayError): OpenAiError {
+  const type =
+    err.status === 429
+      ? "rate_limit_error"
+      : err.status >= 500
+        ? "server_error"
+        : "invalid_request_error";
+  return new OpenAiError(type, err.code.toLowerCase(), err.message, err.status);
 }

@@ -80,7 +80,8 @@ describe("HttpServer body limit", () => {
     const large = JSON.stringify({ text: "x".repeat(2000) });
     expect(await post(port, large, false)).toMatchObject({
       status: 413,
-      json: { error: { code: "BODY_TOO_LARGE" } },
+      // A /v1 path: OpenAI's error shape, the gateway's code lower-cased.
+      json: { error: { code: "body_too_large", type: "invalid_request_error" } },
     });
     // A chunked body has no length to judge: it is counted as it is read, and capped the same.
     expect(await post(port, small, true)).toMatchObject({
@@ -89,7 +90,8 @@ describe("HttpServer body limit", () => {
     });
     expect(await post(port, large, true)).toMatchObject({
       status: 413,
-      json: { error: { code: "BODY_TOO_LARGE" } },
+      // A /v1 path: OpenAI's error shape, the gateway's code lower-cased.
+      json: { error: { code: "body_too_large", type: "invalid_request_error" } },
     });
   });
 });

@@ -120,7 +120,10 @@ export class HttpServer {
     });
     app.use(createAccessGate(this.options.access));
     const tooLarge = (): never => {
-      throw httpError("BODY_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes.`);
+      throw httpError(
+        "BODY_TOO_LARGE",
+        `Request body exceeds ${maxBodyBytes} bytes; raise http.max_body_bytes in config.yaml to accept larger ones.`,
+      );
     };
     const countWhileReading = bodyLimit({ maxSize: maxBodyBytes, onError: tooLarge });
     app.use((c, next) => {

@@ -24,15 +24,19 @@ export class OpenAiError extends GatewayError {
     readonly openAiCode: string | null,
     message: string,
     status: number,
-    options?: { headers?: Record<string, string> },
+    options?: { headers?: Record<string, string>; param?: string },
   ) {
     super(openAiCode ?? type, message, status, options);
     this.name = "OpenAiError";
+    this.param = options?.param ?? null;
   }
 
-  body(): { error: { message: string; type: string; param: null; code: string | null } } {
+  /** The request field at fault, when one is. */
+  readonly param: string | null;
+
+  body(): { error: { message: string; type: string; param: string | null; code: string | null } } {
     return {
-      error: { message: this.message, type: this.type, param: null, code: this.openAiCode },
+      error: { message: this.message, type: this.type, param: this.param, code: this.openAiCode },
     };
   }
 }

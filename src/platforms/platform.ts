@@ -58,6 +58,41 @@ export interface InboundMessage {
    * same transaction); the runner fetches them during the turn.
    */
   attachments?: InboundAttachment[];
+  /**
+   * Functions the client offers the model beside Keel's tools (the `/v1` request's `tools`), and
+   * the results of the client's earlier calls this message carries (stored with the inbox row).
+   */
+  clientTools?: ClientTools;
+  /**
+   * Which conversation a stateless `/v1` request carried (a hash of its credential and its user
+   * messages): a later request extending it finds its session by this (stored with the row).
+   */
+  thread?: string;
+}
+
+/** A function a `/v1` client defines: the model may call it; the client runs it. */
+export interface ClientToolSpec {
+  type: "function";
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+}
+
+/** A result the client sends for one of its functions the model called. */
+export interface ClientToolResult {
+  toolCallId: string;
+  content: string;
+}
+
+export interface ClientTools {
+  tools: ClientToolSpec[];
+  /** Results for calls the session's transcript holds unanswered: the turn continues from them. */
+  results?: ClientToolResult[];
+}
+
+/** A call the model made to a client's function: the turn ends, the client runs it. */
+export interface ClientToolCall {
+  id: string;
+  name: string;
+  arguments: string;
 }
 
 export type AttachmentKind = "photo" | "document" | "voice" | "audio";
@@ -303,6 +338,10 @@ export type RunnerEventBody =
       abortCause: AbortCause | null;
       /** Tokens of the turn's model calls (summaries excluded). */
       usage?: TurnUsage;
+      /** The turn stopped at calls to the client's functions (`/v1` tools): the client runs them. */
+      clientToolCalls?: ClientToolCall[];
+      /** The turn stopped at a tool call that waits for a human's approval (its id). */
+      awaitingApproval?: string;
     };
 
 /** Tokens a turn used, summed over its model calls; `estimated` when any call reported none. */

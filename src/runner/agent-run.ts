@@ -1,6 +1,13 @@
 /** What the runner needs from the agent: one call that runs a turn to its end. */
 
-import type { ChatMessage, ToolGate, TurnEvent, TurnJournal, TurnResult } from "../agent/types.js";
+import type {
+  ChatMessage,
+  ToolGate,
+  ToolSpec,
+  TurnEvent,
+  TurnJournal,
+  TurnResult,
+} from "../agent/types.js";
 import type { CompactionSink } from "../context/context-keeper.js";
 import type { ChatAddress } from "../platforms/platform.js";
 
@@ -29,6 +36,8 @@ export interface AgentRunInput {
   memoryUser?: string | null;
   /** Approvals for this turn's tool calls; absent: every call runs. */
   gate?: ToolGate;
+  /** Functions the `/v1` client offers; the turn ends at a call to one (`clientToolCalls`). */
+  clientTools?: ToolSpec[];
 }
 
 /** Runs a turn with the configured model and tools; never throws for model or tool failures. */

@@ -70,6 +70,10 @@ export interface TurnContext {
 export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Promise<void> {
   const { store, events } = ctx;
   const work = active.work;
+  // A `/v1` message carrying only the results of the client's calls continues from them (an
+  // API message is never part of a batch: it is answered in its own HTTP response).
+  const clientResults = work.kind === "message" ? (work.item.clientTools?.results ?? []) : [];
+  const resultsOnly = clientResults.length > 0 && work.kind === "message" && !work.item.text;
   let userContent: UserContent | null = work.kind === "retry" ? work.text : null;
   const joined: { inboxId: number; userMessage: ChatMessage }[] = [];
   if (work.kind === "message") {
@@ -77,7 +81,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     // Cut off before its files were handled: by a gateway stop (the messages stay pending and
     // the next start runs them from the recorded steps) or by `/stop`, `/new` (closed, no turn).
     if (contents === null) return;
-    userContent = contents[0]!;
+    userContent = resultsOnly && !work.item.attachments?.length ? null : contents[0]!;
     for (const [i, item] of (work.joined ?? []).entries()) {
       joined.push({ inboxId: item.id, userMessage: { role: "user", content: contents[i + 1]! } });
     }
@@ -92,6 +96,14 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
       origin: work.kind === "resume" ? null : active.address,
       memoryUser: work.kind === "message" ? memoryUserOf(work.item) : null,
       lease: active.lease ?? undefined,
+      inputMessages: clientResults.map((r) => ({
+        role: "tool" as const,
+        tool_call_id: r.toolCallId,
+        content: r.content,
+      })),
+      // Each `/v1` request names the functions its client offers now (none: none).
+      ...(work.kind === "message" &&
+        work.item.platform === "api" && { clientTools: work.item.clientTools?.tools ?? null }),
     })
     .catch((err: unknown) => {
       // Another gateway sharing the store started this message first (it took over a queue
@@ -127,7 +139,9 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     asker: active.asker,
   };
   // A new message instead of an answer: calls still waiting for approval are not run.
-  if (work.kind === "message" || work.kind === "retry") await ctx.approvals?.supersede(gateTurn);
+  if ((work.kind === "message" && !resultsOnly) || work.kind === "retry") {
+    await ctx.approvals?.supersede(gateTurn);
+  }
   const resumeFrom = work.kind === "resume" ? work.session : session.resumePending ? session : null;
   const { history, summary } = await buildHistory(
     ctx,
@@ -193,6 +207,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
         .catch((err: unknown) => ctx.logger.warn({ err }, "no-vision notice not queued"));
     },
     ...(ctx.approvals && { gate: ctx.approvals.gateFor(gateTurn) }),
+    ...(session.clientTools?.length && { clientTools: session.clientTools }),
   });
 
   count(result.usage);
@@ -235,6 +250,14 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     reply: replyText,
     abortCause: active.abortCause,
     usage,
+    ...(result.clientToolCalls && {
+      clientToolCalls: result.clientToolCalls.map((call) => ({
+        id: call.id,
+        name: call.function.name,
+        arguments: call.function.arguments,
+      })),
+    }),
+    ...(result.awaitingApproval && { awaitingApproval: result.awaitingApproval }),
   });
   ctx.logger.info(
     {

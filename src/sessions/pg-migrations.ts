@@ -333,4 +333,15 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE instances ADD COLUMN platforms TEXT;
   `,
+  // 17 (issue 34): /v1 client tools and stateless conversations. An inbox row keeps the
+  // functions the client offered (and the results of its calls it carried), a session the
+  // functions of its latest request (a resumed turn offers them again); `thread` (a hash of the
+  // credential and the user messages a stateless request carried) finds the session a later
+  // request extends.
+  `
+  ALTER TABLE inbox ADD COLUMN client_tools TEXT;
+  ALTER TABLE inbox ADD COLUMN thread TEXT;
+  CREATE INDEX inbox_thread ON inbox(thread);
+  ALTER TABLE sessions ADD COLUMN client_tools TEXT;
+  `,
 ];

@@ -3,7 +3,12 @@
  * (roles.ts). Times are epoch milliseconds.
  */
 import type { ChatMessage } from "../agent/types.js";
-import type { ChatAddress, InboundMessage, OutboundFile } from "../platforms/platform.js";
+import type {
+  ChatAddress,
+  ClientToolSpec,
+  InboundMessage,
+  OutboundFile,
+} from "../platforms/platform.js";
 
 export type ResumeReason =
   | "restart_timeout"
@@ -40,6 +45,8 @@ export interface SessionRecord {
    * afterwards; null for chat platforms' sessions and those stored before it was recorded.
    */
   credential: string | null;
+  /** The functions a `/v1` client offered with its latest message (offered again on a resume). */
+  clientTools: ClientToolSpec[] | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -300,6 +307,13 @@ export interface StartTurnInput {
    * pending) and its user message appended after `userMessage`; all close when the turn ends.
    */
   joined?: { inboxId: number; userMessage: ChatMessage }[];
+  /**
+   * Input after the user messages, in the same transaction: the results of a `/v1` client's
+   * calls, which the turn continues from.
+   */
+  inputMessages?: ChatMessage[];
+  /** The `/v1` client's functions, recorded on the session (null: none); absent keeps them. */
+  clientTools?: ClientToolSpec[] | null;
 }
 
 export interface FinishTurnInput {

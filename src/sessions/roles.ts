@@ -85,6 +85,11 @@ export interface InboxStore {
    * continuation still to come (the session is resume-pending).
    */
   findInboxAnswer(inboxId: number): Promise<InboxAnswer>;
+  /**
+   * The session of the newest inbox message that carried `thread` (a stateless `/v1`
+   * conversation), with the transcript it went to; null when none did.
+   */
+  findThread(thread: string): Promise<{ sessionKey: string; sessionId: string } | null>;
   /** Inbox items not yet finished (pending or running), oldest first. */
   listOpenInbox(): Promise<InboxItem[]>;
   /**

@@ -5,7 +5,12 @@
  */
 import { contentText } from "../agent/content.js";
 import type { ChatMessage } from "../agent/types.js";
-import type { ChatAddress, InboundAttachment } from "../platforms/platform.js";
+import type {
+  ChatAddress,
+  ClientToolSpec,
+  ClientTools,
+  InboundAttachment,
+} from "../platforms/platform.js";
 import type {
   ApprovalDecision,
   ApprovalRecord,
@@ -52,6 +57,7 @@ export interface SessionRow {
   model: string | null;
   memory_user: string | null;
   credential: string | null;
+  client_tools: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -70,6 +76,7 @@ export function toSession(r: SessionRow): SessionRecord {
     model: r.model,
     memoryUser: r.memory_user,
     credential: r.credential,
+    clientTools: r.client_tools ? (JSON.parse(r.client_tools) as ClientToolSpec[]) : null,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };
@@ -92,6 +99,8 @@ export interface InboxRow {
   attachments: string | null;
   /** The turn that took the item as part of a batch (set for every item of a batch). */
   turn_id?: number | null;
+  client_tools: string | null;
+  thread: string | null;
 }
 
 export function toInbox(r: InboxRow): InboxItem {
@@ -110,6 +119,8 @@ export function toInbox(r: InboxRow): InboxItem {
     ...(r.attachments !== null && {
       attachments: JSON.parse(r.attachments) as InboundAttachment[],
     }),
+    ...(r.client_tools !== null && { clientTools: JSON.parse(r.client_tools) as ClientTools }),
+    ...(r.thread !== null && { thread: r.thread }),
     state: r.state as InboxItem["state"],
     receivedAt: r.received_at,
   };

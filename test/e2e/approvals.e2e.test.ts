@@ -406,7 +406,8 @@ describe("approvals (real process, stand-in Telegram)", () => {
     const second = await card(USER, 2);
     expect(second.entry.text).toContain("echo start yyy");
     expect(second.entry.text).toContain("yyy ; rm -rf /srv/precious");
-    expect(second.entry.text).toContain(`keel approvals show ${second.id}`);
+    // The card says an operator sees it whole; the operator's tools show it (below).
+    expect(second.entry.text).toContain(`an operator sees the whole command [${second.id}]`);
 
     const shown = await runKeel({
       home: home.path,
@@ -462,9 +463,9 @@ describe("approvals (real process, stand-in Telegram)", () => {
     expect(texts(USER).some((t) => t.includes("Still waiting"))).toBe(false);
   });
 
-  it("an API client's reply says what waits and how to approve it", async () => {
+  it("an API client's request waits for the approval and answers with the turn that follows it", async () => {
     const gateway = await start();
-    const response = await gateway.control("/v1/chat/completions", {
+    const response = gateway.control("/v1/chat/completions", {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({
@@ -472,36 +473,21 @@ describe("approvals (real process, stand-in Telegram)", () => {
         messages: [{ role: "user", content: `run: ${COMMAND}` }],
       }),
     });
-    expect(response.status).toBe(200);
-    const sessionId = response.headers.get("x-session-id");
-    const body = (await response.json()) as { choices: { message: { content: string } }[] };
-    const text = body.choices[0]!.message.content;
-    const id = /Approval needed \[([0-9a-f]+)\]/.exec(text)?.[1];
-    expect(id, text).toBeDefined();
-    expect(text).toContain(`POST /api/approvals/${id}`);
-    expect(text).toContain(`keel approvals approve ${id}`);
+    const id = await pendingId(gateway);
     expect(runs()).toBe(0);
-
     const approve = await gateway.control(`/api/approvals/${id}`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ decision: "approve" }),
     });
     expect(approve.status).toBe(200);
-    await waitFor(() => runs() === 1, { timeoutMs: 20_000, message: "approved command ran" });
-    // The continued turn's answer is in the session's transcript.
-    await waitFor(
-      async () => {
-        const session = (await (await gateway.control(`/api/sessions/${sessionId}`)).json()) as {
-          messages: { role: string; content: string | null }[];
-        };
-        return session.messages.some(
-          (m) => m.role === "assistant" && m.content?.startsWith("ran: "),
-        );
-      },
-      { timeoutMs: 20_000, message: "continued answer stored" },
-    );
+    const answered = await response;
+    expect(answered.status).toBe(200);
+    const body = (await answered.json()) as { choices: { message: { content: string } }[] };
+    expect(body.choices[0]!.message.content).toMatch(/^ran: /);
+    expect(runs()).toBe(1);
   });
+
   it("approve_session is per /v1 credential: the control token in the same session asks again", async () => {
     const gateway = await start();
     const ask = async (authorization: string, sessionId?: string) => {
@@ -524,27 +510,45 @@ describe("approvals (real process, stand-in Telegram)", () => {
         session: response.headers.get("x-session-id")!,
       };
     };
-    const first = await ask(`Bearer ${API_KEY}`);
-    const id = /Approval needed \[([0-9a-f]+)\]/.exec(first.text)?.[1];
-    expect(id, first.text).toBeDefined();
-    const granted = await gateway.control(`/api/approvals/${id}`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ decision: "approve_session" }),
-    });
-    expect(granted.status).toBe(200);
-    await waitFor(() => runs() === 1, { timeoutMs: 20_000, message: "approved run" });
+    const answer = async (id: string, decision: string) => {
+      const res = await gateway.control(`/api/approvals/${id}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ decision }),
+      });
+      expect(res.status).toBe(200);
+    };
+    const firstAsk = ask(`Bearer ${API_KEY}`);
+    await answer(await pendingId(gateway), "approve_session");
+    const first = await firstAsk;
+    expect(first.text).toMatch(/^ran: /);
+    expect(runs()).toBe(1);
 
     // The same credential in the same session: granted, runs unasked.
     const again = await ask(`Bearer ${API_KEY}`, first.session);
     expect(again.text).toMatch(/^ran: /);
     expect(runs()).toBe(2);
     // Another credential (the control token) in that session: asked again, nothing runs.
-    const other = await ask(`Bearer ${gateway.controlToken}`, first.session);
-    expect(other.text).toMatch(/Approval needed \[[0-9a-f]+\]/);
+    const otherAsk = ask(`Bearer ${gateway.controlToken}`, first.session);
+    await answer(await pendingId(gateway), "deny");
+    expect((await otherAsk).text).toMatch(/Not run: .* denied this call/);
     expect(runs()).toBe(2);
   });
 });
+
+/** The id of the one approval that waits, once one does. */
+async function pendingId(gateway: GatewayProcess): Promise<string> {
+  let id: string | undefined;
+  await waitFor(
+    async () => {
+      const res = await gateway.control("/api/approvals");
+      id = ((await res.json()) as { approvals: { id: string }[] }).approvals[0]?.id;
+      return id !== undefined;
+    },
+    { timeoutMs: 20_000, message: "a pending approval" },
+  );
+  return id!;
+}
 
 function hasButtons(entry: ChatLogEntry): boolean {
   return (entry.buttons?.length ?? 0) > 0;

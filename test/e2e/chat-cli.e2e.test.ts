@@ -95,6 +95,23 @@ describe("keel chat", () => {
     expect(result.stdout).toBe("ran: tool-output-42\n");
   });
 
+  it("asks for an approval the turn waits for, and prints the reply that follows the answer", async () => {
+    gateway = await startGatewayProcess({ home, env: modelEnv() });
+    await gateway.waitForReady();
+    const result = await runKeel({
+      home,
+      args: ["chat"],
+      env: { ...modelEnv(), KEEL_HTTP_PORT: String(gateway.port) },
+      input: "run: rm -rf ./scratch && echo removed\ny\n",
+    });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/Approve \w+\? y = once/);
+    // The question, then who approved, then the turn's reply, in that order.
+    expect(result.stdout).toMatch(
+      /^⚠️ Approval needed \[\w+\][\s\S]*\n✅ Approved once by [^\n]+\n[\s\S]*ran: removed\n$/,
+    );
+  });
+
   it("waits for this home's gateway while it does not answer yet, then talks to it", async () => {
     gateway = await startGatewayProcess({ home, env: modelEnv() });
     await gateway.waitForReady();

@@ -53,26 +53,48 @@ beforeEach(() => {
   writeFileSync(join(victim, "keep.txt"), "precious\n");
 });
 
-/** Sends `run: COMMAND` over /v1 (a fresh session); the stand-in model calls terminal with it. */
+/**
+ * Sends `run: COMMAND` over /v1 (a fresh session, streamed); the stand-in model calls terminal
+ * with it. Returns the text streamed until the approval question arrived (the request would go
+ * on waiting for the answer; it is let go there, and the approval stays pending).
+ */
 async function attack(command: string): Promise<string> {
   const response = await gateway.control("/v1/chat/completions", {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({
       model: "fake-model",
+      stream: true,
       messages: [{ role: "user", content: `run: ${command}` }],
     }),
   });
   expect(response.status).toBe(200);
-  const body = (await response.json()) as { choices: { message: { content: string } }[] };
-  return body.choices[0]!.message.content;
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let raw = "";
+  let text = "";
+  for (let i = 0; i < 1000 && !/Approval needed|\[DONE\]/.test(raw); i++) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    raw += decoder.decode(value, { stream: true });
+    // Whole events only: a read may end inside one.
+    text = raw
+      .slice(0, raw.lastIndexOf("\n\n") + 1)
+      .split("\n")
+      .filter((line) => line.startsWith("data: {"))
+      .map((line) => JSON.parse(line.slice(6)) as { choices: { delta: { content?: string } }[] })
+      .map((chunk) => chunk.choices[0]?.delta.content ?? "")
+      .join("");
+  }
+  await reader.cancel();
+  return text;
 }
 
 describe("every spelling waits for a human (real process)", () => {
   it.each([...ISSUE_ATTACKS, ...MORE_ATTACKS])("%j", async (spelling) => {
     const command = aimedAt(spelling, victim);
     const reply = await attack(command);
-    // The turn has ended (the reply came): had the command run, the folder would be gone now.
+    // The turn has stopped at the question: had the command run, the folder would be gone now.
     expect(existsSync(join(victim, "keep.txt")), reply).toBe(true);
     const id = /Approval needed \[([0-9a-f]+)\]/.exec(reply)?.[1];
     expect(id, reply).toBeDefined();

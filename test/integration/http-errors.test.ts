@@ -107,7 +107,10 @@ describe("the gateway's own routes", () => {
     const res = await send("POST", "/api/gateway/drain", { body: `"${"x".repeat(2000)}"` });
     expect([res.status, res.body]).toEqual([
       413,
-      control("BODY_TOO_LARGE", "Request body exceeds 1024 bytes."),
+      control(
+        "BODY_TOO_LARGE",
+        "Request body exceeds 1024 bytes; raise http.max_body_bytes in config.yaml to accept larger ones.",
+      ),
     ]);
   });
 });
@@ -147,7 +150,11 @@ describe("the /v1 API, in OpenAI's shape", () => {
     });
     expect([lastNotUser.status, lastNotUser.body]).toEqual([
       400,
-      openAi("The last message must be a non-empty user message.", "invalid_request_error", null),
+      openAi(
+        "The last message must be a non-empty user message, or the results (role tool) of the tool calls of the assistant message before them.",
+        "invalid_request_error",
+        null,
+      ),
     ]);
     const longKey = await send("POST", "/v1/chat/completions", {
       body: completion,

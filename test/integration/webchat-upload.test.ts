@@ -108,13 +108,13 @@ describe("web chat attachments", () => {
       modelBaseUrl: model.baseUrl,
       env: { KEEL_WEBCHAT_ENABLED: "true" },
     });
-    // Over the general 1 MiB body limit but under max_file_mb: the upload route takes it.
+    // Under max_file_mb: the upload route takes it (its own limit, not http.max_body_bytes).
     expect((await upload(Buffer.alloc(1_572_864, 1))).status).toBe(201);
     const tooBig = await upload(Buffer.alloc(3 * 1_048_576, 1));
     expect(tooBig.status).toBe(413);
-    expect(((await tooBig.json()) as { error: { message: string } }).error.message).toContain(
-      "up to 2 MB",
-    );
+    const { message } = ((await tooBig.json()) as { error: { message: string } }).error;
+    expect(message).toContain("up to 2 MB");
+    expect(message).toContain("platforms.telegram.max_file_mb");
     // Nothing half-written is left behind.
     expect(readdirSync(join(home.path, "uploads")).filter((f) => f.endsWith(".part"))).toEqual([]);
   });

@@ -12,9 +12,11 @@ import type { Logger } from "pino";
 import type { Granted } from "../../control/access.js";
 import type { AppEnv } from "../../control/http-server.js";
 import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
-import type { InboxStore, SessionStore } from "../../sessions/store.js";
+import type { InboxStore, SessionStore, TurnStore } from "../../sessions/store.js";
 import type {
+  ClientToolResult,
   IdempotencyClaim,
+  InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
@@ -32,21 +34,35 @@ import {
 } from "./idempotency.js";
 import { type Completion, failureOf, keyReusedFailure, refusedFailure } from "./outcomes.js";
 import { Repeats } from "./repeats.js";
+import {
+  chatMessagesOf,
+  messageItemId,
+  ResponseEvents,
+  type ResponseMeta as ResponsesMeta,
+  ResponsesRequest,
+  responseBody,
+  responseIdFor,
+  sessionOfResponseId,
+} from "./responses-wire.js";
 import { maySeeSession, sessionCredential } from "./session-credential.js";
-import { type ToolStarted, TurnWaiters } from "./turn-waiters.js";
+import { type StatelessTarget, Threads } from "./threads.js";
+import { type ToolStarted, TurnWaiters, type Waiter } from "./turn-waiters.js";
 import {
   ChatCompletionRequest,
   chunkBody,
+  clientToolsOf,
   completionBody,
   historyOf,
   imagesOf,
   messageText,
+  trailingToolResults,
   usageBody,
+  wireToolCall,
 } from "./wire.js";
 
 export interface OpenAiApiAdapterOptions {
   modelName: string | undefined;
-  store: SessionStore & InboxStore;
+  store: SessionStore & InboxStore & Pick<TurnStore, "loadTranscript">;
   logger: Logger;
   /** `http.max_buffered_bytes`: what may wait for a stream client before it is cut off. */
   maxBufferedBytes: number;
@@ -77,9 +93,11 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   );
   private readonly repeats: Repeats;
   private recordPoll: NodeJS.Timeout | null = null;
+  private readonly threads: Threads;
 
   constructor(private readonly options: OpenAiApiAdapterOptions) {
     this.repeats = new Repeats(options.store);
+    this.threads = new Threads(options.store);
   }
 
   async start(sink: InboundSink): Promise<void> {
@@ -137,14 +155,37 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       if (!c.get("access")) throw apiError("missing_api_key");
       return next();
     });
-    app.get("/v1/models", (c) =>
-      c.json({
-        object: "list",
-        data: [{ id: this.modelName(), object: "model", created: 0, owned_by: "keel" }],
-      }),
-    );
+    app.get("/v1/models", (c) => c.json({ object: "list", data: [this.modelEntry()] }));
+    // The official clients' `models.retrieve()`: the one model there is, by its name.
+    app.get("/v1/models/:id{.+}", (c) => {
+      const id = c.req.param("id");
+      if (id !== this.modelName()) {
+        throw apiError(
+          "model_not_found",
+          `The model ${id} does not exist; GET /v1/models lists the one there is.`,
+        );
+      }
+      return c.json(this.modelEntry());
+    });
     app.post("/v1/chat/completions", (c) => this.complete(c));
+    app.post("/v1/responses", (c) => this.respond(c));
+    for (const [path, allowed] of Object.entries(API_ROUTES)) {
+      app.all(path, (c) => {
+        c.header("Allow", allowed);
+        throw apiError(
+          "method_not_allowed",
+          `${c.req.method} is not allowed on ${path}; use ${allowed}.`,
+        );
+      });
+    }
+    app.all("/v1/*", (c) => {
+      throw apiError("unknown_route", `No route for ${c.req.method} ${c.req.path}.`);
+    });
     return app;
+  }
+
+  private modelEntry() {
+    return { id: this.modelName(), object: "model", created: 0, owned_by: "keel" };
   }
 
   private modelName(): string {
@@ -152,7 +193,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   }
 
   private async complete(c: Context<AppEnv>): Promise<Response> {
-    const { body, request, text, images } = await this.readRequest(c);
+    const { body, request, text, images, results } = await this.readRequest(c);
     const sessionHeader = c.req.header("x-session-id");
     const claim = this.claimOf(c, body, sessionHeader);
     const meta: ResponseMeta = {
@@ -175,32 +216,202 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     const credential = sessionCredential(granted, c.req.header("authorization"));
     // Another credential's session is answered exactly like an unknown one (404).
     const target = await this.beforeStoring(() =>
-      this.resolveSession(sessionHeader, granted, credential),
+      sessionHeader === undefined
+        ? this.threads.resolve(request.messages, results, granted, credential)
+        : this.resolveSession(sessionHeader, granted, credential),
     );
     if (!target) throw apiError("session_not_found", `Unknown session id ${sessionHeader}.`);
+    if (results.length > 0) await this.checkResults(target, results);
+    // `keel chat` asks to see the agent's tool calls; other clients get plain OpenAI chunks.
+    const wantsTools = stream && c.req.header(TOOL_EVENTS_HEADER) !== undefined;
+    const submitted = await this.submit(c, target, wantsTools, {
+      text,
+      images,
+      ...(target.fresh && { history: historyOf(request.messages.slice(0, -1)) }),
+      ...((request.tools !== undefined || results.length > 0) && {
+        clientTools: {
+          tools: clientToolsOf(request),
+          ...(results.length > 0 && { results }),
+        },
+      }),
+      ...(claim && { idempotency: claim }),
+    });
+    if (submitted.kind === "repeat") {
+      // The same key arrived concurrently and was stored first: this is a repeat of it.
+      if (submitted.conflict) throw failureError(keyReusedFailure());
+      return this.repeat(c, submitted.inboxId, submitted.sessionId, meta, stream);
+    }
+    const { waiter } = submitted;
+    if (stream) return this.streamReply(c, waiter, meta);
+    // A client that hangs up stops waiting; its turn goes on and its reply stays in the transcript.
+    const stopListening = onClientGone(c, () => this.waiters.remove(waiter));
+    const done = await waiter.completion;
+    stopListening();
+    this.waiters.remove(waiter);
+    return this.finalResponse(c, done, meta);
+  }
+
+  /** `POST /v1/responses`: the Responses API's minimal part (responses-wire.ts). */
+  private async respond(c: Context<AppEnv>): Promise<Response> {
+    const { request, messages, text, images } = await this.readResponsesRequest(c);
+    const granted = c.get("access")!;
+    const credential = sessionCredential(granted, c.req.header("authorization"));
+    const previous = request.previous_response_id ?? null;
+    let target: StatelessTarget | null = { key: `agent:main:api:${randomUUID()}`, fresh: true };
+    if (previous !== null) {
+      const sessionId = sessionOfResponseId(previous);
+      target = sessionId
+        ? await this.beforeStoring(() => this.resolveSession(sessionId, granted, credential))
+        : null;
+      // Another credential's response is answered exactly like an unknown one.
+      if (!target) {
+        throw apiError(
+          "previous_response_not_found",
+          `Previous response with id '${previous}' not found.`,
+          "previous_response_id",
+        );
+      }
+    }
+    const submitted = await this.submit(c, target, false, {
+      text,
+      images,
+      ...(target.fresh && { history: historyOf(messages.slice(0, -1)) }),
+    });
+    if (submitted.kind === "repeat") throw apiError("not_stored");
+    const { waiter } = submitted;
+    const meta: ResponsesMeta = {
+      id: responseIdFor(submitted.sessionId),
+      messageId: messageItemId(),
+      model: this.modelName(),
+      createdAt: Math.floor(Date.now() / 1000),
+      previousResponseId: previous,
+    };
+    if (request.stream === true) return this.streamResponse(c, waiter, meta);
+    const stopListening = onClientGone(c, () => this.waiters.remove(waiter));
+    const done = await waiter.completion;
+    stopListening();
+    this.waiters.remove(waiter);
+    const failure = failureOf(done);
+    if (failure) throw failureError(failure);
+    const reply = done.kind === "reply" ? done : { text: "", usage: undefined };
+    return c.json(
+      responseBody(meta, { status: "completed", text: reply.text, usage: reply.usage }),
+    );
+  }
+
+  /** A response streamed as the Responses API's events; a failure is `response.failed`. */
+  private streamResponse(c: Context<AppEnv>, waiter: Waiter, meta: ResponsesMeta) {
+    return streamSSE(c, async (raw) => {
+      raw.onAbort(() => this.waiters.remove(waiter));
+      const out = this.bounded(c, raw, () => this.waiters.remove(waiter));
+      const events = new ResponseEvents(meta);
+      const send = (event: { type: string }) => out.send(JSON.stringify(event), event.type);
+      await send(events.created());
+      await send(events.itemAdded());
+      await send(events.partAdded());
+      let text = "";
+      const write = (piece: string) => {
+        text += piece;
+        void send(events.delta(piece));
+      };
+      let streamed = false;
+      this.waiters.attach(waiter, (piece) => {
+        streamed ||= piece.length > 0;
+        write(piece);
+      });
+      this.waiters.attachQuestions(waiter, (question) => write(`${question.text}\n\n`));
+      const done = await waiter.completion;
+      this.waiters.remove(waiter);
+      const failure = failureOf(done);
+      if (failure) {
+        const { code, message } = failure.body.error;
+        await send(events.failed(code, message));
+        return;
+      }
+      // Text that came without deltas (a notice, a reply in one piece) goes as one delta.
+      if (done.kind === "reply" && done.text && !streamed) write(done.text);
+      const usage = done.kind === "reply" ? done.usage : undefined;
+      for (const event of events.completed(text, usage)) await send(event);
+    });
+  }
+
+  /** The validated Responses request, as chat messages; throws the 4xx that refuses it. */
+  private async readResponsesRequest(c: Context<AppEnv>): Promise<{
+    request: ResponsesRequest;
+    messages: ChatCompletionRequest["messages"];
+    text: string;
+    images: { url: string; mime?: string }[];
+  }> {
+    if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
+      throw apiError("unsupported_media_type");
+    }
+    const body = await readJson(c).catch(() => {
+      throw apiError("bad_json");
+    });
+    const parsed = ResponsesRequest.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const where = issue.path.join(".") || "body";
+      throw apiError("invalid_request", `Invalid request: ${where}: ${issue.message}`, where);
+    }
+    const request = parsed.data;
+    if (request.tools?.length) {
+      throw apiError(
+        "invalid_request",
+        "tools are not supported on /v1/responses; define them on /v1/chat/completions, which runs them as client tools.",
+        "tools",
+      );
+    }
+    const converted = chatMessagesOf(request);
+    if (!converted.ok) throw apiError("invalid_request", `Invalid request: ${converted.error}`);
+    const messages = ChatCompletionRequest.parse({ messages: converted.messages }).messages;
+    const last = messages[messages.length - 1]!;
+    const images = imagesOf(last);
+    if (!images.ok) throw apiError("invalid_request", `Invalid request: ${images.error}`);
+    if (last.role !== "user" || (messageText(last).trim() === "" && images.images.length === 0)) {
+      throw apiError("invalid_request", "The last input item must be a non-empty user message.");
+    }
+    return { request, messages, text: messageText(last), images: images.images };
+  }
+
+  /**
+   * Hands a request's message to the runner, with a waiter for its turn registered first so
+   * that no event is missed; `repeat` when its Idempotency-Key was stored first by another.
+   */
+  private async submit(
+    c: Context<AppEnv>,
+    target: StatelessTarget,
+    wantsTools: boolean,
+    input: Pick<InboundMessage, "history" | "clientTools" | "idempotency"> & {
+      text: string;
+      images: { url: string; mime?: string }[];
+    },
+  ): Promise<
+    | { kind: "waiting"; waiter: Waiter; sessionId: string }
+    | { kind: "repeat"; inboxId: number; sessionId: string; conflict: boolean }
+  > {
+    const granted = c.get("access")!;
     const sink = this.sink;
     if (!sink) {
       throw this.stopped ? failureError(refusedFailure("stopping")) : apiError("not_accepting");
     }
     // Refused up front, nothing is stored: the client is told why and may retry.
-    const refusal = sink.refusalFor?.(text) ?? null;
+    const refusal = sink.refusalFor?.(input.text) ?? null;
     if (refusal) throw failureError(refusedFailure(refusal));
-
-    // `keel chat` asks to see the agent's tool calls; other clients get plain OpenAI chunks.
-    const wantsTools = stream && c.req.header(TOOL_EVENTS_HEADER) !== undefined;
+    const { images, ...rest } = input;
     const waiter = this.waiters.add(target.key, { wantsTools });
+    let accepted: Awaited<ReturnType<InboundSink["receive"]>>;
     try {
-      const accepted = await sink.receive({
+      accepted = await sink.receive({
+        ...rest,
         platform: "api",
         chatId: target.key,
         platformMessageId: randomUUID(),
         sessionKey: target.key,
-        text,
         address: { platform: "api", chatId: target.key },
         ...(granted.operator && { operator: true }),
-        credential,
-        ...(target.fresh && { history: historyOf(request.messages.slice(0, -1)) }),
-        ...(claim && { idempotency: claim }),
+        credential: sessionCredential(granted, c.req.header("authorization")),
+        ...(target.thread && { thread: target.thread }),
         ...(images.length > 0 && {
           attachments: images.map((image, i) => ({
             kind: "photo" as const,
@@ -210,26 +421,23 @@ export class OpenAiApiAdapter implements PlatformAdapter {
           })),
         }),
       });
-      if (!accepted.accepted) {
-        // The same key arrived concurrently and was stored first: this is a repeat of it.
-        this.waiters.remove(waiter);
-        if (accepted.idempotencyConflict) throw failureError(keyReusedFailure());
-        return this.repeat(c, accepted.inboxId, accepted.sessionId, meta, stream);
-      }
-      this.waiters.bind(waiter, accepted.inboxId);
-      c.header("X-Session-Id", accepted.sessionId);
     } catch (err) {
       this.waiters.remove(waiter);
       this.options.logger.error({ err }, "api request could not be stored");
       throw apiError("not_stored");
     }
-    if (stream) return this.streamReply(c, waiter, meta);
-    // A client that hangs up stops waiting; its turn goes on and its reply stays in the transcript.
-    const stopListening = onClientGone(c, () => this.waiters.remove(waiter));
-    const done = await waiter.completion;
-    stopListening();
-    this.waiters.remove(waiter);
-    return this.finalResponse(c, done, meta);
+    if (!accepted.accepted) {
+      this.waiters.remove(waiter);
+      return {
+        kind: "repeat",
+        inboxId: accepted.inboxId,
+        sessionId: accepted.sessionId,
+        conflict: accepted.idempotencyConflict === true,
+      };
+    }
+    this.waiters.bind(waiter, accepted.inboxId);
+    c.header("X-Session-Id", accepted.sessionId);
+    return { kind: "waiting", waiter, sessionId: accepted.sessionId };
   }
 
   /**
@@ -251,6 +459,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     request: ChatCompletionRequest;
     text: string;
     images: { url: string; mime?: string }[];
+    /** The results of the client's calls the request ends with (then there is no text). */
+    results: ClientToolResult[];
   }> {
     // JSON only: a form or text/plain body is what a cross-site page could send without a preflight.
     if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
@@ -266,13 +476,29 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       throw apiError("invalid_request", `Invalid request: ${where}: ${issue.message}`);
     }
     const request = parsed.data;
+    // One answer per request: Keel's agent runs one turn, so several choices are not on offer.
+    if (request.n !== undefined && request.n !== null && request.n !== 1) {
+      throw apiError(
+        "invalid_request",
+        `n must be 1: Keel runs one agent turn per request and answers with one choice (got n=${request.n}).`,
+        "n",
+      );
+    }
     const last = request.messages[request.messages.length - 1]!;
+    const trailing = trailingToolResults(request.messages);
+    if (!trailing.ok) throw apiError("invalid_request", `Invalid request: ${trailing.error}`);
+    if (trailing.results.length > 0) {
+      return { body, request, text: "", images: [], results: trailing.results };
+    }
     const images = imagesOf(last);
     if (!images.ok) throw apiError("invalid_request", `Invalid request: ${images.error}`);
     if (last.role !== "user" || (messageText(last).trim() === "" && images.images.length === 0)) {
-      throw apiError("invalid_request", "The last message must be a non-empty user message.");
+      throw apiError(
+        "invalid_request",
+        "The last message must be a non-empty user message, or the results (role tool) of the tool calls of the assistant message before them.",
+      );
     }
-    return { body, request, text: messageText(last), images: images.images };
+    return { body, request, text: messageText(last), images: images.images, results: [] };
   }
 
   /** The request's Idempotency-Key, scoped to its credential; undefined without one. */
@@ -327,7 +553,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     if (failure) throw failureError(failure);
     const text = done.kind === "reply" ? done.text : "";
     const usage = done.kind === "reply" ? done.usage : undefined;
-    return c.json(completionBody(meta.id, meta.model, meta.created, text, usage));
+    const calls = done.kind === "reply" ? done.toolCalls : undefined;
+    return c.json(completionBody(meta.id, meta.model, meta.created, text, usage, calls));
   }
 
   private streamReply(
@@ -352,6 +579,17 @@ export class OpenAiApiAdapter implements PlatformAdapter {
           void out.send(JSON.stringify(toolChunk(meta, tool)));
         });
       }
+      // A call waits for approval: the question is a piece of the answer, and the stream stays
+      // open for the turn that continues once it is answered (or timed out).
+      this.waiters.attachQuestions(waiter, (question) => {
+        const text = `${question.text}\n\n`;
+        void out.send(
+          JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: text }, null)),
+        );
+        if (waiter.wantsTools) {
+          void out.send(JSON.stringify(approvalChunk(meta, question.approvalId)));
+        }
+      });
       const done = await waiter.completion;
       this.waiters.remove(waiter);
       await this.endStream(out, meta, done, streamed);
@@ -378,13 +616,21 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     const failure = failureOf(done);
     if (failure) {
       await out.send(JSON.stringify(failure.body));
-    } else if (!streamed && done.kind === "reply") {
+    } else if (!streamed && done.kind === "reply" && done.text) {
       // Text that came without deltas: a notice, a repeat, or a reply the model sent in one piece.
       await out.send(
         JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: done.text }, null)),
       );
     }
-    await out.send(JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, "stop")));
+    const calls = done.kind === "reply" ? (done.toolCalls ?? []) : [];
+    if (calls.length > 0) {
+      const tool_calls = calls.map((call, index) => ({ index, ...wireToolCall(call) }));
+      await out.send(
+        JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { tool_calls }, null)),
+      );
+    }
+    const finish = calls.length > 0 ? "tool_calls" : "stop";
+    await out.send(JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, finish)));
     if (meta.includeUsage && done.kind === "reply") {
       // As OpenAI does with stream_options.include_usage: a last chunk with no choices.
       const chunk = { ...chunkBody(meta.id, meta.model, meta.created, {}, null), choices: [] };
@@ -393,19 +639,43 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     await out.send("[DONE]");
   }
 
-  /** The session a request continues (null: unknown, or not this credential's), or a new one. */
+  /** The session `X-Session-Id` names (null: unknown, or not this credential's). */
   private async resolveSession(
-    sessionId: string | undefined,
+    sessionId: string,
     granted: Granted,
     credential: string,
-  ): Promise<{ key: string; fresh: boolean } | null> {
-    if (sessionId === undefined) return { key: `agent:main:api:${randomUUID()}`, fresh: true };
+  ): Promise<StatelessTarget | null> {
     const session = await this.options.store.getSessionById(sessionId);
     if (!session?.key.startsWith("agent:main:api:")) return null;
     if (!maySeeSession(granted, credential, session.credential)) return null;
-    return { key: session.key, fresh: false };
+    return { key: session.key, sessionId: session.sessionId, fresh: false };
+  }
+
+  /**
+   * Results must answer calls the session's transcript holds unanswered (the client's functions
+   * the model called): anything else would put a result where no call asked for it.
+   */
+  private async checkResults(target: StatelessTarget, results: ClientToolResult[]): Promise<void> {
+    const open = target.sessionId
+      ? await this.threads.openCalls(target.sessionId)
+      : new Set<string>();
+    const stray = results.find((r) => !open.has(r.toolCallId));
+    if (stray) {
+      throw apiError(
+        "invalid_request",
+        `Invalid request: tool_call_id ${stray.toolCallId} answers no tool call waiting in this session (send the results once, in the session whose reply asked for them).`,
+      );
+    }
   }
 }
+
+/** The `/v1` routes and the methods each takes (a 405 names them in `Allow`). */
+const API_ROUTES: Record<string, string> = {
+  "/v1/models": "GET",
+  "/v1/models/:id{.+}": "GET",
+  "/v1/chat/completions": "POST",
+  "/v1/responses": "POST",
+};
 
 /**
  * Request header asking for the turn's tool calls in the stream: each as a chunk with no choices
@@ -418,6 +688,18 @@ function toolChunk(meta: ResponseMeta, tool: ToolStarted) {
     ...chunkBody(meta.id, meta.model, meta.created, {}, null),
     choices: [],
     keel_tool: tool,
+  };
+}
+
+/**
+ * For `X-Keel-Tool-Events` clients (`keel chat`): the question just streamed waits for approval
+ * `id`, as a chunk with no choices and a `keel_approval` field.
+ */
+function approvalChunk(meta: ResponseMeta, id: string) {
+  return {
+    ...chunkBody(meta.id, meta.model, meta.created, {}, null),
+    choices: [],
+    keel_approval: { id },
   };
 }
 

@@ -31,13 +31,16 @@ export class BoundedSse {
     return this.cut;
   }
 
-  /** Queues one `data:` event; resolves once it went on to the socket (or was dropped). */
-  send(data: string): Promise<void> {
+  /**
+   * Queues one `data:` event (named `event`, as the Responses API names its events); resolves
+   * once it went on to the socket (or was dropped).
+   */
+  send(data: string, event?: string): Promise<void> {
     if (this.cut) return Promise.resolve();
     // "data: " and the blank line around each line of it; exact enough for a cap.
-    const bytes = Buffer.byteLength(data) + 8;
+    const bytes = Buffer.byteLength(data) + 8 + (event ? event.length + 8 : 0);
     this.queuedBytes += bytes;
-    const written = this.out.writeSSE({ data }).finally(() => {
+    const written = this.out.writeSSE(event ? { data, event } : { data }).finally(() => {
       this.queuedBytes -= bytes;
     });
     const buffered = this.queuedBytes + (this.outgoing?.writableLength ?? 0);

@@ -5,7 +5,7 @@
  */
 import type { Context } from "hono";
 import type { Logger } from "pino";
-import { renderHttpError } from "../../control/http-errors.js";
+import { asOpenAiError, renderHttpError } from "../../control/http-errors.js";
 import { GatewayError, OpenAiError } from "../../lib/errors.js";
 import type { HttpFailure } from "./outcomes.js";
 
@@ -15,6 +15,30 @@ export const API_ERRORS = {
     type: "invalid_request_error",
     code: "invalid_api_key",
     message: "Missing API key.",
+  },
+  model_not_found: {
+    status: 404,
+    type: "invalid_request_error",
+    code: "model_not_found",
+    message: "Unknown model.",
+  },
+  previous_response_not_found: {
+    status: 404,
+    type: "invalid_request_error",
+    code: "previous_response_not_found",
+    message: "Unknown previous response.",
+  },
+  unknown_route: {
+    status: 404,
+    type: "invalid_request_error",
+    code: "not_found",
+    message: "No such route.",
+  },
+  method_not_allowed: {
+    status: 405,
+    type: "invalid_request_error",
+    code: "method_not_allowed",
+    message: "Method not allowed.",
   },
   session_not_found: {
     status: 404,
@@ -61,9 +85,10 @@ export const API_ERRORS = {
 export type ApiErrorName = keyof typeof API_ERRORS;
 
 /** The error for `name`, to throw from a check. */
-export function apiError(name: ApiErrorName, message?: string): OpenAiError {
+export function apiError(name: ApiErrorName, message?: string, param?: string): OpenAiError {
   const { status, type, code } = API_ERRORS[name];
-  return new OpenAiError(type, code, message ?? API_ERRORS[name].message, status);
+  const text = message ?? API_ERRORS[name].message;
+  return new OpenAiError(type, code, text, status, param === undefined ? undefined : { param });
 }
 
 /** A turn's ending that is not a reply (outcomes.ts), as an error to throw. */
@@ -78,8 +103,7 @@ export function failureError(failure: HttpFailure): OpenAiError {
 export function renderApiError(c: Context, err: unknown, logger: Logger): Response {
   if (err instanceof OpenAiError) return renderHttpError(c, err, logger);
   if (err instanceof GatewayError && err.status < 500) {
-    const type = "invalid_request_error";
-    return renderHttpError(c, new OpenAiError(type, null, err.message, err.status), logger);
+    return renderHttpError(c, asOpenAiError(err), logger);
   }
   logger.error({ err, path: c.req.path }, "api request failed");
   return renderHttpError(c, apiError("internal"), logger);

@@ -5,11 +5,12 @@
  */
 
 import type { InboxAnswer } from "../../sessions/store.js";
-import type { Refusal, TurnUsage } from "../platform.js";
+import type { ClientToolCall, Refusal, TurnUsage } from "../platform.js";
 import { errorBody } from "./wire.js";
 
 export type Completion =
-  | { kind: "reply"; text: string; usage?: TurnUsage }
+  /** `toolCalls`: the turn stopped at calls to the client's functions, for it to run. */
+  | { kind: "reply"; text: string; usage?: TurnUsage; toolCalls?: ClientToolCall[] }
   /** The model or the turn failed (502). */
   | { kind: "error"; text: string }
   /** Interrupted by the user or a newer message (409). */

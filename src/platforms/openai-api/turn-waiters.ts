@@ -29,6 +29,15 @@ export interface Waiter {
   onTool: ((tool: ToolStarted) => void) | null;
   /** Tool calls started before the stream was attached (kept only when `wantsTools`). */
   pendingTools: ToolStarted[];
+  /**
+   * The turn stopped at a call that waits for approval (its id): the request waits on for the
+   * turn that continues once the approval is answered, and its answer is that turn's.
+   */
+  awaitingApproval: string | null;
+  /** The question, passed on to a stream as it is asked (a request without one ignores it). */
+  onQuestion: ((question: { approvalId: string; text: string }) => void) | null;
+  /** The latest question asked (the answer when a newer message supersedes it). */
+  question: string;
   completion: Promise<Completion>;
   resolve(done: Completion): void;
 }
@@ -60,6 +69,9 @@ export class TurnWaiters {
       wantsTools: options.wantsTools === true,
       onTool: null,
       pendingTools: [],
+      awaitingApproval: null,
+      onQuestion: null,
+      question: "",
       completion,
       resolve,
     };
@@ -86,6 +98,17 @@ export class TurnWaiters {
     for (const tool of waiter.pendingTools.splice(0)) onTool(tool);
   }
 
+  /** Attaches a listener for approval questions; one asked before it is passed on first. */
+  attachQuestions(
+    waiter: Waiter,
+    onQuestion: (question: { approvalId: string; text: string }) => void,
+  ): void {
+    waiter.onQuestion = onQuestion;
+    if (waiter.awaitingApproval !== null) {
+      onQuestion({ approvalId: waiter.awaitingApproval, text: waiter.question });
+    }
+  }
+
   remove(waiter: Waiter): void {
     this.waiters.delete(waiter);
   }
@@ -101,7 +124,9 @@ export class TurnWaiters {
   /** A notice answers a request whose message got no turn (a command, a refusal, no model). */
   onNotice(sessionKey: string, text: string): void {
     for (const waiter of this.waiters) {
+      // A notice while an approval is pending is its answer being told, not this request's.
       if (waiter.sessionKey !== sessionKey || waiter.turnId !== null) continue;
+      if (waiter.awaitingApproval !== null) continue;
       if (waiter.inboxId === null) waiter.earlyNotices.push(text);
       else void this.settleNotice(waiter, text);
     }
@@ -152,6 +177,17 @@ export class TurnWaiters {
         waiter.resolve({ kind: "refused", refusal: event.refusal });
       return;
     }
+    if (event.type === "turn_start" && waiter.awaitingApproval !== null) {
+      if (event.inboxId === null && !event.resume) {
+        // The turn that applies the answer: this request's answer is now its.
+        waiter.turnId = event.turnId;
+        waiter.awaitingApproval = null;
+      } else if (event.inboxId !== null && event.inboxId !== waiter.inboxId) {
+        // A newer message came instead of an answer: the question stays this request's answer.
+        waiter.resolve({ kind: "reply", text: waiter.question });
+        return;
+      }
+    }
     if (event.type === "turn_start" && event.inboxId === waiter.inboxId)
       waiter.turnId = event.turnId;
     // A turn that failed before it could start still ends with its inbox id.
@@ -168,12 +204,20 @@ export class TurnWaiters {
       else if (waiter.wantsTools) waiter.pendingTools.push(tool);
     }
     if (event.type === "turn_end") {
+      if (event.stopReason === "stop" && event.awaitingApproval) {
+        waiter.awaitingApproval = event.awaitingApproval;
+        waiter.question = event.reply;
+        waiter.turnId = null;
+        waiter.onQuestion?.({ approvalId: event.awaitingApproval, text: event.reply });
+        return;
+      }
       if (event.stopReason === "error") waiter.resolve({ kind: "error", text: event.reply });
       else if (event.stopReason !== "aborted") {
         waiter.resolve({
           kind: "reply",
           text: event.reply,
           ...(event.usage && { usage: event.usage }),
+          ...(event.clientToolCalls?.length && { toolCalls: event.clientToolCalls }),
         });
       } else if (event.abortCause === "shutdown") waiter.resolve({ kind: "cut_off" });
       else waiter.resolve({ kind: "interrupted", text: event.reply });

@@ -77,6 +77,6 @@ export class WebchatUploads {
 function tooLarge(maxBytes: number) {
   return httpError(
     "BODY_TOO_LARGE",
-    `Files up to ${Math.round(maxBytes / 1_048_576)} MB can be attached.`,
+    `Files up to ${Math.round(maxBytes / 1_048_576)} MB can be attached; raise platforms.telegram.max_file_mb in config.yaml to accept larger ones.`,
   );
 }

@@ -91,8 +91,8 @@ export function pgInbox(s: PgContext): InboxStore {
           db,
           `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
                sender_id, sender_name, address, operator, state, received_at, attachments,
-               accepted_by)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13)
+               accepted_by, client_tools, thread)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13, $14, $15)
              ON CONFLICT (platform, chat_id, platform_message_id) DO NOTHING
              RETURNING *`,
           [
@@ -109,6 +109,8 @@ export function pgInbox(s: PgContext): InboxStore {
             now,
             message.attachments?.length ? JSON.stringify(message.attachments) : null,
             s.instanceId,
+            message.clientTools ? JSON.stringify(message.clientTools) : null,
+            message.thread ?? null,
           ],
         );
         if (!inserted) {
@@ -156,6 +158,17 @@ export function pgInbox(s: PgContext): InboxStore {
         return row
           ? { requestHash: row.request_hash, item: toInbox(row), expiresAt: row.expires_at }
           : null;
+      });
+    },
+
+    findThread(thread: string): Promise<{ sessionKey: string; sessionId: string } | null> {
+      return s.read(async (db) => {
+        const row = await first<{ session_key: string; session_id: string }>(
+          db,
+          "SELECT session_key, session_id FROM inbox WHERE thread = $1 ORDER BY id DESC LIMIT 1",
+          [thread],
+        );
+        return row ? { sessionKey: row.session_key, sessionId: row.session_id } : null;
       });
     },
 

@@ -81,8 +81,8 @@ export function sqliteInbox(s: SqliteContext): InboxStore {
           .stmt(
             `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
                sender_id, sender_name, address, operator, state, received_at, attachments,
-               accepted_by)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+               accepted_by, client_tools, thread)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
              ON CONFLICT (platform, chat_id, platform_message_id) DO NOTHING`,
           )
           .run(
@@ -99,6 +99,8 @@ export function sqliteInbox(s: SqliteContext): InboxStore {
             now,
             message.attachments?.length ? JSON.stringify(message.attachments) : null,
             s.instanceId,
+            message.clientTools ? JSON.stringify(message.clientTools) : null,
+            message.thread ?? null,
           );
         if (inserted.changes === 1) {
           // The origin moves when a turn starts (startTurn), not here: a command such as /restart
@@ -142,6 +144,17 @@ export function sqliteInbox(s: SqliteContext): InboxStore {
         return row
           ? { requestHash: row.request_hash, item: toInbox(row), expiresAt: row.expires_at }
           : null;
+      });
+    },
+
+    findThread(thread: string): Promise<{ sessionKey: string; sessionId: string } | null> {
+      return s.read(() => {
+        const row = s
+          .stmt(
+            "SELECT session_key, session_id FROM inbox WHERE thread = ? ORDER BY id DESC LIMIT 1",
+          )
+          .get(thread) as { session_key: string; session_id: string } | undefined;
+        return row ? { sessionKey: row.session_key, sessionId: row.session_id } : null;
       });
     },
 

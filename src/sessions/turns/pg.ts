@@ -220,22 +220,24 @@ export function pgTurns(s: PgContext): TurnStore {
             if (taken === 0) throw new InboxItemTakenError(inboxId);
           }
         }
-        const userMessages = [
+        const inputs = [
           ...(input.userMessage ? [input.userMessage] : []),
           ...joined.map((j) => j.userMessage),
+          ...(input.inputMessages ?? []),
         ];
-        if (userMessages.length > 0)
-          await appendIn(s, db, session.session_id, turn.id, userMessages);
+        if (inputs.length > 0) await appendIn(s, db, session.session_id, turn.id, inputs);
         const touched = (await first<SessionRow>(
           db,
           `UPDATE sessions SET origin = COALESCE($1, origin), memory_user = COALESCE($2, memory_user),
-               updated_at = $3
+               updated_at = $3, client_tools = CASE WHEN $5 THEN $6 ELSE client_tools END
              WHERE key = $4 RETURNING *`,
           [
             input.origin ? JSON.stringify(input.origin) : null,
             input.memoryUser || null,
             now,
             input.sessionKey,
+            input.clientTools !== undefined,
+            input.clientTools?.length ? JSON.stringify(input.clientTools) : null,
           ],
         ))!;
         return { ...toTurn(turn), session: toSession(touched) };

@@ -211,7 +211,15 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
               s.stmt("UPDATE inbox SET state = 'done' WHERE id = ?").run(t.inbox_id);
           }
         }
-        const session = touchSessionSync(s, input, now);
+        let session = touchSessionSync(s, input, now);
+        if (input.clientTools !== undefined) {
+          session = s
+            .stmt("UPDATE sessions SET client_tools = ? WHERE key = ? RETURNING *")
+            .get(
+              input.clientTools?.length ? JSON.stringify(input.clientTools) : null,
+              input.sessionKey,
+            ) as SessionRow;
+        }
         const turn = s
           .stmt(
             `INSERT INTO turns (session_key, session_id, inbox_id, state, started_at)
@@ -228,11 +236,12 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
             if (take.run(turn.id, inboxId).changes === 0) throw new InboxItemTakenError(inboxId);
           }
         }
-        const userMessages = [
+        const inputs = [
           ...(input.userMessage ? [input.userMessage] : []),
           ...joined.map((j) => j.userMessage),
+          ...(input.inputMessages ?? []),
         ];
-        if (userMessages.length > 0) appendSync(s, session.session_id, turn.id, userMessages);
+        if (inputs.length > 0) appendSync(s, session.session_id, turn.id, inputs);
         return { ...toTurn(turn), session: toSession(session) };
       }, false);
     },

@@ -95,10 +95,15 @@ describe.skipIf(!existsSync(CHROMIUM))("browser tool (system Chromium)", () => {
     await browser.execute({ action: "open", url: `${site()}/form` }, context());
     await browser.execute({ action: "click", selector: "text=download the data" }, context());
     // The download completes in the background; the next action reports it.
+    // Bounded by time, not by a count of reads: a loaded machine finishes the download later.
     let listed = "";
-    for (let i = 0; i < 50 && !listed.includes("otters.csv"); i++) {
-      listed = (await browser.execute({ action: "read", max_chars: 100 }, context())).output;
-    }
+    await waitFor(
+      async () => {
+        listed = (await browser.execute({ action: "read", max_chars: 100 }, context())).output;
+        return listed.includes("otters.csv");
+      },
+      { timeoutMs: 20_000, intervalMs: 100, message: "the download listed" },
+    );
     const name = /downloads\/(\S+otters\.csv)/.exec(listed)?.[1];
     expect(name).toBeDefined();
     expect(readFileSync(join(root, "downloads", name!), "utf8")).toBe("river,otters\nRhine,12\n");

@@ -292,6 +292,9 @@ function saveDownloads(session: BrowserSession, cwd: string): void {
       const name = `${Date.now()}-${basename(download.suggestedFilename()) || "download"}`;
       await download.saveAs(join(dir, name));
       session.downloads.push(`downloads/${name}`);
-    })().catch(() => undefined);
+    })().catch((error: unknown) => {
+      // Said at the next action rather than dropped: the model asked for the file.
+      session.downloads.push(`(a download failed: ${errorText(error)})`);
+    });
   });
 }

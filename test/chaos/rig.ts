@@ -21,8 +21,13 @@ import {
   READ_FILE_TEXT,
 } from "./chaos-model.js";
 
-/** The chaos model's window, in tokens. */
-export const CHAOS_CONTEXT_LENGTH = 2048;
+/**
+ * The chaos model's window, in tokens: small, so that conversations are compacted within a few
+ * turns. It must leave room beside what every call carries (the system prompt and the tool specs,
+ * ~1.5k tokens with this round's tools and arguments): at 2048 the newest message alone no
+ * longer fitted and turns failed as too large for the window.
+ */
+export const CHAOS_CONTEXT_LENGTH = 3072;
 
 export type BusyMode = (typeof BUSY_INPUT_MODES)[number];
 

@@ -449,6 +449,37 @@ const slack = z
   })
   .prefault({});
 
+/** WhatsApp user ids are phone numbers in international form, digits only (`wa_id`). */
+const waIdList = z
+  .array(z.string().regex(/^\d{6,20}$/, "a WhatsApp id is the phone number's digits"))
+  .default([]);
+
+const whatsapp = z
+  .strictObject({
+    phone_number_id: z
+      .string()
+      .regex(/^\d+$/)
+      .optional()
+      .describe("The Cloud API phone number id (digits, from the app's WhatsApp > API Setup page)"),
+    access_token: z.string().min(1).optional().describe("A system user's permanent access token"),
+    app_secret: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("The Meta app's secret: webhooks are verified with it (X-Hub-Signature-256)"),
+    verify_token: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("The token the webhook's GET handshake must echo (chosen by you, set in the app)"),
+    api_root: z.url().default("https://graph.facebook.com/").describe("Graph API base URL"),
+    allowed_users: waIdList.describe("WhatsApp ids (phone digits) allowed to talk"),
+    admin_users: waIdList.describe(
+      "WhatsApp ids with operator rights (/restart, /sethome); they may also talk",
+    ),
+  })
+  .prefault({});
+
 const store = z
   .strictObject({
     url: z
@@ -504,6 +535,7 @@ export const ConfigSchema = z.strictObject({
       telegram,
       discord,
       slack,
+      whatsapp,
     })
     .prefault({}),
   store,

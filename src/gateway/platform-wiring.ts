@@ -1,7 +1,7 @@
 /**
  * Builds the platform adapters the config enables and hooks each into what it needs: the API
  * and the web chat mount routes on the HTTP server (the gateway hands them the runner's live
- * events through `onRunnerEvent`); Telegram, Slack and Discord report their health changes.
+ * events through `onRunnerEvent`), WhatsApp its webhook; every chat platform reports its health changes.
  */
 import { join } from "node:path";
 import type { Logger } from "pino";
@@ -17,6 +17,7 @@ import { LazyTelegramAdapter } from "../platforms/telegram/lazy-adapter.js";
 import { type UpgradeVerdict, WebchatAdapter } from "../platforms/webchat/adapter.js";
 import { webSocketToken } from "../platforms/webchat/upgrade-auth.js";
 import { UPLOADS_PATH, WebchatUploads } from "../platforms/webchat/uploads.js";
+import { WhatsappAdapter } from "../platforms/whatsapp/adapter.js";
 import type { ClusterMembership } from "./cluster.js";
 import type { AdapterWiring } from "./core-wiring.js";
 
@@ -86,7 +87,36 @@ export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[
       }),
     );
   }
+  const whatsapp = config.platforms.whatsapp;
+  if (whatsapp.phone_number_id || whatsapp.access_token) {
+    adapters.push(createWhatsappAdapter(wiring));
+  }
   return adapters;
+}
+
+/** WhatsApp's messages arrive on its webhook route; no SDK, so nothing to load lazily. */
+function createWhatsappAdapter({
+  config,
+  logger,
+  store,
+  http,
+  onPlatformStatusChange,
+}: PlatformWiring) {
+  const whatsapp = config.platforms.whatsapp;
+  const adapter = new WhatsappAdapter({
+    phoneNumberId: whatsapp.phone_number_id,
+    accessToken: whatsapp.access_token,
+    appSecret: whatsapp.app_secret,
+    verifyToken: whatsapp.verify_token,
+    apiRoot: whatsapp.api_root,
+    allowedUsers: whatsapp.allowed_users,
+    adminUsers: whatsapp.admin_users,
+    store,
+    logger: logger.child({ component: "whatsapp" }),
+    onStatusChange: () => onPlatformStatusChange(),
+  });
+  http.addRoutes(adapter.routes());
+  return adapter;
 }
 
 /** One gateway at a time holds this platform connection (one poller per bot token, say). */

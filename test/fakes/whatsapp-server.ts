@@ -43,8 +43,8 @@ export interface FakeWhatsapp {
   post(body: string, signature?: string): WebhookDelivery;
   /** The next `/messages` send (not a read receipt) is refused with HTTP 429 and Retry-After. */
   rateLimitNext(seconds: number): void;
-  /** The next `/messages` send is refused with this Graph error code (HTTP 400). */
-  failNext(code: number, message: string): void;
+  /** A `/messages` send (the next, or the one after `after` more) is refused with this Graph error code (HTTP 400). */
+  failNext(code: number, message: string, after?: number): void;
   /** Media the user can send: bytes served by id. */
   addMedia(id: string, bytes: Buffer, mime: string): void;
   uploads: { mime: string; bytes: Buffer; name: string }[];
@@ -70,7 +70,13 @@ export async function startFakeWhatsapp(
   const calls: GraphCall[] = [];
   const media = new Map<string, { bytes: Buffer; mime: string }>();
   const uploads: FakeWhatsapp["uploads"] = [];
-  const pending: { status: number; headers: Record<string, string>; body: unknown }[] = [];
+  const pending: {
+    status: number;
+    headers: Record<string, string>;
+    body: unknown;
+    /** Sends let through before this refusal. */
+    after: number;
+  }[] = [];
   let sent = 0;
   let received = 0;
 
@@ -120,7 +126,10 @@ export async function startFakeWhatsapp(
     }
     if (req.method === "POST" && path === `/${VERSION}/${phoneNumberId}/messages`) {
       const isReceipt = body.status === "read";
-      const failure = isReceipt ? undefined : pending.shift();
+      const next = isReceipt ? undefined : pending[0];
+      let failure: (typeof pending)[number] | undefined;
+      if (next && next.after > 0) next.after -= 1;
+      else if (next) failure = pending.shift();
       if (failure) {
         record(failure.status);
         reply(res, failure.status, failure.body, failure.headers);
@@ -249,13 +258,15 @@ export async function startFakeWhatsapp(
         status: 429,
         headers: { "retry-after": String(seconds) },
         body: { error: { message: "Rate limit hit", type: "OAuthException", code: 130429 } },
+        after: 0,
       });
     },
-    failNext(code, message) {
+    failNext(code, message, after = 0) {
       pending.push({
         status: 400,
         headers: {},
         body: { error: { message, type: "OAuthException", code } },
+        after,
       });
     },
     addMedia(id, bytes, mime) {

@@ -39,6 +39,10 @@ export interface FakeWhatsapp {
   };
   /** The user presses a reply button whose id is `buttonId`. */
   userPresses(from: string, buttonId: string): WebhookDelivery;
+  /** Every webhook POST so far (a retry updates its delivery's status). */
+  deliveries: WebhookDelivery[];
+  /** As Meta does: POSTs again every delivery that was answered with anything but 200. */
+  retryUnanswered(): number;
   /** POSTs a payload again (a redelivery), or any body with any signature. */
   post(body: string, signature?: string): WebhookDelivery;
   /** The next `/messages` send (not a read receipt) is refused with HTTP 429 and Retry-After. */
@@ -188,6 +192,27 @@ export async function startFakeWhatsapp(
     reply(res, 404, { error: { code: 100, message: `no route ${req.method} ${path}` } });
   }
 
+  const deliveries: WebhookDelivery[] = [];
+  /** POSTs `delivery` (again): its status is null until this attempt is answered. */
+  function send(delivery: WebhookDelivery, signature: string): void {
+    if (!fake.webhookUrl) throw new Error("the fake WhatsApp has no webhook URL yet");
+    delivery.status = null;
+    fetch(fake.webhookUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-hub-signature-256": signature },
+      body: delivery.body,
+    }).then(
+      async (res) => {
+        await res.arrayBuffer();
+        delivery.status = res.status;
+      },
+      () => {
+        // No answer (the gateway is down, or died mid-request): Meta counts it as not delivered.
+        delivery.status = 0;
+      },
+    );
+  }
+
   const sign = (body: string) =>
     `sha256=${createHmac("sha256", appSecret).update(body).digest("hex")}`;
 
@@ -199,23 +224,17 @@ export async function startFakeWhatsapp(
     calls,
     webhookUrl: null,
     uploads,
+    deliveries,
     post(body, signature = sign(body)) {
       const delivery: WebhookDelivery = { body, status: null };
-      if (!fake.webhookUrl) throw new Error("the fake WhatsApp has no webhook URL yet");
-      fetch(fake.webhookUrl, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-hub-signature-256": signature },
-        body,
-      }).then(
-        async (res) => {
-          await res.arrayBuffer();
-          delivery.status = res.status;
-        },
-        () => {
-          delivery.status = 0;
-        },
-      );
+      deliveries.push(delivery);
+      send(delivery, signature);
       return delivery;
+    },
+    retryUnanswered() {
+      const again = deliveries.filter((d) => d.status !== null && d.status !== 200);
+      for (const delivery of again) send(delivery, sign(delivery.body));
+      return again.length;
     },
     userSends({ from, text, name, media: part }) {
       received += 1;

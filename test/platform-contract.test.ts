@@ -24,6 +24,7 @@ import { SqliteStore } from "../src/sessions/sqlite-store.js";
 import type { Store } from "../src/sessions/store.js";
 import type { FsyncFn } from "../src/sessions/wal-sync.js";
 import { type FakeDiscord, type FakeUser, startFakeDiscord } from "./fakes/discord-server.js";
+import { type FakeMatrix, startFakeMatrix } from "./fakes/matrix-server.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./fakes/openai-server.js";
 import { type FakeSlack, startFakeSlack } from "./fakes/slack-server.js";
 import { type FakeTelegram, startFakeTelegram } from "./fakes/telegram-server.js";
@@ -398,8 +399,54 @@ const whatsapp: PlatformEntry = {
   },
 };
 
-/** Every platform the contract covers. Email and Matrix join here. */
-const PLATFORMS: PlatformEntry[] = [telegram, discord, slack, webchat, whatsapp];
+const matrix: PlatformEntry = {
+  name: "matrix",
+  ack: "the /sync `since` token stored past it",
+  none: {
+    lease:
+      "not yet: two gateways on one store would both sync the bot account (run Matrix on one gateway)",
+  },
+  async standIn() {
+    const user = "@owner:fake.test";
+    const room = "!dm:fake.test";
+    const fake: FakeMatrix = await startFakeMatrix();
+    fake.setMembers(room, [fake.userId, user]);
+    const inRoom = (path: string) => path.includes(`/rooms/${room}/send/`);
+    return {
+      env: {
+        MATRIX_HOMESERVER: fake.homeserver,
+        MATRIX_USER_ID: fake.userId,
+        MATRIX_ACCESS_TOKEN: fake.accessToken,
+        MATRIX_ALLOWED_USERS: user,
+      },
+      say(text) {
+        const { event, position } = fake.userSays({ roomId: room, sender: user, body: text });
+        return {
+          // The next /sync names a position past it only once the batch before it is committed.
+          acked: () => fake.sinceSeen.some((since) => since >= position),
+          redeliver: () => fake.replay(event, room),
+        };
+      },
+      seen: () => fake.botTexts(room),
+      sigil: "/",
+      rateLimit: {
+        next: (seconds) => fake.rateLimitNext(seconds * 1000),
+        attempts: () =>
+          fake.calls
+            .filter((c) => c.method === "PUT" && inRoom(c.path))
+            .map((c) => ({ at: c.at, limited: c.status === 429 })),
+      },
+      typing: () =>
+        fake.calls
+          .filter((c) => c.path.includes(`/rooms/${room}/typing/`) && c.body.typing === true)
+          .map((c) => c.at),
+      close: () => fake.close(),
+    };
+  },
+};
+
+/** Every platform the contract covers. Email joins here. */
+const PLATFORMS: PlatformEntry[] = [telegram, discord, slack, webchat, whatsapp, matrix];
 
 // ---------------------------------------------------------------------------------------------
 // The cases

@@ -40,6 +40,11 @@ export const ENV_BINDINGS: readonly EnvBinding[] = [
   { env: "SLACK_ALLOWED_USERS", path: ["platforms", "slack", "allowed_users"], kind: "list" },
   { env: "SLACK_ADMIN_USERS", path: ["platforms", "slack", "admin_users"], kind: "list" },
   { env: "SLACK_HOME_CHANNEL", path: ["platforms", "slack", "home_channel"], kind: "string" },
+  { env: "MATRIX_HOMESERVER", path: ["platforms", "matrix", "homeserver"], kind: "string" },
+  { env: "MATRIX_USER_ID", path: ["platforms", "matrix", "user_id"], kind: "string" },
+  { env: "MATRIX_ACCESS_TOKEN", path: ["platforms", "matrix", "access_token"], kind: "string" },
+  { env: "MATRIX_ALLOWED_USERS", path: ["platforms", "matrix", "allowed_users"], kind: "list" },
+  { env: "MATRIX_ADMIN_USERS", path: ["platforms", "matrix", "admin_users"], kind: "list" },
   {
     env: "WHATSAPP_PHONE_NUMBER_ID",
     path: ["platforms", "whatsapp", "phone_number_id"],

@@ -480,6 +480,27 @@ const whatsapp = z
   })
   .prefault({});
 
+/** Matrix user ids: `@name:server`. */
+const matrixIdList = z
+  .array(z.string().regex(/^@[^:\s]+:\S+$/, "a Matrix user id looks like @name:server"))
+  .default([]);
+
+const matrix = z
+  .strictObject({
+    homeserver: z.url().optional().describe("The homeserver's client-server API base URL"),
+    user_id: z
+      .string()
+      .regex(/^@[^:\s]+:\S+$/)
+      .optional()
+      .describe("The bot account's user id (@keel:example.org)"),
+    access_token: z.string().min(1).optional().describe("The bot account's access token"),
+    allowed_users: matrixIdList.describe("Matrix user ids allowed to talk (and to invite the bot)"),
+    admin_users: matrixIdList.describe(
+      "Matrix user ids with operator rights (/restart, /sethome); they may also talk",
+    ),
+  })
+  .prefault({});
+
 const store = z
   .strictObject({
     url: z
@@ -536,6 +557,7 @@ export const ConfigSchema = z.strictObject({
       discord,
       slack,
       whatsapp,
+      matrix,
     })
     .prefault({}),
   store,

@@ -10,6 +10,7 @@ import type { Config } from "../config/schema.js";
 import { requestFacts } from "../control/access-gate.js";
 import { createWebRoutes } from "../control/web-routes.js";
 import { LazyDiscordAdapter } from "../platforms/discord/lazy-adapter.js";
+import { MatrixAdapter } from "../platforms/matrix/adapter.js";
 import { OpenAiApiAdapter } from "../platforms/openai-api/adapter.js";
 import type { ConnectionLease, PlatformAdapter } from "../platforms/platform.js";
 import { LazySlackAdapter } from "../platforms/slack/lazy-adapter.js";
@@ -90,6 +91,22 @@ export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[
   const whatsapp = config.platforms.whatsapp;
   if (whatsapp.phone_number_id || whatsapp.access_token) {
     adapters.push(createWhatsappAdapter(wiring));
+  }
+  const matrix = config.platforms.matrix;
+  if (matrix.homeserver || matrix.access_token) {
+    // Plain fetch, no SDK: nothing to load lazily.
+    adapters.push(
+      new MatrixAdapter({
+        homeserver: matrix.homeserver,
+        userId: matrix.user_id,
+        accessToken: matrix.access_token,
+        allowedUsers: matrix.allowed_users,
+        adminUsers: matrix.admin_users,
+        store: wiring.store,
+        logger: wiring.logger.child({ component: "matrix" }),
+        onStatusChange: () => wiring.onPlatformStatusChange(),
+      }),
+    );
   }
   return adapters;
 }

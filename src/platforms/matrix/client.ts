@@ -99,7 +99,8 @@ export class MatrixClient {
       try {
         return await attempt();
       } catch (err) {
-        const limited = err instanceof MatrixError && (err.status === 429 || err.errcode === "M_LIMIT_EXCEEDED");
+        const limited =
+          err instanceof MatrixError && (err.status === 429 || err.errcode === "M_LIMIT_EXCEEDED");
         if (!limited || n >= this.options.maxAttempts) throw err;
         const waitMs = err.retryAfterMs ?? 1000 * 2 ** (n - 1);
         if (waitMs > this.options.maxWaitMs) throw err;
@@ -115,7 +116,10 @@ export class MatrixClient {
     extra: { signal?: AbortSignal; timeoutMs?: number } = {},
   ): Promise<unknown> {
     const root = this.options.homeserver.replace(/\/+$/, "");
-    const signals = [this.options.signal, AbortSignal.timeout(extra.timeoutMs ?? this.options.requestTimeoutMs)];
+    const signals = [
+      this.options.signal,
+      AbortSignal.timeout(extra.timeoutMs ?? this.options.requestTimeoutMs),
+    ];
     if (extra.signal) signals.push(extra.signal);
     const res = await fetch(`${root}${path}`, {
       method,

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startFakeDiscord } from "../../test/fakes/discord-server.js";
+import { startFakeMatrix } from "../../test/fakes/matrix-server.js";
 import { startFakeOpenAI } from "../../test/fakes/openai-server.js";
 import { startFakeSlack } from "../../test/fakes/slack-server.js";
 import { startFakeTelegram } from "../../test/fakes/telegram-server.js";
@@ -247,6 +248,33 @@ describe("keel doctor finds what a new user gets wrong", () => {
       ]);
     } finally {
       await wa.close();
+    }
+  });
+
+  it("Matrix: a missing setting, a refused token, another account's token, then the right one", async () => {
+    const mx = await startFakeMatrix();
+    try {
+      Object.assign(env, { MATRIX_HOMESERVER: mx.homeserver, MATRIX_ACCESS_TOKEN: "wrong" });
+      expect(line((await doctor()).out, "matrix")).toEqual([
+        "✗ matrix: platforms.matrix.user_id (MATRIX_USER_ID) not set; Matrix needs all three",
+      ]);
+      env.MATRIX_USER_ID = mx.userId;
+      const refused = await doctor();
+      expect(line(refused.out, "matrix")[0]).toBe(
+        `✗ matrix: ${mx.homeserver}/_matrix/client/v3/account/whoami refused (HTTP 401 M_UNKNOWN_TOKEN): check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)`,
+      );
+      expect(refused.text).not.toContain("wrong");
+      Object.assign(env, {
+        MATRIX_ACCESS_TOKEN: mx.accessToken,
+        MATRIX_USER_ID: "@other:fake.test",
+      });
+      expect(line((await doctor()).out, "matrix")[0]).toBe(
+        `✗ matrix: the token belongs to ${mx.userId}, not platforms.matrix.user_id @other:fake.test (MATRIX_USER_ID)`,
+      );
+      env.MATRIX_USER_ID = mx.userId;
+      expect(line((await doctor()).out, "matrix")).toEqual([`✓ matrix: bot ${mx.userId}`]);
+    } finally {
+      await mx.close();
     }
   });
 

@@ -17,6 +17,7 @@ import { serviceManagerProblem } from "../service/manager-check.js";
 import { openCommandStore } from "../sessions/open-store.js";
 import {
   probeDiscord,
+  probeMatrix,
   probeModels,
   probeSlack,
   probeTelegram,
@@ -77,6 +78,7 @@ export async function doctor(
   checks.push(checkHome(config.home), await checkStore(config));
   checks.push(await checkModel(config), await checkTelegram(config));
   checks.push(await checkSlack(config), await checkDiscord(config), await checkWhatsapp(config));
+  checks.push(await checkMatrix(config));
   checks.push(...(await checkMcp(config)), checkWeb(config));
   checks.push(await checkGateway(config), await checkService(config.home, serviceDeps));
   for (const c of checks) print(c);
@@ -239,6 +241,23 @@ async function checkWhatsapp(config: Config): Promise<Check> {
     level: "ok",
     detail: `${result.detail}, webhook https://${config.http.public_hosts[0]}/platforms/whatsapp/webhook`,
   };
+}
+
+/** Matrix: the three settings, and the token accepted as the configured account's. */
+async function checkMatrix(config: Config): Promise<Check> {
+  const m = config.platforms.matrix;
+  if (!m.homeserver && !m.access_token) return { name: "matrix", level: "ok", detail: "disabled" };
+  const missing = [
+    ["homeserver", "MATRIX_HOMESERVER", m.homeserver],
+    ["user_id", "MATRIX_USER_ID", m.user_id],
+    ["access_token", "MATRIX_ACCESS_TOKEN", m.access_token],
+  ].filter(([, , value]) => !value);
+  if (missing.length > 0) {
+    const names = missing.map(([key, env]) => `platforms.matrix.${key} (${env})`).join(", ");
+    return { name: "matrix", level: "fail", detail: `${names} not set; Matrix needs all three` };
+  }
+  const result = await probeMatrix(m.homeserver!, m.user_id!, m.access_token!);
+  return { name: "matrix", level: result.ok ? "ok" : "fail", detail: result.detail };
 }
 
 /**

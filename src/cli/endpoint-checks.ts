@@ -245,3 +245,34 @@ export async function probeWhatsapp(
     return { ok: false, detail: `${url} is unreachable (${reason(err)})` };
   }
 }
+
+/** `GET /account/whoami` on the homeserver: the token works, and is the configured account's. */
+export async function probeMatrix(
+  homeserver: string,
+  userId: string,
+  token: string,
+): Promise<ProbeResult> {
+  const url = `${root(homeserver)}/_matrix/client/v3/account/whoami`;
+  try {
+    const res = await fetch(url, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
+    const body = (await res.json().catch(() => ({}))) as { user_id?: string; errcode?: string };
+    if (!res.ok) {
+      return {
+        ok: false,
+        detail: `${url} refused (HTTP ${res.status}${body.errcode ? ` ${body.errcode}` : ""}): check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)`,
+      };
+    }
+    if (body.user_id !== userId) {
+      return {
+        ok: false,
+        detail: `the token belongs to ${body.user_id ?? "?"}, not platforms.matrix.user_id ${userId} (MATRIX_USER_ID)`,
+      };
+    }
+    return { ok: true, detail: `bot ${userId}` };
+  } catch (err) {
+    return { ok: false, detail: `${url} is unreachable (${reason(err)})` };
+  }
+}

@@ -2,6 +2,7 @@
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startFakeMatrix } from "../../test/fakes/matrix-server.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../../test/fakes/openai-server.js";
 import { type FakeTelegram, startFakeTelegram } from "../../test/fakes/telegram-server.js";
 import { startFakeWhatsapp } from "../../test/fakes/whatsapp-server.js";
@@ -78,7 +79,7 @@ describe("keel setup", () => {
       expect(refused.code).toBe(1);
       expect(refused.text).toContain("refused (HTTP 401, code 190)");
       expect(existsSync(configFile())).toBe(false);
-      const ok = await run([...start, wa.phoneNumberId, wa.accessToken, "secret", "vt-1", "y"]);
+      const ok = await run([...start, wa.phoneNumberId, wa.accessToken, "secret", "vt-1", "", "y"]);
       expect(ok.code).toBe(0);
       expect(ok.text).toContain("✓ WhatsApp: number +1 555 0100");
       expect(ok.text).toContain("/platforms/whatsapp/webhook");
@@ -97,8 +98,36 @@ describe("keel setup", () => {
     }
   });
 
+  it("asks for a Matrix bot account and tests its token with whoami", async () => {
+    const mx = await startFakeMatrix();
+    try {
+      const run = (answers: string[]) =>
+        runCliInProcess(["--home", dir.path, "setup", "--force"], {
+          env: { TELEGRAM_API_ROOT: telegram.apiRoot },
+          input: `${answers.join("\n")}\n`,
+        });
+      const start = [model.baseUrl, "", "", "", ""];
+      const refused = await run([...start, mx.homeserver, mx.userId, "wrong", "y"]);
+      expect(refused.code).toBe(1);
+      expect(refused.text).toContain("M_UNKNOWN_TOKEN");
+      expect(existsSync(configFile())).toBe(false);
+      const ok = await run([...start, mx.homeserver, mx.userId, mx.accessToken, "y"]);
+      expect(ok.code).toBe(0);
+      expect(ok.text).toContain(`✓ Matrix: bot ${mx.userId}`);
+      expect(ok.text).toContain("unencrypted room");
+      const { config } = loadConfig({ home: dir.path, env: {} });
+      expect(config.platforms.matrix).toMatchObject({
+        homeserver: mx.homeserver,
+        user_id: mx.userId,
+        access_token: mx.accessToken,
+      });
+    } finally {
+      await mx.close();
+    }
+  });
+
   it("asks plain questions, tests the Telegram token and explains pairing", async () => {
-    const answers = [model.baseUrl, "", "", "555:bot", "", "y"].join("\n");
+    const answers = [model.baseUrl, "", "", "555:bot", "", "", "y"].join("\n");
     const run = await setup([], `${answers}\n`);
     expect(run.code).toBe(0);
     expect(run.text).toContain("Model endpoint");

@@ -1,7 +1,8 @@
 /**
  * `keel setup`: the first run. Asks for the model endpoint and tests it (lists the models, sends
  * one request), optionally a Telegram bot token (tests `getMe`, explains pairing) and a WhatsApp
- * Cloud API number (tests the token, says where the webhook goes), says plainly
+ * Cloud API number (tests the token, says where the webhook goes) and a Matrix bot account
+ * (tests the token with whoami), says plainly
  * what the agent can do on this machine, and writes a commented `config.yaml` (mode 0600).
  * Plain prompts on stdin; every answer also has a flag, and `--yes` takes the defaults, so a
  * script can run it. An existing config.yaml is replaced only when the user says so (or `--force`).
@@ -14,7 +15,13 @@ import { createInterface } from "node:readline";
 import { loadConfig, resolveHome } from "../config/load-config.js";
 import { ConfigSchema } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../lib/errors.js";
-import { probeCompletion, probeModels, probeTelegram, probeWhatsapp } from "./endpoint-checks.js";
+import {
+  probeCompletion,
+  probeMatrix,
+  probeModels,
+  probeTelegram,
+  probeWhatsapp,
+} from "./endpoint-checks.js";
 import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
 
@@ -109,6 +116,8 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
     // WhatsApp is optional too; its webhook needs a public HTTPS name, said here.
     const whatsapp = await askWhatsapp(ask, io);
     if (whatsapp === "failed") return EXIT.failure;
+    const matrix = await askMatrix(ask, io);
+    if (matrix === "failed") return EXIT.failure;
 
     // What the agent can do here, said before anything runs.
     const who = userInfo();
@@ -132,6 +141,7 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
       token,
       apiRoot,
       ...(whatsapp && { whatsapp }),
+      ...(matrix && { matrix }),
     });
     const temp = `${file}.tmp-${process.pid}`;
     writeFileSync(temp, text, { mode: 0o600 });
@@ -185,6 +195,7 @@ export function renderConfig(input: {
   token: string | undefined;
   apiRoot: string;
   whatsapp?: WhatsappAnswers;
+  matrix?: MatrixAnswers;
 }): string {
   const lines = [
     "# Keel configuration, written by `keel setup`. Environment variables override these values",
@@ -206,7 +217,7 @@ export function renderConfig(input: {
     '  host: "127.0.0.1"',
     "  port: 8642",
   ];
-  if (input.token || input.whatsapp) lines.push("", "platforms:");
+  if (input.token || input.whatsapp || input.matrix) lines.push("", "platforms:");
   if (input.token) {
     lines.push(
       "  telegram:",
@@ -228,6 +239,17 @@ export function renderConfig(input: {
       `    verify_token: ${q(wa.verifyToken)}`,
       ...(wa.apiRoot !== DEFAULT_GRAPH_ROOT ? [`    api_root: ${q(wa.apiRoot)}`] : []),
       "    # WhatsApp ids (phone digits) that may talk; others get a pairing code.",
+      "    allowed_users: []",
+    );
+  }
+  const mx = input.matrix;
+  if (mx) {
+    lines.push(
+      "  matrix:",
+      `    homeserver: ${q(mx.homeserver)}`,
+      `    user_id: ${q(mx.userId)}`,
+      `    access_token: ${q(mx.accessToken)}`,
+      "    # Matrix ids that may talk and invite the bot; others get a pairing code. No encrypted rooms.",
       "    allowed_users: []",
     );
   }
@@ -268,6 +290,39 @@ async function askWhatsapp(
     `  verify token ${verifyToken} in the app's WhatsApp > Configuration page (docs/operations.md).`,
   );
   return { phoneNumberId, accessToken, appSecret, verifyToken, apiRoot };
+}
+
+/** What setup writes for Matrix (platforms.matrix). */
+interface MatrixAnswers {
+  homeserver: string;
+  userId: string;
+  accessToken: string;
+}
+
+/** The Matrix questions: skipped on an empty homeserver; the token is tested with whoami. */
+async function askMatrix(
+  ask: ReturnType<typeof prompter>,
+  io: CliIo,
+): Promise<MatrixAnswers | null | "failed"> {
+  const homeserver = await ask.text("Matrix homeserver URL for a bot account (empty to skip)", "");
+  if (!homeserver) return null;
+  const userId = await ask.text("The bot's Matrix user id (@keel:example.org)", "");
+  const accessToken = await ask.text("The bot's access token", "");
+  if (!userId || !accessToken) {
+    io.err("✗ Matrix needs the bot's user id and access token as well.");
+    return "failed";
+  }
+  const probe = await probeMatrix(homeserver, userId, accessToken);
+  if (!probe.ok) {
+    io.err(`✗ ${probe.detail}`);
+    return "failed";
+  }
+  io.out(`✓ Matrix: ${probe.detail}`);
+  io.out(
+    "  Invite it to an unencrypted room (encrypted rooms are not supported yet); it joins when",
+  );
+  io.out("  the inviter is listed under platforms.matrix.allowed_users, or pairs.");
+  return { homeserver, userId, accessToken };
 }
 
 /** Plain line prompts on stdin; with `--yes` (or at the end of input) every answer is the default. */

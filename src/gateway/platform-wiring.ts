@@ -105,6 +105,7 @@ export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[
         store: wiring.store,
         logger: wiring.logger.child({ component: "matrix" }),
         onStatusChange: () => wiring.onPlatformStatusChange(),
+        progress: progressWiring(wiring),
       }),
     );
   }

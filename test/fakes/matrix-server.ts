@@ -56,7 +56,8 @@ export async function startFakeMatrix(
   const log: Logged[] = [];
   const members = new Map<string, string[]>();
   const sent = new Map<string, Record<string, unknown>>();
-  const sentOrder: { roomId: string; body: string }[] = [];
+  /** Keel's visible messages: an `m.replace` changes one's body, a redaction removes it. */
+  const sentOrder: { roomId: string; body: string; eventId: string; removed: boolean }[] = [];
   const joined: string[] = [];
   let limits: number[] = [];
   let waiters: (() => void)[] = [];
@@ -147,10 +148,32 @@ export async function startFakeMatrix(
       record(200);
       const key = `${roomId}|${txnId}`;
       if (!sent.has(key)) {
-        sent.set(key, { event_id: `$keel${++counter}` });
-        sentOrder.push({ roomId: roomId!, body: String(body.body ?? "") });
+        const eventId = `$keel${++counter}`;
+        sent.set(key, { event_id: eventId });
+        const relates = body["m.relates_to"] as
+          | { rel_type?: string; event_id?: string }
+          | undefined;
+        const replaced = body["m.new_content"] as { body?: string } | undefined;
+        if (relates?.rel_type === "m.replace") {
+          const target = sentOrder.find((m) => m.eventId === relates.event_id);
+          if (target) target.body = String(replaced?.body ?? "");
+        } else {
+          sentOrder.push({
+            roomId: roomId!,
+            body: String(body.body ?? ""),
+            eventId,
+            removed: false,
+          });
+        }
       }
       return reply(res, 200, sent.get(key));
+    }
+    const redact = /^\/_matrix\/client\/v3\/rooms\/([^/]+)\/redact\/([^/]+)\/.+$/.exec(path);
+    if (req.method === "PUT" && redact) {
+      const target = sentOrder.find((m) => m.eventId === redact[2]);
+      if (target) target.removed = true;
+      record(200);
+      return reply(res, 200, { event_id: `$redaction${++counter}` });
     }
     const joinRoom = /^\/_matrix\/client\/v3\/join\/(.+)$/.exec(path);
     if (req.method === "POST" && joinRoom) {
@@ -218,7 +241,8 @@ export async function startFakeMatrix(
     rateLimitNext(retryAfterMs) {
       limits = [...limits, retryAfterMs];
     },
-    botTexts: (roomId) => sentOrder.filter((s) => s.roomId === roomId).map((s) => s.body),
+    botTexts: (roomId) =>
+      sentOrder.filter((s) => s.roomId === roomId && !s.removed).map((s) => s.body),
     close: () =>
       new Promise<void>((resolve) => {
         wake();

@@ -20,10 +20,13 @@ import type {
   OutboundReply,
   PlatformAdapter,
   PlatformStatus,
+  ProgressUpdate,
 } from "../platform.js";
+import type { ProgressSettings, ProgressView } from "../progress-view.js";
 import { splitText } from "../text-pieces.js";
 import { typingSchedule } from "../typing.js";
 import { MatrixClient, MatrixError, type MatrixEvent, type SyncResponse } from "./client.js";
+import { createMatrixProgress, MATRIX_PIECE_CHARS } from "./progress.js";
 
 export type MatrixStoreAccess = PairingAccess &
   Pick<Store, "getPlatformState" | "setPlatformState">;
@@ -53,7 +56,7 @@ export const DEFAULT_MATRIX_TIMING: MatrixTiming = {
   typingEveryMs: 20_000,
 };
 
-export interface MatrixAdapterOptions extends ConnectingAdapterOptions<unknown> {
+export interface MatrixAdapterOptions extends ConnectingAdapterOptions<ProgressSettings> {
   homeserver: string | undefined;
   userId: string | undefined;
   accessToken: string | undefined;
@@ -62,9 +65,6 @@ export interface MatrixAdapterOptions extends ConnectingAdapterOptions<unknown> 
   store: MatrixStoreAccess;
   timing?: Partial<MatrixTiming>;
 }
-
-/** Matrix events may be up to 64 KiB; a piece stays well inside that. */
-const PIECE_CHARS = 16_000;
 
 export const ENCRYPTED_NOTICE =
   "This room is end-to-end encrypted, and Keel does not support encrypted rooms yet: I cannot read messages here. Talk to me in an unencrypted room.";
@@ -80,6 +80,7 @@ export class MatrixAdapter implements PlatformAdapter {
   private readonly health: ConnectionState;
   private readonly access: ChatAccess;
   private readonly client: MatrixClient | null;
+  private readonly progressView: ProgressView | null;
   private sink: InboundSink | null = null;
   private loop: Promise<void> | null = null;
   /** Per room: a direct chat (two members)? Asked once per room and process. */
@@ -109,6 +110,22 @@ export class MatrixAdapter implements PlatformAdapter {
             signal: this.health.stopSignal,
           })
         : null;
+    this.progressView =
+      this.client && options.progress
+        ? createMatrixProgress(
+            this.client,
+            options.progress.store,
+            options.progress.settings,
+            this.logger,
+            this.health.stopSignal,
+            (reply) => this.sendPlainReply(reply),
+          )
+        : null;
+  }
+
+  /** Shows a running turn's reply as it is written, edited in place (progress.ts). */
+  progress(update: ProgressUpdate): void {
+    if (!this.health.stopped) this.progressView?.onProgress(update);
   }
 
   status(): PlatformStatus {
@@ -154,14 +171,21 @@ export class MatrixAdapter implements PlatformAdapter {
     if (this.health.stopped) return;
     this.health.stop();
     await this.loop;
+    await this.progressView?.stop();
     this.health.set("stopped");
     this.logger.info("matrix stopped");
   }
 
-  /** Sends a reply's pieces; each transaction id names the outbox row and piece. */
+  /** Delivers a reply: into the turn's streamed messages when it had any, else as new messages. */
   async deliver(reply: OutboundReply): Promise<void> {
     if (!this.client) throw new Error("Matrix is not configured; the reply stays queued.");
-    const pieces = splitText(reply.text, PIECE_CHARS);
+    await (this.progressView ? this.progressView.deliver(reply) : this.sendPlainReply(reply));
+  }
+
+  /** Sends a reply's pieces; each transaction id names the outbox row and piece. */
+  private async sendPlainReply(reply: OutboundReply): Promise<void> {
+    if (!this.client) throw new Error("Matrix is not configured; the reply stays queued.");
+    const pieces = splitText(reply.text, MATRIX_PIECE_CHARS);
     for (const [piece, body] of pieces.entries()) {
       await this.client.send(reply.address.chatId, `keel-${reply.outboxId}-${piece}`, {
         msgtype: reply.kind === "notice" ? "m.notice" : "m.text",
@@ -214,6 +238,10 @@ export class MatrixAdapter implements PlatformAdapter {
             since = first.next_batch;
             await this.options.store.setPlatformState(this.sinceKey, since);
           }
+        }
+        if (this.health.state !== "connected") {
+          // Previews an earlier process left mid-stream (a crash) are marked interrupted.
+          void this.progressView?.sweep();
         }
         this.health.set("connected");
         this.health.sawEvent();

@@ -63,16 +63,36 @@ export class MatrixClient {
     }) as Promise<SyncResponse>;
   }
 
-  /** Sends an event; the server stores one event per transaction id, so a retry is harmless. */
-  async send(roomId: string, txnId: string, content: Record<string, unknown>): Promise<string> {
-    const answer = (await this.withRetry(() =>
+  /**
+   * Sends an event; the server stores one event per transaction id, so a retry is harmless.
+   * `wait: false` (previews) fails a rate-limited send at once instead of waiting.
+   */
+  async send(
+    roomId: string,
+    txnId: string,
+    content: Record<string, unknown>,
+    options: { wait?: boolean } = {},
+  ): Promise<string> {
+    const put = () =>
       this.call(
         "PUT",
         `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/${enc(txnId)}`,
         content,
-      ),
-    )) as { event_id?: string };
+      );
+    const answer = (await (options.wait === false ? put() : this.withRetry(put))) as {
+      event_id?: string;
+    };
     return answer.event_id ?? "";
+  }
+
+  async redact(roomId: string, eventId: string, txnId: string): Promise<void> {
+    await this.withRetry(() =>
+      this.call(
+        "PUT",
+        `/_matrix/client/v3/rooms/${enc(roomId)}/redact/${enc(eventId)}/${enc(txnId)}`,
+        {},
+      ),
+    );
   }
 
   async join(roomId: string): Promise<void> {

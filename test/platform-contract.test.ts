@@ -24,9 +24,11 @@ import { SqliteStore } from "../src/sessions/sqlite-store.js";
 import type { Store } from "../src/sessions/store.js";
 import type { FsyncFn } from "../src/sessions/wal-sync.js";
 import { type FakeDiscord, type FakeUser, startFakeDiscord } from "./fakes/discord-server.js";
+import { type FakeMatrix, startFakeMatrix } from "./fakes/matrix-server.js";
 import { type FakeOpenAI, startFakeOpenAI } from "./fakes/openai-server.js";
 import { type FakeSlack, startFakeSlack } from "./fakes/slack-server.js";
 import { type FakeTelegram, startFakeTelegram } from "./fakes/telegram-server.js";
+import { type FakeWhatsapp, startFakeWhatsapp } from "./fakes/whatsapp-server.js";
 import { createTestGateway, stopTestGateway } from "./helpers/in-process-gateway.js";
 import { postgresHarness } from "./helpers/store-harness.js";
 import { StoreSink } from "./helpers/store-sink.js";
@@ -348,8 +350,103 @@ const webchat: PlatformEntry = {
   },
 };
 
-/** Every platform the contract covers. Email, Matrix and WhatsApp join here. */
-const PLATFORMS: PlatformEntry[] = [telegram, discord, slack, webchat];
+const whatsapp: PlatformEntry = {
+  name: "whatsapp",
+  ack: "the webhook POST answered 200",
+  none: {
+    lease:
+      "Meta POSTs each webhook to the one public URL: whichever gateway answers it takes the message, none holds a connection",
+  },
+  async standIn() {
+    const user = "15550001234";
+    const fake: FakeWhatsapp = await startFakeWhatsapp();
+    const sends = () =>
+      fake.calls.filter(
+        (c) => c.path.endsWith("/messages") && c.body.to === user && c.body.type === "text",
+      );
+    return {
+      env: {
+        WHATSAPP_PHONE_NUMBER_ID: fake.phoneNumberId,
+        WHATSAPP_ACCESS_TOKEN: fake.accessToken,
+        WHATSAPP_APP_SECRET: fake.appSecret,
+        WHATSAPP_VERIFY_TOKEN: "contract-verify",
+        WHATSAPP_API_ROOT: fake.apiRoot,
+        WHATSAPP_ALLOWED_USERS: user,
+      },
+      async join(gateway) {
+        fake.webhookUrl = `http://127.0.0.1:${gateway.port}/platforms/whatsapp/webhook`;
+      },
+      say(text) {
+        const { delivery } = fake.userSends({ from: user, text });
+        return {
+          acked: () => delivery.status === 200,
+          // Meta POSTs a webhook again when it did not get a 200 in time.
+          redeliver: () => void fake.post(delivery.body),
+        };
+      },
+      seen: () => fake.botTexts(user),
+      sigil: "/",
+      rateLimit: {
+        next: (seconds) => fake.rateLimitNext(seconds),
+        attempts: () => sends().map((c) => ({ at: c.at, limited: c.status === 429 })),
+      },
+      typing: () =>
+        fake.calls
+          .filter((c) => c.path.endsWith("/messages") && c.body.typing_indicator !== undefined)
+          .map((c) => c.at),
+      close: () => fake.close(),
+    };
+  },
+};
+
+const matrix: PlatformEntry = {
+  name: "matrix",
+  ack: "the /sync `since` token stored past it",
+  none: {
+    lease:
+      "not yet: two gateways on one store would both sync the bot account (run Matrix on one gateway)",
+  },
+  async standIn() {
+    const user = "@owner:fake.test";
+    const room = "!dm:fake.test";
+    const fake: FakeMatrix = await startFakeMatrix();
+    fake.setMembers(room, [fake.userId, user]);
+    const inRoom = (path: string) => path.includes(`/rooms/${room}/send/`);
+    return {
+      env: {
+        MATRIX_HOMESERVER: fake.homeserver,
+        MATRIX_USER_ID: fake.userId,
+        MATRIX_ACCESS_TOKEN: fake.accessToken,
+        MATRIX_ALLOWED_USERS: user,
+      },
+      say(text) {
+        const { event, position } = fake.userSays({ roomId: room, sender: user, body: text });
+        return {
+          // The next /sync names a position past it only once the batch before it is committed.
+          acked: () => fake.sinceSeen.some((since) => since >= position),
+          redeliver: () => fake.replay(event, room),
+        };
+      },
+      seen: () => fake.botTexts(room),
+      sigil: "/",
+      rateLimit: {
+        next: (seconds) => fake.rateLimitNext(seconds * 1000),
+        attempts: () =>
+          fake.calls
+            .filter((c) => c.method === "PUT" && inRoom(c.path))
+            .map((c) => ({ at: c.at, limited: c.status === 429 })),
+      },
+      typing: () =>
+        fake.calls
+          .filter((c) => c.path.includes(`/rooms/${room}/typing/`) && c.body.typing === true)
+          .map((c) => c.at),
+      close: () => fake.close(),
+    };
+  },
+};
+
+/** Every platform the contract covers. Email joins here. */
+const PLATFORMS: PlatformEntry[] = [telegram, discord, slack, webchat, whatsapp, matrix];
 
 // ---------------------------------------------------------------------------------------------
 // The cases

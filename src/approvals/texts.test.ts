@@ -29,7 +29,7 @@ function record(platform: string, summary = "rm -rf build"): ApprovalRecord {
 
 describe("questionText", () => {
   it("offers the buttons where the chat shows them, with the command as the other way", () => {
-    for (const platform of ["telegram", "webchat"]) {
+    for (const platform of ["telegram", "webchat", "whatsapp"]) {
       const text = questionText(record(platform), 600_000);
       expect(text).toContain("Answer with the buttons, or /approve k3x9");
       expect(text).toContain("/deny k3x9");
@@ -78,6 +78,7 @@ describe("the command on the card", () => {
       ["telegram", 4096],
       ["discord", 2000],
       ["slack", 4000],
+      ["whatsapp", 1024],
     ] as const) {
       const text = questionText(record(platform, long), 600_000);
       expect(text.length).toBeLessThanOrEqual(limit);

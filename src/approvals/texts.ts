@@ -3,17 +3,22 @@ import type { ApprovalDecision, ApprovalRecord } from "../sessions/store.js";
 import { fitVisible, makeVisible } from "./visible-text.js";
 
 /** Platforms that show the question as a card with buttons (their adapters render approvalId). */
-const WITH_BUTTONS = new Set(["telegram", "webchat"]);
+const WITH_BUTTONS = new Set(["telegram", "webchat", "whatsapp"]);
 
 /** Slack clients take a message starting with `/` for one of Slack's own commands: Keel's are `!`. */
 const commandSigil = (platform: string | undefined) => (platform === "slack" ? "!" : "/");
 
 /**
  * What one chat message holds, where a card must fit in one (Telegram 4096 UTF-16 units, Discord
- * 2000; Slack takes 40,000 but folds long messages away, so a card stays short there too). The
- * web chat and the API show any length.
+ * 2000; Slack takes 40,000 but folds long messages away, so a card stays short there too;
+ * WhatsApp's reply-button message holds 1024). The web chat and the API show any length.
  */
-const CARD_LIMIT: Record<string, number> = { telegram: 4096, discord: 2000, slack: 4000 };
+const CARD_LIMIT: Record<string, number> = {
+  telegram: 4096,
+  discord: 2000,
+  slack: 4000,
+  whatsapp: 1024,
+};
 
 /**
  * The card a chat shows: what runs, why it asks, how to answer there. No operator plumbing (API

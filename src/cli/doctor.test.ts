@@ -5,9 +5,11 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startFakeDiscord } from "../../test/fakes/discord-server.js";
+import { startFakeMatrix } from "../../test/fakes/matrix-server.js";
 import { startFakeOpenAI } from "../../test/fakes/openai-server.js";
 import { startFakeSlack } from "../../test/fakes/slack-server.js";
 import { startFakeTelegram } from "../../test/fakes/telegram-server.js";
+import { startFakeWhatsapp } from "../../test/fakes/whatsapp-server.js";
 import { runCliInProcess } from "../../test/helpers/cli-run.js";
 import { freePort } from "../../test/helpers/gateway-process.js";
 import { createTempDir } from "../../test/helpers/temp-home.js";
@@ -215,6 +217,64 @@ describe("keel doctor finds what a new user gets wrong", () => {
       ]);
     } finally {
       await slack.close();
+    }
+  });
+
+  it("WhatsApp: missing settings, a refused token, then a good one (and the webhook's public name)", async () => {
+    const wa = await startFakeWhatsapp();
+    try {
+      Object.assign(env, {
+        WHATSAPP_PHONE_NUMBER_ID: wa.phoneNumberId,
+        WHATSAPP_ACCESS_TOKEN: "EAAG-wrong",
+        WHATSAPP_API_ROOT: wa.apiRoot,
+      });
+      expect(line((await doctor()).out, "whatsapp")).toEqual([
+        "✗ whatsapp: platforms.whatsapp.app_secret (WHATSAPP_APP_SECRET), platforms.whatsapp.verify_token (WHATSAPP_VERIFY_TOKEN) not set; WhatsApp needs all four",
+      ]);
+      Object.assign(env, { WHATSAPP_APP_SECRET: "s", WHATSAPP_VERIFY_TOKEN: "v" });
+      const rejected = await doctor();
+      expect(line(rejected.out, "whatsapp")[0]).toBe(
+        `✗ whatsapp: ${wa.apiRoot}v21.0/${wa.phoneNumberId} refused (HTTP 401, code 190): check platforms.whatsapp.access_token (WHATSAPP_ACCESS_TOKEN) and phone_number_id (WHATSAPP_PHONE_NUMBER_ID)`,
+      );
+      expect(rejected.text).not.toContain("EAAG-wrong");
+      expect(rejected.code).toBe(1);
+      env.WHATSAPP_ACCESS_TOKEN = wa.accessToken;
+      expect(line((await doctor()).out, "whatsapp")[0]).toMatch(
+        /^⚠ whatsapp: number \+1 555 0100; but Meta cannot reach the webhook: .*http\.public_hosts/,
+      );
+      env.KEEL_HTTP_PUBLIC_HOSTS = "keel.example.com";
+      expect(line((await doctor()).out, "whatsapp")).toEqual([
+        "✓ whatsapp: number +1 555 0100, webhook https://keel.example.com/platforms/whatsapp/webhook",
+      ]);
+    } finally {
+      await wa.close();
+    }
+  });
+
+  it("Matrix: a missing setting, a refused token, another account's token, then the right one", async () => {
+    const mx = await startFakeMatrix();
+    try {
+      Object.assign(env, { MATRIX_HOMESERVER: mx.homeserver, MATRIX_ACCESS_TOKEN: "wrong" });
+      expect(line((await doctor()).out, "matrix")).toEqual([
+        "✗ matrix: platforms.matrix.user_id (MATRIX_USER_ID) not set; Matrix needs all three",
+      ]);
+      env.MATRIX_USER_ID = mx.userId;
+      const refused = await doctor();
+      expect(line(refused.out, "matrix")[0]).toBe(
+        `✗ matrix: ${mx.homeserver}/_matrix/client/v3/account/whoami refused (HTTP 401 M_UNKNOWN_TOKEN): check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)`,
+      );
+      expect(refused.text).not.toContain("wrong");
+      Object.assign(env, {
+        MATRIX_ACCESS_TOKEN: mx.accessToken,
+        MATRIX_USER_ID: "@other:fake.test",
+      });
+      expect(line((await doctor()).out, "matrix")[0]).toBe(
+        `✗ matrix: the token belongs to ${mx.userId}, not platforms.matrix.user_id @other:fake.test (MATRIX_USER_ID)`,
+      );
+      env.MATRIX_USER_ID = mx.userId;
+      expect(line((await doctor()).out, "matrix")).toEqual([`✓ matrix: bot ${mx.userId}`]);
+    } finally {
+      await mx.close();
     }
   });
 

@@ -16,7 +16,14 @@ import { probeMcpServers } from "../mcp/probe.js";
 import type { ServiceDeps } from "../service/install.js";
 import { serviceManagerProblem } from "../service/manager-check.js";
 import { openCommandStore } from "../sessions/open-store.js";
-import { probeDiscord, probeModels, probeSlack, probeTelegram } from "./endpoint-checks.js";
+import {
+  probeDiscord,
+  probeMatrix,
+  probeModels,
+  probeSlack,
+  probeTelegram,
+  probeWhatsapp,
+} from "./endpoint-checks.js";
 import {
   findOwnGateway,
   gatewayBaseUrl,
@@ -71,7 +78,8 @@ export async function doctor(
         ];
   checks.push(checkHome(config.home), await checkStore(config), checkSandbox(config));
   checks.push(await checkModel(config), await checkTelegram(config));
-  checks.push(await checkSlack(config), await checkDiscord(config));
+  checks.push(await checkSlack(config), await checkDiscord(config), await checkWhatsapp(config));
+  checks.push(await checkMatrix(config));
   checks.push(...(await checkMcp(config)), checkWeb(config));
   checks.push(await checkGateway(config), await checkService(config.home, serviceDeps));
   for (const c of checks) print(c);
@@ -207,6 +215,58 @@ async function checkSlack(config: Config): Promise<Check> {
   }
   const result = await probeSlack(api_root, app_token, bot_token);
   return { name: "slack", level: result.ok ? "ok" : "fail", detail: result.detail };
+}
+
+/**
+ * WhatsApp: every setting present, the token and number id accepted by the Graph API, and a
+ * public name for the webhook (Meta reaches it only from the internet, over HTTPS).
+ */
+async function checkWhatsapp(config: Config): Promise<Check> {
+  const w = config.platforms.whatsapp;
+  if (!w.phone_number_id && !w.access_token) {
+    return { name: "whatsapp", level: "ok", detail: "disabled" };
+  }
+  const missing = [
+    ["phone_number_id", "WHATSAPP_PHONE_NUMBER_ID", w.phone_number_id],
+    ["access_token", "WHATSAPP_ACCESS_TOKEN", w.access_token],
+    ["app_secret", "WHATSAPP_APP_SECRET", w.app_secret],
+    ["verify_token", "WHATSAPP_VERIFY_TOKEN", w.verify_token],
+  ].filter(([, , value]) => !value);
+  if (missing.length > 0) {
+    const names = missing.map(([key, env]) => `platforms.whatsapp.${key} (${env})`).join(", ");
+    return { name: "whatsapp", level: "fail", detail: `${names} not set; WhatsApp needs all four` };
+  }
+  const result = await probeWhatsapp(w.api_root, w.phone_number_id!, w.access_token!);
+  if (!result.ok) return { name: "whatsapp", level: "fail", detail: result.detail };
+  if (config.http.public_hosts.length === 0) {
+    return {
+      name: "whatsapp",
+      level: "warn",
+      detail: `${result.detail}; but Meta cannot reach the webhook: put Keel behind an HTTPS reverse proxy and list its name in http.public_hosts (KEEL_HTTP_PUBLIC_HOSTS)`,
+    };
+  }
+  return {
+    name: "whatsapp",
+    level: "ok",
+    detail: `${result.detail}, webhook https://${config.http.public_hosts[0]}/platforms/whatsapp/webhook`,
+  };
+}
+
+/** Matrix: the three settings, and the token accepted as the configured account's. */
+async function checkMatrix(config: Config): Promise<Check> {
+  const m = config.platforms.matrix;
+  if (!m.homeserver && !m.access_token) return { name: "matrix", level: "ok", detail: "disabled" };
+  const missing = [
+    ["homeserver", "MATRIX_HOMESERVER", m.homeserver],
+    ["user_id", "MATRIX_USER_ID", m.user_id],
+    ["access_token", "MATRIX_ACCESS_TOKEN", m.access_token],
+  ].filter(([, , value]) => !value);
+  if (missing.length > 0) {
+    const names = missing.map(([key, env]) => `platforms.matrix.${key} (${env})`).join(", ");
+    return { name: "matrix", level: "fail", detail: `${names} not set; Matrix needs all three` };
+  }
+  const result = await probeMatrix(m.homeserver!, m.user_id!, m.access_token!);
+  return { name: "matrix", level: result.ok ? "ok" : "fail", detail: result.detail };
 }
 
 /**

@@ -1,10 +1,12 @@
 /**
  * Probes of the endpoints a user configures, shared by `keel doctor` and `keel setup`: the model
  * server (`GET /models`, optionally one chat request), the Telegram Bot API (`getMe`) and the
- * Slack Web API (`auth.test`, `apps.connections.open`). Each answer names the URL it tried,
+ * Slack Web API (`auth.test`, `apps.connections.open`) and the WhatsApp Graph API (the phone
+ * number's record). Each answer names the URL it tried,
  * without the token.
  */
 import { errorMessage } from "../lib/errors.js";
+import { GRAPH_VERSION } from "../platforms/whatsapp/graph.js";
 
 const TIMEOUT_MS = 8000;
 
@@ -208,4 +210,69 @@ export async function probeSlack(
     ok: true,
     detail: `bot @${String(auth.body.user ?? "?")} on ${String(auth.body.team ?? "?")}, Socket Mode ready`,
   };
+}
+
+/**
+ * The cheapest call that proves a WhatsApp access token and phone number id together: `GET
+ * /{phone_number_id}` on the Graph API (its display number and verified name). Never the token.
+ */
+export async function probeWhatsapp(
+  apiRoot: string,
+  phoneNumberId: string,
+  token: string,
+): Promise<ProbeResult> {
+  const url = `${root(apiRoot)}/${GRAPH_VERSION}/${phoneNumberId}`;
+  try {
+    const res = await fetch(`${url}?fields=display_phone_number,verified_name`, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
+    const body = (await res.json().catch(() => ({}))) as {
+      display_phone_number?: string;
+      verified_name?: string;
+      error?: { code?: number; message?: string };
+    };
+    if (!res.ok) {
+      const code = body.error?.code !== undefined ? `, code ${body.error.code}` : "";
+      return {
+        ok: false,
+        detail: `${url} refused (HTTP ${res.status}${code}): check platforms.whatsapp.access_token (WHATSAPP_ACCESS_TOKEN) and phone_number_id (WHATSAPP_PHONE_NUMBER_ID)`,
+      };
+    }
+    const name = body.verified_name ? ` (${body.verified_name})` : "";
+    return { ok: true, detail: `number ${body.display_phone_number ?? "?"}${name}` };
+  } catch (err) {
+    return { ok: false, detail: `${url} is unreachable (${reason(err)})` };
+  }
+}
+
+/** `GET /account/whoami` on the homeserver: the token works, and is the configured account's. */
+export async function probeMatrix(
+  homeserver: string,
+  userId: string,
+  token: string,
+): Promise<ProbeResult> {
+  const url = `${root(homeserver)}/_matrix/client/v3/account/whoami`;
+  try {
+    const res = await fetch(url, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
+    const body = (await res.json().catch(() => ({}))) as { user_id?: string; errcode?: string };
+    if (!res.ok) {
+      return {
+        ok: false,
+        detail: `${url} refused (HTTP ${res.status}${body.errcode ? ` ${body.errcode}` : ""}): check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)`,
+      };
+    }
+    if (body.user_id !== userId) {
+      return {
+        ok: false,
+        detail: `the token belongs to ${body.user_id ?? "?"}, not platforms.matrix.user_id ${userId} (MATRIX_USER_ID)`,
+      };
+    }
+    return { ok: true, detail: `bot ${userId}` };
+  } catch (err) {
+    return { ok: false, detail: `${url} is unreachable (${reason(err)})` };
+  }
 }

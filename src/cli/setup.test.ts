@@ -2,8 +2,10 @@
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startFakeMatrix } from "../../test/fakes/matrix-server.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../../test/fakes/openai-server.js";
 import { type FakeTelegram, startFakeTelegram } from "../../test/fakes/telegram-server.js";
+import { startFakeWhatsapp } from "../../test/fakes/whatsapp-server.js";
 import { runCliInProcess } from "../../test/helpers/cli-run.js";
 import { freePort } from "../../test/helpers/gateway-process.js";
 import { createTempDir } from "../../test/helpers/temp-home.js";
@@ -64,8 +66,68 @@ describe("keel setup", () => {
     expect(readFileSync(configFile(), "utf8")).toBe("agent:\n  max_iterations: 3\n");
   });
 
+  it("asks for a WhatsApp number, tests its token and says where the webhook goes", async () => {
+    const wa = await startFakeWhatsapp();
+    try {
+      const run = (answers: string[]) =>
+        runCliInProcess(["--home", dir.path, "setup", "--force"], {
+          env: { TELEGRAM_API_ROOT: telegram.apiRoot, WHATSAPP_API_ROOT: wa.apiRoot },
+          input: `${answers.join("\n")}\n`,
+        });
+      const start = [model.baseUrl, "", "", ""];
+      const refused = await run([...start, wa.phoneNumberId, "EAAG-wrong", "secret", "", "y"]);
+      expect(refused.code).toBe(1);
+      expect(refused.text).toContain("refused (HTTP 401, code 190)");
+      expect(existsSync(configFile())).toBe(false);
+      const ok = await run([...start, wa.phoneNumberId, wa.accessToken, "secret", "vt-1", "", "y"]);
+      expect(ok.code).toBe(0);
+      expect(ok.text).toContain("✓ WhatsApp: number +1 555 0100");
+      expect(ok.text).toContain("/platforms/whatsapp/webhook");
+      expect(ok.text).toContain("http.public_hosts");
+      const { config } = loadConfig({ home: dir.path, env: {} });
+      expect(config.platforms.whatsapp).toMatchObject({
+        phone_number_id: wa.phoneNumberId,
+        access_token: wa.accessToken,
+        app_secret: "secret",
+        verify_token: "vt-1",
+        api_root: wa.apiRoot,
+      });
+      expect(config.telegramEnabled).toBe(false);
+    } finally {
+      await wa.close();
+    }
+  });
+
+  it("asks for a Matrix bot account and tests its token with whoami", async () => {
+    const mx = await startFakeMatrix();
+    try {
+      const run = (answers: string[]) =>
+        runCliInProcess(["--home", dir.path, "setup", "--force"], {
+          env: { TELEGRAM_API_ROOT: telegram.apiRoot },
+          input: `${answers.join("\n")}\n`,
+        });
+      const start = [model.baseUrl, "", "", "", ""];
+      const refused = await run([...start, mx.homeserver, mx.userId, "wrong", "y"]);
+      expect(refused.code).toBe(1);
+      expect(refused.text).toContain("M_UNKNOWN_TOKEN");
+      expect(existsSync(configFile())).toBe(false);
+      const ok = await run([...start, mx.homeserver, mx.userId, mx.accessToken, "y"]);
+      expect(ok.code).toBe(0);
+      expect(ok.text).toContain(`✓ Matrix: bot ${mx.userId}`);
+      expect(ok.text).toContain("unencrypted room");
+      const { config } = loadConfig({ home: dir.path, env: {} });
+      expect(config.platforms.matrix).toMatchObject({
+        homeserver: mx.homeserver,
+        user_id: mx.userId,
+        access_token: mx.accessToken,
+      });
+    } finally {
+      await mx.close();
+    }
+  });
+
   it("asks plain questions, tests the Telegram token and explains pairing", async () => {
-    const answers = [model.baseUrl, "", "", "555:bot", "y"].join("\n");
+    const answers = [model.baseUrl, "", "", "555:bot", "", "", "y"].join("\n");
     const run = await setup([], `${answers}\n`);
     expect(run.code).toBe(0);
     expect(run.text).toContain("Model endpoint");

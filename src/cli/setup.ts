@@ -1,10 +1,13 @@
 /**
  * `keel setup`: the first run. Asks for the model endpoint and tests it (lists the models, sends
- * one request), optionally a Telegram bot token (tests `getMe`, explains pairing), says plainly
+ * one request), optionally a Telegram bot token (tests `getMe`, explains pairing) and a WhatsApp
+ * Cloud API number (tests the token, says where the webhook goes) and a Matrix bot account
+ * (tests the token with whoami), says plainly
  * what the agent can do on this machine, and writes a commented `config.yaml` (mode 0600).
  * Plain prompts on stdin; every answer also has a flag, and `--yes` takes the defaults, so a
  * script can run it. An existing config.yaml is replaced only when the user says so (or `--force`).
  */
+import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
@@ -12,7 +15,13 @@ import { createInterface } from "node:readline";
 import { loadConfig, resolveHome } from "../config/load-config.js";
 import { ConfigSchema } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../lib/errors.js";
-import { probeCompletion, probeModels, probeTelegram } from "./endpoint-checks.js";
+import {
+  probeCompletion,
+  probeMatrix,
+  probeModels,
+  probeTelegram,
+  probeWhatsapp,
+} from "./endpoint-checks.js";
 import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
 
@@ -27,6 +36,16 @@ export interface SetupOptions extends GlobalOptions {
 
 const DEFAULT_MODEL_URL = "http://127.0.0.1:11434/v1";
 const DEFAULT_TELEGRAM_ROOT = "https://api.telegram.org";
+const DEFAULT_GRAPH_ROOT = "https://graph.facebook.com/";
+
+/** What setup writes for WhatsApp (platforms.whatsapp). */
+interface WhatsappAnswers {
+  phoneNumberId: string;
+  accessToken: string;
+  appSecret: string;
+  verifyToken: string;
+  apiRoot: string;
+}
 
 export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
   const home = resolveHome({
@@ -94,6 +113,12 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
       io.out("  or list trusted user ids under platforms.telegram.allowed_users in config.yaml.");
     }
 
+    // WhatsApp is optional too; its webhook needs a public HTTPS name, said here.
+    const whatsapp = await askWhatsapp(ask, io);
+    if (whatsapp === "failed") return EXIT.failure;
+    const matrix = await askMatrix(ask, io);
+    if (matrix === "failed") return EXIT.failure;
+
     // What the agent can do here, said before anything runs.
     const who = userInfo();
     io.out("");
@@ -109,7 +134,15 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
     }
 
     mkdirSync(home, { recursive: true, mode: 0o700 });
-    const text = renderConfig({ baseUrl, name, apiKey, token, apiRoot });
+    const text = renderConfig({
+      baseUrl,
+      name,
+      apiKey,
+      token,
+      apiRoot,
+      ...(whatsapp && { whatsapp }),
+      ...(matrix && { matrix }),
+    });
     const temp = `${file}.tmp-${process.pid}`;
     writeFileSync(temp, text, { mode: 0o600 });
     chmodSync(temp, 0o600);
@@ -161,6 +194,8 @@ export function renderConfig(input: {
   apiKey: string | undefined;
   token: string | undefined;
   apiRoot: string;
+  whatsapp?: WhatsappAnswers;
+  matrix?: MatrixAnswers;
 }): string {
   const lines = [
     "# Keel configuration, written by `keel setup`. Environment variables override these values",
@@ -182,10 +217,9 @@ export function renderConfig(input: {
     '  host: "127.0.0.1"',
     "  port: 8642",
   ];
+  if (input.token || input.whatsapp || input.matrix) lines.push("", "platforms:");
   if (input.token) {
     lines.push(
-      "",
-      "platforms:",
       "  telegram:",
       `    token: ${q(input.token)}`,
       ...(input.apiRoot !== DEFAULT_TELEGRAM_ROOT ? [`    api_root: ${q(input.apiRoot)}`] : []),
@@ -194,7 +228,101 @@ export function renderConfig(input: {
       "    allowed_users: []",
     );
   }
+  const wa = input.whatsapp;
+  if (wa) {
+    lines.push(
+      "  whatsapp:",
+      `    phone_number_id: ${q(wa.phoneNumberId)}`,
+      `    access_token: ${q(wa.accessToken)}`,
+      `    app_secret: ${q(wa.appSecret)}`,
+      "    # The webhook's GET handshake must echo this: enter it in the Meta app's webhook settings.",
+      `    verify_token: ${q(wa.verifyToken)}`,
+      ...(wa.apiRoot !== DEFAULT_GRAPH_ROOT ? [`    api_root: ${q(wa.apiRoot)}`] : []),
+      "    # WhatsApp ids (phone digits) that may talk; others get a pairing code.",
+      "    allowed_users: []",
+    );
+  }
+  const mx = input.matrix;
+  if (mx) {
+    lines.push(
+      "  matrix:",
+      `    homeserver: ${q(mx.homeserver)}`,
+      `    user_id: ${q(mx.userId)}`,
+      `    access_token: ${q(mx.accessToken)}`,
+      "    # Matrix ids that may talk and invite the bot; others get a pairing code. No encrypted rooms.",
+      "    allowed_users: []",
+    );
+  }
   return `${lines.join("\n")}\n`;
+}
+
+/** The WhatsApp questions: skipped on an empty number id; the token is tested before it is kept. */
+async function askWhatsapp(
+  ask: ReturnType<typeof prompter>,
+  io: CliIo,
+): Promise<WhatsappAnswers | null | "failed"> {
+  const phoneNumberId = await ask.text("WhatsApp Cloud API phone number id (empty to skip)", "");
+  if (!phoneNumberId) return null;
+  const accessToken = await ask.text("WhatsApp access token (a system user's)", "");
+  const appSecret = await ask.text("Meta app secret (App settings > Basic)", "");
+  const verifyToken = await ask.text(
+    "Webhook verify token (any string you choose)",
+    randomBytes(16).toString("hex"),
+  );
+  if (!accessToken || !appSecret) {
+    io.err("✗ WhatsApp needs the access token and the app secret as well.");
+    return "failed";
+  }
+  const apiRoot = io.env.WHATSAPP_API_ROOT || DEFAULT_GRAPH_ROOT;
+  const probe = await probeWhatsapp(apiRoot, phoneNumberId, accessToken);
+  if (!probe.ok) {
+    io.err(`✗ ${probe.detail}`);
+    return "failed";
+  }
+  io.out(`✓ WhatsApp: ${probe.detail}`);
+  io.out(
+    "  Meta delivers messages to https://<public name>/platforms/whatsapp/webhook: put Keel behind",
+  );
+  io.out(
+    "  an HTTPS reverse proxy, list that name in http.public_hosts, and enter the URL and the",
+  );
+  io.out(
+    `  verify token ${verifyToken} in the app's WhatsApp > Configuration page (docs/operations.md).`,
+  );
+  return { phoneNumberId, accessToken, appSecret, verifyToken, apiRoot };
+}
+
+/** What setup writes for Matrix (platforms.matrix). */
+interface MatrixAnswers {
+  homeserver: string;
+  userId: string;
+  accessToken: string;
+}
+
+/** The Matrix questions: skipped on an empty homeserver; the token is tested with whoami. */
+async function askMatrix(
+  ask: ReturnType<typeof prompter>,
+  io: CliIo,
+): Promise<MatrixAnswers | null | "failed"> {
+  const homeserver = await ask.text("Matrix homeserver URL for a bot account (empty to skip)", "");
+  if (!homeserver) return null;
+  const userId = await ask.text("The bot's Matrix user id (@keel:example.org)", "");
+  const accessToken = await ask.text("The bot's access token", "");
+  if (!userId || !accessToken) {
+    io.err("✗ Matrix needs the bot's user id and access token as well.");
+    return "failed";
+  }
+  const probe = await probeMatrix(homeserver, userId, accessToken);
+  if (!probe.ok) {
+    io.err(`✗ ${probe.detail}`);
+    return "failed";
+  }
+  io.out(`✓ Matrix: ${probe.detail}`);
+  io.out(
+    "  Invite it to an unencrypted room (encrypted rooms are not supported yet); it joins when",
+  );
+  io.out("  the inviter is listed under platforms.matrix.allowed_users, or pairs.");
+  return { homeserver, userId, accessToken };
 }
 
 /** Plain line prompts on stdin; with `--yes` (or at the end of input) every answer is the default. */

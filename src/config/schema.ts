@@ -487,6 +487,58 @@ const slack = z
   })
   .prefault({});
 
+/** WhatsApp user ids are phone numbers in international form, digits only (`wa_id`). */
+const waIdList = z
+  .array(z.string().regex(/^\d{6,20}$/, "a WhatsApp id is the phone number's digits"))
+  .default([]);
+
+const whatsapp = z
+  .strictObject({
+    phone_number_id: z
+      .string()
+      .regex(/^\d+$/)
+      .optional()
+      .describe("The Cloud API phone number id (digits, from the app's WhatsApp > API Setup page)"),
+    access_token: z.string().min(1).optional().describe("A system user's permanent access token"),
+    app_secret: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("The Meta app's secret: webhooks are verified with it (X-Hub-Signature-256)"),
+    verify_token: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("The token the webhook's GET handshake must echo (chosen by you, set in the app)"),
+    api_root: z.url().default("https://graph.facebook.com/").describe("Graph API base URL"),
+    allowed_users: waIdList.describe("WhatsApp ids (phone digits) allowed to talk"),
+    admin_users: waIdList.describe(
+      "WhatsApp ids with operator rights (/restart, /sethome); they may also talk",
+    ),
+  })
+  .prefault({});
+
+/** Matrix user ids: `@name:server`. */
+const matrixIdList = z
+  .array(z.string().regex(/^@[^:\s]+:\S+$/, "a Matrix user id looks like @name:server"))
+  .default([]);
+
+const matrix = z
+  .strictObject({
+    homeserver: z.url().optional().describe("The homeserver's client-server API base URL"),
+    user_id: z
+      .string()
+      .regex(/^@[^:\s]+:\S+$/)
+      .optional()
+      .describe("The bot account's user id (@keel:example.org)"),
+    access_token: z.string().min(1).optional().describe("The bot account's access token"),
+    allowed_users: matrixIdList.describe("Matrix user ids allowed to talk (and to invite the bot)"),
+    admin_users: matrixIdList.describe(
+      "Matrix user ids with operator rights (/restart, /sethome); they may also talk",
+    ),
+  })
+  .prefault({});
+
 const store = z
   .strictObject({
     url: z
@@ -574,6 +626,8 @@ export const ConfigSchema = z.strictObject({
       telegram,
       discord,
       slack,
+      whatsapp,
+      matrix,
     })
     .prefault({}),
   store,

@@ -19,7 +19,15 @@ const BASE_NAMES = new Set([
 ]);
 
 /** Keel's own settings (model, bot, gateway): never passed unless listed. */
-const KEEL_PREFIXES = ["KEEL_", "OPENAI_", "TELEGRAM_", "SLACK_", "DISCORD_"];
+const KEEL_PREFIXES = [
+  "KEEL_",
+  "OPENAI_",
+  "TELEGRAM_",
+  "SLACK_",
+  "DISCORD_",
+  "WHATSAPP_",
+  "MATRIX_",
+];
 
 /** Names that look like credentials (case-insensitive): never passed unless listed. */
 const SECRET_WORDS = ["TOKEN", "KEY", "SECRET", "PASSWORD"];

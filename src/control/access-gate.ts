@@ -11,8 +11,11 @@ import type { Access, AccessDecision, AccessKind, Granted, RequestFacts } from "
 import { httpError } from "./http-errors.js";
 import { CLEAR_SESSION_COOKIE } from "./web-session.js";
 
-/** Routes anyone may call: liveness and readiness probes. */
-const PUBLIC_PATHS = new Set(["/healthz", "/readyz"]);
+/**
+ * Routes anyone may call: liveness and readiness probes, and platform webhooks, which carry
+ * their own proof (the WhatsApp route checks Meta's signature on every POST).
+ */
+const PUBLIC_PATHS = new Set(["/healthz", "/readyz", "/platforms/whatsapp/webhook"]);
 /** Pages a person opens: without a session they get the login hint instead of JSON. */
 const PAGES = new Set(["/", "/dashboard"]);
 

@@ -1,7 +1,7 @@
 /**
  * Builds the platform adapters the config enables and hooks each into what it needs: the API
  * and the web chat mount routes on the HTTP server (the gateway hands them the runner's live
- * events through `onRunnerEvent`); Telegram, Slack and Discord report their health changes.
+ * events through `onRunnerEvent`), WhatsApp its webhook; every chat platform reports its health changes.
  */
 import { join } from "node:path";
 import type { Logger } from "pino";
@@ -10,6 +10,7 @@ import type { Config } from "../config/schema.js";
 import { requestFacts } from "../control/access-gate.js";
 import { createWebRoutes } from "../control/web-routes.js";
 import { LazyDiscordAdapter } from "../platforms/discord/lazy-adapter.js";
+import { MatrixAdapter } from "../platforms/matrix/adapter.js";
 import { OpenAiApiAdapter } from "../platforms/openai-api/adapter.js";
 import type { ConnectionLease, PlatformAdapter } from "../platforms/platform.js";
 import { LazySlackAdapter } from "../platforms/slack/lazy-adapter.js";
@@ -17,6 +18,7 @@ import { LazyTelegramAdapter } from "../platforms/telegram/lazy-adapter.js";
 import { type UpgradeVerdict, WebchatAdapter } from "../platforms/webchat/adapter.js";
 import { webSocketToken } from "../platforms/webchat/upgrade-auth.js";
 import { UPLOADS_PATH, WebchatUploads } from "../platforms/webchat/uploads.js";
+import { WhatsappAdapter } from "../platforms/whatsapp/adapter.js";
 import type { ClusterMembership } from "./cluster.js";
 import type { AdapterWiring } from "./core-wiring.js";
 
@@ -86,7 +88,53 @@ export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[
       }),
     );
   }
+  const whatsapp = config.platforms.whatsapp;
+  if (whatsapp.phone_number_id || whatsapp.access_token) {
+    adapters.push(createWhatsappAdapter(wiring));
+  }
+  const matrix = config.platforms.matrix;
+  if (matrix.homeserver || matrix.access_token) {
+    // Plain fetch, no SDK: nothing to load lazily.
+    adapters.push(
+      new MatrixAdapter({
+        homeserver: matrix.homeserver,
+        userId: matrix.user_id,
+        accessToken: matrix.access_token,
+        allowedUsers: matrix.allowed_users,
+        adminUsers: matrix.admin_users,
+        store: wiring.store,
+        logger: wiring.logger.child({ component: "matrix" }),
+        onStatusChange: () => wiring.onPlatformStatusChange(),
+        progress: progressWiring(wiring),
+      }),
+    );
+  }
   return adapters;
+}
+
+/** WhatsApp's messages arrive on its webhook route; no SDK, so nothing to load lazily. */
+function createWhatsappAdapter({
+  config,
+  logger,
+  store,
+  http,
+  onPlatformStatusChange,
+}: PlatformWiring) {
+  const whatsapp = config.platforms.whatsapp;
+  const adapter = new WhatsappAdapter({
+    phoneNumberId: whatsapp.phone_number_id,
+    accessToken: whatsapp.access_token,
+    appSecret: whatsapp.app_secret,
+    verifyToken: whatsapp.verify_token,
+    apiRoot: whatsapp.api_root,
+    allowedUsers: whatsapp.allowed_users,
+    adminUsers: whatsapp.admin_users,
+    store,
+    logger: logger.child({ component: "whatsapp" }),
+    onStatusChange: () => onPlatformStatusChange(),
+  });
+  http.addRoutes(adapter.routes());
+  return adapter;
 }
 
 /** One gateway at a time holds this platform connection (one poller per bot token, say). */

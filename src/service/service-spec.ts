@@ -56,7 +56,15 @@ const CAPTURED_NAMES = [
   "https_proxy",
   "no_proxy",
 ];
-const CAPTURED_PREFIXES = ["KEEL_", "OPENAI_", "TELEGRAM_", "SLACK_", "DISCORD_"];
+const CAPTURED_PREFIXES = [
+  "KEEL_",
+  "OPENAI_",
+  "TELEGRAM_",
+  "SLACK_",
+  "DISCORD_",
+  "WHATSAPP_",
+  "MATRIX_",
+];
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD/i;
 
 /** Result of {@link captureServiceEnv}. */

@@ -65,6 +65,16 @@ describe("send_file", () => {
     expect(out.output).toContain("no chat");
   });
 
+  it("hands a file over on WhatsApp, whose adapter uploads it", async () => {
+    writeFileSync(join(cwd, "chart.png"), "png-bytes");
+    const out = await tool().execute(
+      { path: "chart.png" },
+      { ...context, chat: { platform: "whatsapp", chatId: "15550001111" } },
+    );
+    expect(out.isError).toBe(false);
+    expect(out.sentFile?.file).toMatchObject({ name: "chart.png", mime: "image/png" });
+  });
+
   it("refuses on platforms that cannot carry a file yet, so the model does not think it went", async () => {
     writeFileSync(join(cwd, "chart.png"), "png-bytes");
     for (const platform of ["discord", "slack"]) {

@@ -1,0 +1,139 @@
+import { join } from "node:path";
+import { pino } from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type FakeMatrix, startFakeMatrix } from "../../../test/fakes/matrix-server.js";
+import { StoreSink } from "../../../test/helpers/store-sink.js";
+import { createTempDir } from "../../../test/helpers/temp-home.js";
+import { waitFor } from "../../../test/helpers/wait-for.js";
+import { SqliteStore } from "../../sessions/sqlite-store.js";
+import { ENCRYPTED_NOTICE, MatrixAdapter, type MatrixAdapterOptions } from "./adapter.js";
+
+const OWNER = "@owner:fake.test";
+const STRANGER = "@stranger:fake.test";
+const DM = "!dm:fake.test";
+const ROOM = "!room:fake.test";
+
+describe("MatrixAdapter against a stand-in homeserver", () => {
+  let fake: FakeMatrix;
+  let home: ReturnType<typeof createTempDir>;
+  let store: SqliteStore;
+  let sink: StoreSink;
+  const adapters: MatrixAdapter[] = [];
+
+  async function open(overrides: Partial<MatrixAdapterOptions> = {}): Promise<MatrixAdapter> {
+    const adapter = new MatrixAdapter({
+      homeserver: fake.homeserver,
+      userId: fake.userId,
+      accessToken: fake.accessToken,
+      allowedUsers: [OWNER],
+      adminUsers: [],
+      store,
+      logger: pino({ level: "silent" }),
+      timing: { pollTimeoutMs: 200, backoffBaseMs: 20, backoffMaxMs: 100 },
+      ...overrides,
+    });
+    adapters.push(adapter);
+    await adapter.start(sink);
+    return adapter;
+  }
+
+  beforeEach(async () => {
+    fake = await startFakeMatrix();
+    home = createTempDir("keel-matrix-adapter-");
+    store = new SqliteStore(join(home.path, "state.db"));
+    sink = new StoreSink(store);
+    fake.setMembers(DM, [fake.userId, OWNER]);
+    fake.setMembers(ROOM, [fake.userId, OWNER, "@c:fake.test"]);
+  });
+
+  afterEach(async () => {
+    for (const adapter of adapters.splice(0)) await adapter.stop();
+    await fake.close();
+    await store.close();
+    home.cleanup();
+  });
+
+  const synced = (position: number) =>
+    waitFor(() => fake.sinceSeen.some((s) => s >= position), {
+      message: `synced past ${position}`,
+    });
+
+  it("does not answer what was said before its first start, and resumes from the stored position", async () => {
+    fake.userSays({ roomId: DM, sender: OWNER, body: "said before Keel came" });
+    const first = await open();
+    const { position } = fake.userSays({ roomId: DM, sender: OWNER, body: "first" });
+    await synced(position);
+    await first.stop();
+    // Said while Keel was down: the next process syncs from the stored position.
+    const down = fake.userSays({ roomId: DM, sender: OWNER, body: "while down" });
+    await open();
+    await synced(down.position);
+    expect(sink.accepted).toEqual(["first", "while down"]);
+    // One sync without a position: the very first.
+    expect(fake.sinceSeen.filter((since) => since === 0)).toHaveLength(1);
+  });
+
+  it("answers every message in a direct chat, and in a larger room only when mentioned", async () => {
+    await open();
+    fake.userSays({ roomId: ROOM, sender: OWNER, body: "talking to others" });
+    const { position } = fake.userSays({
+      roomId: ROOM,
+      sender: OWNER,
+      body: `${fake.userId}: what time is it`,
+    });
+    await synced(position);
+    expect(sink.accepted).toEqual(["what time is it"]);
+  });
+
+  it("gives a stranger a pairing code in a direct chat and stores nothing", async () => {
+    fake.setMembers("!s:fake.test", [fake.userId, STRANGER]);
+    await open();
+    const { position } = fake.userSays({ roomId: "!s:fake.test", sender: STRANGER, body: "hi" });
+    await synced(position);
+    expect(sink.accepted).toEqual([]);
+    await waitFor(() => fake.botTexts("!s:fake.test").some((t) => /pairing code is/.test(t)), {
+      message: "a pairing code",
+    });
+  });
+
+  it("accepts invites from allowed users only", async () => {
+    await open();
+    fake.invite("!mine:fake.test", OWNER);
+    fake.invite("!theirs:fake.test", STRANGER);
+    await waitFor(() => fake.joined.includes("!mine:fake.test"), { message: "joined" });
+    fake.userSays({ roomId: DM, sender: OWNER, body: "after the invites" });
+    await waitFor(() => sink.accepted.includes("after the invites"), { message: "synced on" });
+    expect(fake.joined).toEqual(["!mine:fake.test"]);
+  });
+
+  it("says once per room that encrypted rooms are not supported", async () => {
+    await open();
+    fake.userSays({ roomId: DM, sender: OWNER, body: "", encrypted: true });
+    const { position } = fake.userSays({ roomId: DM, sender: OWNER, body: "", encrypted: true });
+    await synced(position);
+    await waitFor(() => fake.botTexts(DM).includes(ENCRYPTED_NOTICE), { message: "the notice" });
+    expect(fake.botTexts(DM)).toEqual([ENCRYPTED_NOTICE]);
+    expect(sink.accepted).toEqual([]);
+  });
+
+  it("sends a retried row under the same transaction ids: the room gets it once", async () => {
+    const adapter = await open();
+    const reply = {
+      outboxId: 7,
+      sessionKey: `agent:main:matrix:room:${DM}`,
+      sessionId: "s",
+      address: { platform: "matrix", chatId: DM },
+      text: "only once",
+      kind: "reply" as const,
+    };
+    await adapter.deliver(reply);
+    await adapter.deliver(reply);
+    expect(fake.botTexts(DM)).toEqual(["only once"]);
+  });
+
+  it("is down when the homeserver refuses the token", async () => {
+    const adapter = await open({ accessToken: "wrong" });
+    await waitFor(() => adapter.connection().state === "down", { message: "down" });
+    expect(adapter.status().error).toMatch(/MATRIX_ACCESS_TOKEN/);
+  });
+});

@@ -1,0 +1,383 @@
+/**
+ * Matrix through the client-server API (client.ts): a `/sync` long poll in, `PUT
+ * /rooms/{room}/send` out. The sync position (`next_batch`) is stored durably, and only after
+ * every message of the batch before it is committed to the inbox: a crash before that syncs the
+ * same batch again, and the inbox's key (room + event id) stores each message once.
+ *
+ * Rooms: a room with two members is a direct chat, answered throughout; in a larger room Keel
+ * answers when mentioned. Invites from allowed users are accepted. End-to-end encrypted rooms are
+ * not supported: an encrypted message gets one plain notice saying so, per room and process.
+ */
+import type { Logger } from "pino";
+import type { Store } from "../../sessions/store.js";
+import { ChatAccess, type PairingAccess } from "../chat-access.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import type {
+  ChatAddress,
+  ConnectionReport,
+  InboundMessage,
+  InboundSink,
+  OutboundReply,
+  PlatformAdapter,
+  PlatformStatus,
+  ProgressUpdate,
+} from "../platform.js";
+import type { ProgressSettings, ProgressView } from "../progress-view.js";
+import { splitText } from "../text-pieces.js";
+import { typingSchedule } from "../typing.js";
+import { MatrixClient, MatrixError, type MatrixEvent, type SyncResponse } from "./client.js";
+import { createMatrixProgress, MATRIX_PIECE_CHARS } from "./progress.js";
+
+export type MatrixStoreAccess = PairingAccess &
+  Pick<Store, "getPlatformState" | "setPlatformState">;
+
+export interface MatrixTiming {
+  /** How long one `/sync` waits on the server for news. */
+  pollTimeoutMs: number;
+  requestTimeoutMs: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  startWaitMs: number;
+  maxAttempts: number;
+  maxRetryWaitMs: number;
+  typingDelayMs: number;
+  typingEveryMs: number;
+}
+
+export const DEFAULT_MATRIX_TIMING: MatrixTiming = {
+  pollTimeoutMs: 30_000,
+  requestTimeoutMs: 30_000,
+  backoffBaseMs: 1_000,
+  backoffMaxMs: 60_000,
+  startWaitMs: 10_000,
+  maxAttempts: 5,
+  maxRetryWaitMs: 120_000,
+  typingDelayMs: 1_000,
+  typingEveryMs: 20_000,
+};
+
+export interface MatrixAdapterOptions extends ConnectingAdapterOptions<ProgressSettings> {
+  homeserver: string | undefined;
+  userId: string | undefined;
+  accessToken: string | undefined;
+  allowedUsers: string[];
+  adminUsers: string[];
+  store: MatrixStoreAccess;
+  timing?: Partial<MatrixTiming>;
+}
+
+export const ENCRYPTED_NOTICE =
+  "This room is end-to-end encrypted, and Keel does not support encrypted rooms yet: I cannot read messages here. Talk to me in an unencrypted room.";
+
+export function matrixSessionKey(roomId: string): string {
+  return `agent:main:matrix:room:${roomId}`;
+}
+
+export class MatrixAdapter implements PlatformAdapter {
+  readonly name = "matrix";
+  private readonly logger: Logger;
+  private readonly timing: MatrixTiming;
+  private readonly health: ConnectionState;
+  private readonly access: ChatAccess;
+  private readonly client: MatrixClient | null;
+  private readonly progressView: ProgressView | null;
+  private sink: InboundSink | null = null;
+  private loop: Promise<void> | null = null;
+  /** Per room: a direct chat (two members)? Asked once per room and process. */
+  private readonly direct = new Map<string, boolean>();
+  private readonly toldEncrypted = new Set<string>();
+
+  constructor(private readonly options: MatrixAdapterOptions) {
+    this.logger = options.logger;
+    this.timing = { ...DEFAULT_MATRIX_TIMING, ...options.timing };
+    this.health = new ConnectionState({
+      platform: "matrix",
+      logger: this.logger,
+      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
+      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+      // A long poll answers at least every pollTimeoutMs: longer silence is a stall.
+      stalledAfterMs: 2 * (this.timing.pollTimeoutMs + this.timing.requestTimeoutMs),
+    });
+    this.access = new ChatAccess("matrix", options.allowedUsers, options.store, options.adminUsers);
+    this.client =
+      options.homeserver && options.accessToken
+        ? new MatrixClient({
+            homeserver: options.homeserver,
+            accessToken: options.accessToken,
+            requestTimeoutMs: this.timing.requestTimeoutMs,
+            maxAttempts: this.timing.maxAttempts,
+            maxWaitMs: this.timing.maxRetryWaitMs,
+            signal: this.health.stopSignal,
+          })
+        : null;
+    this.progressView =
+      this.client && options.progress
+        ? createMatrixProgress(
+            this.client,
+            options.progress.store,
+            options.progress.settings,
+            this.logger,
+            this.health.stopSignal,
+            (reply) => this.sendPlainReply(reply),
+          )
+        : null;
+  }
+
+  /** Shows a running turn's reply as it is written, edited in place (progress.ts). */
+  progress(update: ProgressUpdate): void {
+    if (!this.health.stopped) this.progressView?.onProgress(update);
+  }
+
+  status(): PlatformStatus {
+    return this.health.status();
+  }
+
+  connection(): ConnectionReport {
+    return this.health.report();
+  }
+
+  private get sinceKey(): string {
+    return `matrix:since:${this.options.userId}`;
+  }
+
+  async start(sink: InboundSink): Promise<void> {
+    if (this.loop || this.health.stopped) return;
+    this.sink = sink;
+    const o = this.options;
+    const missing = !o.homeserver
+      ? "platforms.matrix.homeserver (MATRIX_HOMESERVER)"
+      : !o.userId
+        ? "platforms.matrix.user_id (MATRIX_USER_ID)"
+        : !o.accessToken
+          ? "platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)"
+          : null;
+    if (missing) {
+      this.health.fail(`${missing} is not set; Matrix needs it.`, { retrying: false });
+      return;
+    }
+    this.health.set("starting");
+    let firstAttempt: () => void = () => {};
+    const attempted = new Promise<void>((resolve) => {
+      firstAttempt = resolve;
+    });
+    this.loop = this.run(firstAttempt).catch((err: unknown) => {
+      this.logger.error({ err }, "matrix sync loop crashed");
+      this.health.fail(`Matrix stopped unexpectedly: ${describe(err)}`, { retrying: false });
+    });
+    await Promise.race([attempted, this.health.pause(this.timing.startWaitMs)]);
+  }
+
+  async stop(): Promise<void> {
+    if (this.health.stopped) return;
+    this.health.stop();
+    await this.loop;
+    await this.progressView?.stop();
+    this.health.set("stopped");
+    this.logger.info("matrix stopped");
+  }
+
+  /** Delivers a reply: into the turn's streamed messages when it had any, else as new messages. */
+  async deliver(reply: OutboundReply): Promise<void> {
+    if (!this.client) throw new Error("Matrix is not configured; the reply stays queued.");
+    await (this.progressView ? this.progressView.deliver(reply) : this.sendPlainReply(reply));
+  }
+
+  /** Sends a reply's pieces; each transaction id names the outbox row and piece. */
+  private async sendPlainReply(reply: OutboundReply): Promise<void> {
+    if (!this.client) throw new Error("Matrix is not configured; the reply stays queued.");
+    const pieces = splitText(reply.text, MATRIX_PIECE_CHARS);
+    for (const [piece, body] of pieces.entries()) {
+      await this.client.send(reply.address.chatId, `keel-${reply.outboxId}-${piece}`, {
+        msgtype: reply.kind === "notice" ? "m.notice" : "m.text",
+        body,
+      });
+    }
+  }
+
+  showTyping(address: ChatAddress): () => void {
+    const client = this.client;
+    const userId = this.options.userId;
+    if (!client || !userId) return () => {};
+    let shown = false;
+    const stop = typingSchedule(
+      () => {
+        shown = true;
+        client
+          .typing(address.chatId, userId, true, this.timing.typingEveryMs + 10_000)
+          .catch((err: unknown) => this.logger.debug({ err }, "matrix typing not shown"));
+      },
+      this.timing.typingDelayMs,
+      this.timing.typingEveryMs,
+    );
+    return () => {
+      stop();
+      if (shown && !this.health.stopped) {
+        client.typing(address.chatId, userId, false, 0).catch(() => {});
+      }
+    };
+  }
+
+  private async run(firstAttempt: () => void): Promise<void> {
+    let since: string | null = null;
+    let checked = false;
+    for (let failures = 0; !this.health.stopped; ) {
+      try {
+        if (!checked) {
+          const me = await this.client!.whoami();
+          if (me.user_id !== this.options.userId) {
+            throw new WrongAccountError(
+              `The Matrix access token belongs to ${me.user_id}, not platforms.matrix.user_id ${this.options.userId}.`,
+            );
+          }
+          checked = true;
+          since = (await this.options.store.getPlatformState(this.sinceKey)) as string | null;
+          if (since === null) {
+            // First start: what was said before Keel joined is not answered.
+            const first = await this.client!.sync(null, 0, this.health.stopSignal);
+            await this.takeInvites(first);
+            since = first.next_batch;
+            await this.options.store.setPlatformState(this.sinceKey, since);
+          }
+        }
+        if (this.health.state !== "connected") {
+          // Previews an earlier process left mid-stream (a crash) are marked interrupted.
+          void this.progressView?.sweep();
+        }
+        this.health.set("connected");
+        this.health.sawEvent();
+        firstAttempt();
+        const batch = await this.client!.sync(
+          since,
+          this.timing.pollTimeoutMs,
+          this.health.stopSignal,
+        );
+        this.health.sawEvent();
+        await this.takeBatch(batch);
+        // Only now: a crash before this line syncs the same batch again.
+        await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
+        since = batch.next_batch;
+        failures = 0;
+      } catch (err) {
+        if (this.health.stopped) return;
+        firstAttempt();
+        if (
+          err instanceof MatrixError &&
+          (err.status === 401 || err.errcode === "M_UNKNOWN_TOKEN")
+        ) {
+          this.health.fail(
+            `Matrix rejected the access token (${err.message}). Check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN), then restart Keel.`,
+            { retrying: false },
+          );
+          return;
+        }
+        if (err instanceof WrongAccountError) {
+          this.health.fail(err.message, { retrying: false });
+          return;
+        }
+        failures += 1;
+        this.health.fail(`Cannot sync with the Matrix homeserver (${describe(err)}); retrying.`);
+        await this.health.pause(this.health.backoffMs(failures));
+      }
+    }
+  }
+
+  private async takeInvites(batch: SyncResponse): Promise<void> {
+    for (const [roomId, room] of Object.entries(batch.rooms?.invite ?? {})) {
+      const invite = room.invite_state?.events?.find(
+        (e) => e.type === "m.room.member" && e.state_key === this.options.userId,
+      );
+      const inviter = invite?.sender;
+      if (!inviter || !(await this.access.isAllowed(inviter))) continue;
+      try {
+        await this.client!.join(roomId);
+        this.logger.info({ roomId, inviter }, "matrix invite accepted");
+      } catch (err) {
+        this.logger.warn({ roomId, error: describe(err) }, "matrix invite not accepted");
+      }
+    }
+  }
+
+  /** Every message of the batch, room by room in order, then the invites. Throws when one is not stored. */
+  private async takeBatch(batch: SyncResponse): Promise<void> {
+    for (const [roomId, room] of Object.entries(batch.rooms?.join ?? {})) {
+      for (const event of room.timeline?.events ?? []) await this.takeEvent(roomId, event);
+    }
+    await this.takeInvites(batch);
+  }
+
+  private async takeEvent(roomId: string, event: MatrixEvent): Promise<void> {
+    if (event.sender === this.options.userId) return;
+    if (event.type === "m.room.encrypted") {
+      if (!this.toldEncrypted.has(roomId)) {
+        this.toldEncrypted.add(roomId);
+        await this.client!.send(roomId, `keel-e2e-${event.event_id}`, {
+          msgtype: "m.notice",
+          body: ENCRYPTED_NOTICE,
+        }).catch((err: unknown) =>
+          this.logger.warn({ error: describe(err) }, "matrix notice not sent"),
+        );
+      }
+      return;
+    }
+    if (event.type !== "m.room.message") return;
+    const content = event.content as {
+      msgtype?: string;
+      body?: string;
+      "m.relates_to"?: { rel_type?: string };
+      "m.mentions"?: { user_ids?: string[] };
+    };
+    // Edits and other bots' notices are not new messages.
+    if (content["m.relates_to"]?.rel_type === "m.replace") return;
+    if (content.msgtype !== "m.text" || typeof content.body !== "string") return;
+    const userId = this.options.userId!;
+    const direct = await this.isDirect(roomId);
+    const mentioned =
+      content["m.mentions"]?.user_ids?.includes(userId) === true || content.body.includes(userId);
+    if (!direct && !mentioned) return;
+    const text = content.body
+      .replaceAll(userId, "")
+      .replace(/^[\s:,]+/, "")
+      .trim();
+    const inbound: InboundMessage = {
+      platform: "matrix",
+      chatId: roomId,
+      platformMessageId: event.event_id,
+      sessionKey: matrixSessionKey(roomId),
+      text,
+      senderId: event.sender,
+      address: { platform: "matrix", chatId: roomId, replyToMessageId: event.event_id },
+    };
+    if (await this.access.isAllowed(event.sender)) {
+      if (this.access.isOperator(event.sender)) inbound.operator = true;
+      await this.sink!.receive(inbound);
+      return;
+    }
+    if (!direct) return;
+    const answer = await this.access.pairingAnswer({
+      userId: event.sender,
+      userName: null,
+      chatId: roomId,
+    });
+    this.logger.info({ userId: event.sender }, "matrix pairing requested");
+    await this.client!.send(roomId, `keel-pair-${event.event_id}`, {
+      msgtype: "m.notice",
+      body: answer,
+    });
+  }
+
+  private async isDirect(roomId: string): Promise<boolean> {
+    const known = this.direct.get(roomId);
+    if (known !== undefined) return known;
+    const members = await this.client!.joinedMembers(roomId);
+    const direct = members.length <= 2;
+    this.direct.set(roomId, direct);
+    return direct;
+  }
+}
+
+/** The token is another account's: no retry fixes that. */
+class WrongAccountError extends Error {}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

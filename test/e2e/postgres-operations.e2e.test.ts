@@ -130,7 +130,8 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
       await start({ ...ttl, KEEL_INSTANCE_ID: "survivor", KEEL_DATABASE_URL: direct });
       const { id } = await send(a, "echo: hello");
       // A's turn runs a tool that ends only when the test says so; the next message queues.
-      const gate = join(a.home, "gate");
+      // In the workspace: the sandbox hides the rest of the home from commands.
+      const gate = join(a.home, "workspace", "gate");
       const first = send(a, `run: while [ ! -e ${gate} ]; do sleep 0.1; done; echo first`, id!);
       await waitFor(toolStarted, { message: "A's tool call started" });
       let second: Answer | null = null;

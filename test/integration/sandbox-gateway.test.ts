@@ -74,6 +74,22 @@ async function start(configYaml: string, env: Record<string, string> = {}) {
       const body = (await res.json()) as { choices: { message: { content: string } }[] };
       return body.choices[0]?.message.content ?? "";
     },
+    /**
+     * Sends `text` and waits for the approval its turn asks for: a /v1 request whose turn waits
+     * for a human stays open until the answer, so its reply is the turn that follows.
+     */
+    async ask(text: string) {
+      const reply = this.chat(text);
+      reply.catch(() => {});
+      const [pending] = await waitFor(
+        async () => {
+          const list = await this.pending();
+          return list.length > 0 ? list : null;
+        },
+        { timeoutMs: 15_000, message: "an approval asked" },
+      );
+      return { pending: pending!, reply };
+    },
     async pending(): Promise<{ id: string; reason: string; summary: string; rule: string }[]> {
       const res = await fetch(`${base}/api/approvals`, { headers: auth });
       return ((await res.json()) as { approvals: never[] }).approvals;
@@ -122,18 +138,13 @@ describe("stepping outside the sandbox always asks", () => {
     const target = join(outside, "made-outside.txt");
     const command = `echo out > '${target}' && echo ran-outside`;
     scriptToolCalls([{ name: "terminal", arguments: { command, sandbox: false } }]);
-    const card = await gw.chat("write outside");
-    expect(card).toContain("outside the sandbox");
-    expect(card).toContain(command);
-    const [pending] = await gw.pending();
-    expect(pending?.reason).toBe("it runs outside the sandbox");
+    const { pending, reply } = await gw.ask("write outside");
+    expect(pending.reason).toBe("it runs outside the sandbox");
+    expect(pending.summary).toContain(command);
     expect(existsSync(target)).toBe(false);
 
-    await gw.approve(pending!.id);
-    await waitFor(() => existsSync(target), {
-      timeoutMs: 15_000,
-      message: "the approved command ran",
-    });
+    await gw.approve(pending.id);
+    expect(await reply).toBe("done");
     expect(readFileSync(target, "utf8")).toBe("out\n");
     await waitFor(() => toolResults(fake.requests).some((r) => r.includes("ran-outside")), {
       timeoutMs: 15_000,
@@ -161,20 +172,23 @@ describe("stepping outside the sandbox always asks", () => {
       { name: "write_file", arguments: { path: "inside.txt", content: "in\n" } },
       { name: "write_file", arguments: { path: target, content: "out\n" } },
     ]);
-    const card = await gw.chat("write two files");
+    const asked = await gw.ask("write two files");
     expect(readFileSync(join(home, "workspace", "inside.txt"), "utf8")).toBe("in\n");
-    expect(card).toContain(`write_file ${target}`);
-    expect(card).toContain("outside the sandbox's writable folders");
+    expect(asked.pending.summary).toContain(target);
+    expect(asked.pending.reason).toContain("outside the sandbox's writable folders");
     expect(existsSync(target)).toBe(false);
-    const [pending] = await gw.pending();
-    await gw.approve(pending!.id);
-    await waitFor(() => existsSync(target), { timeoutMs: 15_000, message: "approved write" });
+    await gw.approve(asked.pending.id);
+    expect(await asked.reply).toBe("done");
     expect(readFileSync(target, "utf8")).toBe("out\n");
 
     writeFileSync(join(outside, "report.txt"), "report\n");
     scriptToolCalls([{ name: "send_file", arguments: { path: join(outside, "report.txt") } }]);
-    expect(await gw.chat("send the report")).toContain("send_file");
-    expect((await gw.pending())[0]?.reason).toContain("outside the sandbox's writable folders");
+    const sent = await gw.ask("send the report");
+    expect(sent.pending.summary).toContain("send_file");
+    expect(sent.pending.reason).toContain("outside the sandbox's writable folders");
+    await gw.approve(sent.pending.id);
+    // Approved, the file goes out with the reply (a link on the API).
+    expect(await sent.reply).toContain("[report.txt](/files/");
   });
 
   it("with tools.sandbox: off nothing changes: no sandbox argument, no question, writes go through", async () => {

@@ -39,9 +39,21 @@ describe("the import check", () => {
     ]);
   });
 
+  it("fails when anything but the wiring imports an adapter", () => {
+    const files = new Map([
+      ["src/runner/x.ts", `import { PlatformRegistry } from "../platforms/kit/registry.js";`],
+      ["src/platforms/kit/registry.ts", ""],
+      ["src/gateway/y.ts", `import { x } from "../platforms/telegram/adapter.js";`],
+      ["src/platforms/telegram/adapter.ts", ""],
+    ]);
+    expect(checkImports(files).map((v) => v.why)).toEqual([
+      "runner may not import platforms (only the wiring may)",
+    ]);
+  });
+
   it("fails when the contract imports anything of ours", () => {
     const files = new Map([
-      ["src/platforms/platform.ts", `export type { Config } from "../config/schema.js";`],
+      ["src/contract/platform.ts", `export type { Config } from "../config/schema.js";`],
       ["src/config/schema.ts", ""],
     ]);
     expect(checkImports(files).map((v) => v.why)).toEqual([
@@ -63,7 +75,7 @@ describe("the import check", () => {
   });
 
   it("places a module in its most specific layer", () => {
-    expect(layerOf("src/platforms/platform.ts")).toBe(0);
+    expect(layerOf("src/contract/platform.ts")).toBe(0);
     expect(layerOf("src/platforms/telegram/adapter.ts")).toBeGreaterThan(
       layerOf("src/sessions/store.ts"),
     );

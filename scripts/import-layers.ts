@@ -12,7 +12,7 @@ import ts from "typescript";
 /** Lowest first. A path names a folder (`src/runner/`) or a single file. */
 export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   // The chat-platform contract: the types every layer speaks; imports nothing of ours.
-  { name: "contract", paths: ["src/platforms/platform.ts"] },
+  { name: "contract", paths: ["src/contract/"] },
   { name: "lib", paths: ["src/lib/"] },
   { name: "config", paths: ["src/config/"] },
   { name: "service", paths: ["src/service/"] },
@@ -41,6 +41,13 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: "gateway", paths: ["src/gateway/"] },
   { name: "cli", paths: ["src/cli/", "src/main.ts"] },
 ];
+
+/**
+ * Layers only the wiring (gateway, cli) may import: the rest of the house reaches an adapter
+ * through the contract, never by name.
+ */
+const WIRING_ONLY: readonly string[] = ["platforms"];
+const WIRING: readonly string[] = ["gateway", "cli"];
 
 export interface Violation {
   from: string;
@@ -92,6 +99,12 @@ export function checkImports(files: ReadonlyMap<string, string>): Violation[] {
           to,
           why: `${LAYERS[from]?.name} may not import ${LAYERS[target]?.name} (a higher layer)`,
         });
+      } else if (wiringOnlyBreach(from, target)) {
+        violations.push({
+          from: path,
+          to,
+          why: `${LAYERS[from]?.name} may not import ${LAYERS[target]?.name} (only the wiring may)`,
+        });
       }
     }
   }
@@ -103,6 +116,12 @@ export function checkImports(files: ReadonlyMap<string, string>): Violation[] {
     });
   }
   return violations;
+}
+
+function wiringOnlyBreach(from: number, target: number): boolean {
+  const fromName = LAYERS[from]?.name ?? "";
+  const targetName = LAYERS[target]?.name ?? "";
+  return from !== target && WIRING_ONLY.includes(targetName) && !WIRING.includes(fromName);
 }
 
 /** One cycle per strongly connected group of modules (Tarjan), as a closed path. */

@@ -2,7 +2,7 @@
  * The agent's vocabulary: transcript messages in the model's (OpenAI chat) shape, tool calls,
  * the events a turn emits while it runs, and how a turn ends.
  */
-import type { ChatAddress, StopReason, TurnEvent } from "../platforms/platform.js";
+import type { ChatAddress, StopReason, TurnEvent } from "../contract/platform.js";
 import type { Tool, ToolContext, ToolOutput } from "./tools/tool.js";
 
 /** One tool call requested by the model; `arguments` is the raw JSON string the model produced. */

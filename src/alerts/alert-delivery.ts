@@ -5,8 +5,8 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import type { ChatAddress } from "../contract/platform.js";
 import { backoffMs } from "../lib/net.js";
-import type { ChatAddress } from "../platforms/platform.js";
 import type { AlertEvent } from "./alert-monitor.js";
 
 export interface WebhookRetry {

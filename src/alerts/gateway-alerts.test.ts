@@ -4,7 +4,7 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import { ModelHealth } from "../agent/model-health.js";
-import type { ChatAddress, ConnectionReport } from "../platforms/platform.js";
+import type { ChatAddress, ConnectionReport } from "../contract/platform.js";
 import { chatFor, parseAlertChat } from "./alert-delivery.js";
 import type { AlertEvent } from "./alert-monitor.js";
 import { createGatewayAlerts, type GatewayAlerts } from "./gateway-alerts.js";

@@ -4,7 +4,7 @@
  */
 import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import {
   alertText,
   chatFor,

@@ -5,8 +5,8 @@
  */
 import { statfs } from "node:fs/promises";
 import type { ModelFailing } from "../agent/model-health.js";
+import type { ConnectionReport } from "../contract/platform.js";
 import { maskUrlCredentials } from "../lib/url-credentials.js";
-import type { ConnectionReport } from "../platforms/platform.js";
 import type { Observation } from "./alert-monitor.js";
 
 /** Below this share of the volume free, the disk alert is raised. */

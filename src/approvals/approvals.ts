@@ -10,7 +10,7 @@
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import type { ToolGate } from "../agent/types.js";
-import type { ApprovalPress, ApprovalPressResult, ChatAddress } from "../platforms/platform.js";
+import type { ApprovalPress, ApprovalPressResult, ChatAddress } from "../contract/platform.js";
 import type { GateTurn, TurnApprovals } from "../runner/agent-run.js";
 import type {
   ApprovalDecision,

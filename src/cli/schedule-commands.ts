@@ -4,7 +4,7 @@
  * (its scheduler looks at the jobs at least every 5 s).
  */
 import type { Command } from "commander";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import { describeJob, jobJson, ScheduleBook } from "../schedules/book.js";
 import { ScheduleInputError } from "../schedules/timing.js";
 import { type CliIo, EXIT } from "./io.js";

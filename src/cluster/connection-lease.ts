@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
-import type { ConnectionLease } from "../platforms/platform.js";
+import type { ConnectionLease } from "../contract/platform.js";
 import type { ClusterStore, LeaseToken } from "../sessions/store.js";
 
 export type LeaseStore = ClusterStore;

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
-import type { InboundMessage } from "../platforms/platform.js";
+import type { InboundMessage } from "../contract/platform.js";
 import { queueNotice } from "../sessions/notices.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import { listSessionsJson } from "./session-list.js";

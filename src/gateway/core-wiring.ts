@@ -11,6 +11,8 @@ import { Approvals } from "../approvals/approvals.js";
 import { createApprovalPolicy } from "../approvals/policy.js";
 import { loadShellParser } from "../approvals/shell-syntax.js";
 import type { Config } from "../config/schema.js";
+import type { ChatAddress, PlatformAdapter } from "../contract/platform.js";
+import { PlatformRegistry } from "../contract/registry.js";
 import { Access } from "../control/access.js";
 import { createApprovalRoutes } from "../control/approval-routes.js";
 import { AuthFailures } from "../control/auth-failures.js";
@@ -26,8 +28,6 @@ import {
 } from "../lifecycle/runtime-status.js";
 import type { StopPath } from "../lifecycle/stop-path.js";
 import type { StopRequest } from "../lifecycle/stop-sequence.js";
-import { PlatformRegistry } from "../platforms/kit/registry.js";
-import type { ChatAddress, PlatformAdapter } from "../platforms/platform.js";
 import { contextCommands, modelStatusLines } from "../runner/context-commands.js";
 import { type DeliveryReport, OutboxDispatcher } from "../runner/outbox-dispatcher.js";
 import { Runner } from "../runner/runner.js";
@@ -81,7 +81,7 @@ export interface GatewayCore {
   scheduler: Scheduler;
   schedules: ScheduleBook;
   http: HttpServer;
-  /** The platform adapters, by name (platforms/kit/registry.ts). */
+  /** The platform adapters, by name (contract/registry.ts). */
   platforms: PlatformRegistry;
   statusWriter: RuntimeStatusWriter;
   /** The gateway's life as its parts and the control API see it. */

@@ -2,7 +2,7 @@
  * When each platform last handed the gateway something (a message, a catch-up page, a button
  * press): the dashboard shows its age, so a platform that is "connected" but silent shows.
  */
-import type { InboundSink } from "../platforms/platform.js";
+import type { InboundSink } from "../contract/platform.js";
 
 export class PlatformEventClock {
   private readonly last = new Map<string, number>();

@@ -4,12 +4,13 @@
  * maintenance drain, and stops asked for from a chat or the API. Built in the core with the
  * lifecycle the composition root made first, so nothing here waits for the gateway engine.
  */
+
+import type { ChatAddress } from "../contract/platform.js";
+import type { PlatformRegistry } from "../contract/registry.js";
 import type { ControlSurface, GatewayStatus } from "../control/control-surface.js";
 import { type Lifecycle, reportedState } from "../lifecycle/lifecycle.js";
 import { removeDrainRequest, writeDrainRequest, writeRestartNotify } from "../lifecycle/markers.js";
 import type { RuntimeStatusWriter } from "../lifecycle/runtime-status.js";
-import type { PlatformRegistry } from "../platforms/kit/registry.js";
-import type { ChatAddress } from "../platforms/platform.js";
 import { restartCommandReply } from "../runner/lifecycle-texts.js";
 import type { Runner } from "../runner/runner.js";
 import type { Store } from "../sessions/store.js";

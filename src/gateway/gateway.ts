@@ -9,6 +9,8 @@ import { createGatewayAlerts, type GatewayAlerts } from "../alerts/gateway-alert
 import { freeShareOf } from "../alerts/gateway-conditions.js";
 import type { Approvals } from "../approvals/approvals.js";
 import type { Config } from "../config/schema.js";
+import type { ChatAddress } from "../contract/platform.js";
+import type { PlatformRegistry } from "../contract/registry.js";
 import type { GatewayStatus } from "../control/control-surface.js";
 import type { HttpServer } from "../control/http-server.js";
 import type { CrashPoint } from "../lib/crash-point.js";
@@ -30,8 +32,6 @@ import { type Relaunch, runStopPass, stopSequenceStep } from "../lifecycle/shutd
 import type { StopPath } from "../lifecycle/stop-path.js";
 import type { StopParticipants, StopRequest } from "../lifecycle/stop-sequence.js";
 import { startStoreFailureWatcher } from "../lifecycle/store-failure-watcher.js";
-import type { PlatformRegistry } from "../platforms/kit/registry.js";
-import type { ChatAddress } from "../platforms/platform.js";
 import { recoverInterruptedWork } from "../recovery/recovery.js";
 import { resumeHeldBack, resumeInterruptedSessions } from "../recovery/startup-resume.js";
 import { ONLINE_NOTICE, RESTARTED_NOTICE } from "../runner/lifecycle-texts.js";

@@ -4,8 +4,8 @@
  * in `.home_channels.json` and wins over the configured one.
  */
 import { join } from "node:path";
+import type { ChatAddress } from "../contract/platform.js";
 import { readJsonFile, writeJsonAtomic } from "../lib/atomic-file.js";
-import type { ChatAddress } from "../platforms/platform.js";
 
 const FILE = ".home_channels.json";
 

@@ -2,7 +2,7 @@
 import { join } from "node:path";
 import { createTranscriber } from "../agent/media/transcriber.js";
 import type { Config } from "../config/schema.js";
-import type { PlatformRegistry } from "../platforms/kit/registry.js";
+import type { PlatformRegistry } from "../contract/registry.js";
 import type { MediaSettings } from "../runner/media-input.js";
 
 export function createMediaSettings(

@@ -4,8 +4,9 @@
  * from" is the later of the adapter's own sign of life (an answered poll, a heartbeat ACK) and the
  * last message it handed over, so a platform without a connection of its own still has an age.
  */
+
+import type { ConnectionReport, PlatformStatus } from "../contract/platform.js";
 import type { GatewayStatus } from "../control/control-surface.js";
-import type { ConnectionReport, PlatformStatus } from "../platforms/platform.js";
 
 export type PlatformRow = GatewayStatus["platforms"][string];
 

@@ -7,10 +7,10 @@
  */
 import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
+import type { ChatAddress } from "../contract/platform.js";
 import type { Lifecycle } from "../lifecycle/lifecycle.js";
 import { writeCleanShutdown, writeRestartPending } from "../lifecycle/markers.js";
 import { type StopParticipants, writesCleanShutdown } from "../lifecycle/stop-sequence.js";
-import type { ChatAddress } from "../platforms/platform.js";
 import { markCutOff } from "../recovery/recovery.js";
 import { queueNotice } from "../sessions/notices.js";
 import type { OutboxStore, SessionStore } from "../sessions/store.js";

@@ -9,8 +9,8 @@
 import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
 import type { Config } from "../config/schema.js";
+import type { ChatAddress } from "../contract/platform.js";
 import { EXIT } from "../lib/exit-codes.js";
-import type { ChatAddress } from "../platforms/platform.js";
 import { runCommand } from "../service/install.js";
 import { stopTimeoutFromDrain } from "../service/service-spec.js";
 import { renderSystemdRestartCommand, SYSTEMD_UNIT_NAME } from "../service/systemd.js";

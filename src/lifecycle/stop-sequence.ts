@@ -6,7 +6,7 @@
  * a participant hangs.
  */
 import type { Logger } from "pino";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import {
   RESTART_NOTICE,
   RESTART_NOTICE_AUTO_RESUME,

@@ -6,8 +6,8 @@
  * plug in the same way, with their own edit limits in `minIntervalMs`).
  */
 import type { Logger } from "pino";
+import type { OutboundReply, ProgressUpdate } from "../contract/platform.js";
 import type { StreamStore } from "../sessions/store.js";
-import type { OutboundReply, ProgressUpdate } from "./platform.js";
 import {
   type ChatGate,
   deliverIntoStream,

@@ -10,8 +10,8 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { TurnEvent } from "../agent/types.js";
+import type { ChatAddress, OutboundReply } from "../contract/platform.js";
 import type { StreamMessage, StreamTurn } from "../sessions/store.js";
-import type { ChatAddress, OutboundReply } from "./platform.js";
 
 export type ToolProgressMode = "off" | "compact" | "verbose";
 

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import { RECENT_ACTIVITY_MS, recoverInterruptedWork } from "./recovery.js";
 

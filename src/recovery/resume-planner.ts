@@ -6,7 +6,7 @@
  * The notes the agent sees on such turns live with the runner, which builds the model input
  * (src/runner/history.ts).
  */
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import type { ResumeReason } from "../sessions/store.js";
 
 /** Reasons that resume by themselves after a restart. */

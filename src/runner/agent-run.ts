@@ -9,7 +9,7 @@ import type {
   TurnResult,
 } from "../agent/types.js";
 import type { CompactionSink } from "../context/context-keeper.js";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 
 // The journal is the agent loop's contract; the runner implements it over the store.
 export type { TurnJournal };

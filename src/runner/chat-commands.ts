@@ -1,7 +1,7 @@
 /** Chat commands (`/new`, `/stop`, ...): they act at once and are never queued as text. */
 
 import type { UserContent } from "../agent/content.js";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import type {
   InboxItem,
   InboxStore,

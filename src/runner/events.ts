@@ -1,5 +1,5 @@
 /** Live events the runner publishes while turns run (streaming to API clients and the web chat). */
-import type { RunnerEvent, RunnerEventListener } from "../platforms/platform.js";
+import type { RunnerEvent, RunnerEventListener } from "../contract/platform.js";
 
 // The vocabulary is the platform contract's, so that adapters need not import the runner.
 export type {
@@ -7,7 +7,7 @@ export type {
   RunnerEvent,
   RunnerEventBody,
   RunnerEventListener,
-} from "../platforms/platform.js";
+} from "../contract/platform.js";
 
 /** A tiny fan-out; a throwing listener is isolated from the others and from the turn. */
 export class EventFanout {

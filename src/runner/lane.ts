@@ -1,6 +1,6 @@
 /** Per-session-key state held by the runner: the running turn and the work waiting behind it. */
 import type { UserContent } from "../agent/content.js";
-import type { AbortCause, ChatAddress, OutboundFile } from "../platforms/platform.js";
+import type { AbortCause, ChatAddress, OutboundFile } from "../contract/platform.js";
 import type { InboxItem, LeaseToken, SessionRecord } from "../sessions/store.js";
 
 export type Work =

@@ -18,9 +18,9 @@ import {
 } from "../agent/media/file-kind.js";
 import type { Transcriber } from "../agent/media/transcriber.js";
 import type { UserContentPart } from "../agent/types.js";
+import { FileTooLargeError, type InboundAttachment } from "../contract/platform.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import { MAX_NAME_BYTES } from "../lib/utf8.js";
-import { FileTooLargeError, type InboundAttachment } from "../platforms/platform.js";
 import type { InboxItem, InboxStore, OutboxStore } from "../sessions/store.js";
 
 /** A download is written under its name plus this, then renamed. */

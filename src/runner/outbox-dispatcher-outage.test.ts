@@ -8,7 +8,7 @@ import { startTcpProxy, type TcpProxy } from "../../test/fakes/tcp-proxy.js";
 import { RecordingAdapter } from "../../test/helpers/recording-adapter.js";
 import { adminQuery, createTestSchema } from "../../test/helpers/store-harness.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
-import type { OutboundReply } from "../platforms/platform.js";
+import type { OutboundReply } from "../contract/platform.js";
 import { PgStore } from "../sessions/pg-store.js";
 import { OutboxDispatcher } from "./outbox-dispatcher.js";
 

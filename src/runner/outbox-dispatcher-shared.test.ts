@@ -9,7 +9,7 @@ import { createMemoryLogger } from "../../test/helpers/memory-logger.js";
 import { RecordingAdapter } from "../../test/helpers/recording-adapter.js";
 import { storeHarnesses } from "../../test/helpers/store-harness.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
-import type { OutboundReply } from "../platforms/platform.js";
+import type { OutboundReply } from "../contract/platform.js";
 import type { Store } from "../sessions/store.js";
 import { OutboxDispatcher } from "./outbox-dispatcher.js";
 

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RecordingAdapter } from "../../test/helpers/recording-adapter.js";
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
-import type { OutboundReply } from "../platforms/platform.js";
+import type { OutboundReply } from "../contract/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import { OutboxDispatcher } from "./outbox-dispatcher.js";
 

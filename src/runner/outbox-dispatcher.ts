@@ -5,10 +5,10 @@
  * so a platform that hangs on one chat holds up nothing else.
  */
 import type { Logger } from "pino";
+import type { PlatformAdapter } from "../contract/platform.js";
+import { PlatformRegistry } from "../contract/registry.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import { errorMessage } from "../lib/errors.js";
-import { PlatformRegistry } from "../platforms/kit/registry.js";
-import type { PlatformAdapter } from "../platforms/platform.js";
 import {
   type ClusterStore,
   LeaseLostError,

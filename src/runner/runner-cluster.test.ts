@@ -9,7 +9,7 @@ import { startTcpProxy } from "../../test/fakes/tcp-proxy.js";
 import { adminQuery, createTestSchema, postgresHarness } from "../../test/helpers/store-harness.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import type { TurnResult } from "../agent/types.js";
-import type { InboundMessage } from "../platforms/platform.js";
+import type { InboundMessage } from "../contract/platform.js";
 import { recoverInterruptedWork } from "../recovery/recovery.js";
 import { resumeHeldBack } from "../recovery/startup-resume.js";
 import { PgStore } from "../sessions/pg-store.js";

@@ -6,7 +6,7 @@ import { createTempDir } from "../../test/helpers/temp-home.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
 import { contentText } from "../agent/content.js";
 import type { ChatMessage, TurnResult } from "../agent/types.js";
-import type { InboundMessage } from "../platforms/platform.js";
+import type { InboundMessage } from "../contract/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { AgentRun, AgentRunInput } from "./agent-run.js";
 import { AUTO_CONTINUE_NOTE, resumeNote } from "./history.js";

@@ -6,7 +6,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { BUSY_INPUT_MODES } from "../config/schema.js";
-import type { CrashPoint } from "../lib/crash-point.js";
 import type {
   AcceptResult,
   ApprovalPress,
@@ -16,7 +15,8 @@ import type {
   InboundSink,
   ProgressUpdate,
   Refusal,
-} from "../platforms/platform.js";
+} from "../contract/platform.js";
+import type { CrashPoint } from "../lib/crash-point.js";
 import { queueNotice } from "../sessions/notices.js";
 import type {
   ClusterStore,

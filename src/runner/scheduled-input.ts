@@ -5,7 +5,7 @@
  * instead of interrupting it, and their replies are labelled with the job's name. A job without
  * a chat has the address `schedule:<name>`: its output stays in its session.
  */
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 
 export const SCHEDULE_PLATFORM = "schedule";
 

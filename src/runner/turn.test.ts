@@ -3,7 +3,7 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import type { ChatMessage, ToolCall } from "../agent/types.js";
-import type { ChatAddress, InboundMessage } from "../platforms/platform.js";
+import type { ChatAddress, InboundMessage } from "../contract/platform.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { AgentRun } from "./agent-run.js";
 import { EventFanout } from "./events.js";

@@ -6,15 +6,15 @@ import type { Logger } from "pino";
 import type { UserContent } from "../agent/content.js";
 import type { CallUsage, ChatMessage } from "../agent/types.js";
 import { createCompactionSink, visibleMessages } from "../context/compaction-record.js";
-import type { CrashPoint } from "../lib/crash-point.js";
-import { memoryUserOf } from "../memory/memory-file.js";
 import type {
   ChatAddress,
   OutboundFile,
   ProgressStep,
   ProgressUpdate,
   TurnUsage,
-} from "../platforms/platform.js";
+} from "../contract/platform.js";
+import type { CrashPoint } from "../lib/crash-point.js";
+import { memoryUserOf } from "../memory/memory-file.js";
 import {
   type InboxItem,
   InboxItemTakenError,

@@ -3,7 +3,7 @@
  * `schedule` tool and the `/schedules` chat command. Input errors are ScheduleInputError with a
  * message meant for the person (or model) who typed it.
  */
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import type { MisfirePolicy, ScheduleJob, ScheduleStore } from "../sessions/store.js";
 import { ScheduleNameTakenError } from "../sessions/store.js";
 import { formatDuration, jobSessionKey } from "./fire-message.js";

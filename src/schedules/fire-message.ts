@@ -4,7 +4,7 @@
  * the job's prompt under a header that tells the model which task this is and, for a late run,
  * how late it is.
  */
-import type { ChatAddress, InboundMessage } from "../platforms/platform.js";
+import type { ChatAddress, InboundMessage } from "../contract/platform.js";
 import { SCHEDULE_PLATFORM } from "../runner/scheduled-input.js";
 import type { ScheduleJob } from "../sessions/store.js";
 import type { Fire } from "./misfire.js";

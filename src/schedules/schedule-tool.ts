@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { defineTool, toolError } from "../agent/tools/define-tool.js";
 import type { Tool } from "../agent/tools/tool.js";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import type { ScheduleJob } from "../sessions/store.js";
 import { describeJob, type ScheduleBook } from "./book.js";
 import { ScheduleInputError } from "./timing.js";

@@ -11,7 +11,7 @@
  * meanwhile go through the misfire policy.
  */
 import type { Logger } from "pino";
-import type { ChatAddress, InboundMessage } from "../platforms/platform.js";
+import type { ChatAddress, InboundMessage } from "../contract/platform.js";
 import { SCHEDULE_PLATFORM } from "../runner/scheduled-input.js";
 import {
   type InboxStore,

@@ -3,7 +3,7 @@
  * store's ordinary methods: the gateway's greetings, the stop notices and the runner's answers all
  * come here. The SQLite store's pairing approval writes its notice in its own transaction instead.
  */
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import { noticeSessionKey } from "./session-id.js";
 import type { OutboxItem, OutboxStore, SessionStore } from "./store.js";
 

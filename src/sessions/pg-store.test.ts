@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startTcpProxy } from "../../test/fakes/tcp-proxy.js";
 import { adminQuery, createTestSchema, TEST_PG_URL } from "../../test/helpers/store-harness.js";
 import { waitFor } from "../../test/helpers/wait-for.js";
-import type { InboundMessage } from "../platforms/platform.js";
+import type { InboundMessage } from "../contract/platform.js";
 import { openPostgresStore } from "./open-store.js";
 import { PG_MIGRATIONS } from "./pg-migrations.js";
 import { PgStore } from "./pg-store.js";

@@ -8,7 +8,7 @@ import type {
   ClientToolSpec,
   InboundMessage,
   OutboundFile,
-} from "../platforms/platform.js";
+} from "../contract/platform.js";
 
 export type ResumeReason =
   | "restart_timeout"

@@ -5,7 +5,7 @@
  * most 25 methods a role.
  */
 import type { ChatMessage } from "../agent/types.js";
-import type { ChatAddress, InboundMessage } from "../platforms/platform.js";
+import type { ChatAddress, InboundMessage } from "../contract/platform.js";
 import type {
   AcceptInboundResult,
   ApprovalDecisionInput,

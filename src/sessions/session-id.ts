@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 
 /** Session keys of Keel's own bookkeeping (notice lanes), hidden from `keel sessions list`. */
 export const INTERNAL_KEY_PREFIX = "system:";

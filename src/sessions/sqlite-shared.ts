@@ -4,7 +4,7 @@
  */
 import type Database from "better-sqlite3";
 import type { ChatMessage } from "../agent/types.js";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import { newSessionId } from "./session-id.js";
 import type { LeaseToken, OutboxItem, ScheduleAdvance, SessionRecord } from "./store.js";
 import { LeaseLostError } from "./store.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
-import type { InboundMessage } from "../platforms/platform.js";
+import type { InboundMessage } from "../contract/platform.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
 import { MIGRATIONS } from "./sqlite-migrations.js";
 import { SqliteStore } from "./sqlite-store.js";

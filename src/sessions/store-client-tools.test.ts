@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { storeHarnesses } from "../../test/helpers/store-harness.js";
-import type { ClientToolSpec, InboundMessage } from "../platforms/platform.js";
+import type { ClientToolSpec, InboundMessage } from "../contract/platform.js";
 import type { Store } from "./store.js";
 
 const KEY = "agent:main:api:7c1d";

@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { storeHarnesses } from "../../test/helpers/store-harness.js";
-import type { InboundMessage } from "../platforms/platform.js";
+import type { InboundMessage } from "../contract/platform.js";
 import { InboxItemTakenError, LeaseLostError, type Store } from "./store.js";
 
 /**

@@ -1,7 +1,7 @@
 /** The store contract for media, on every implementation (see store.test.ts). */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { storeHarnesses } from "../../test/helpers/store-harness.js";
-import type { InboundMessage } from "../platforms/platform.js";
+import type { InboundMessage } from "../contract/platform.js";
 import type { Store } from "./store.js";
 
 const ADDRESS = { platform: "telegram", chatId: "42", replyToMessageId: "7" };

@@ -10,7 +10,7 @@ import type {
   ClientToolSpec,
   ClientTools,
   InboundAttachment,
-} from "../platforms/platform.js";
+} from "../contract/platform.js";
 import type {
   ApprovalDecision,
   ApprovalRecord,

@@ -1,7 +1,7 @@
 /** The store contract for stream messages, on every implementation (see store.test.ts). */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { storeHarnesses } from "../../test/helpers/store-harness.js";
-import type { ChatAddress } from "../platforms/platform.js";
+import type { ChatAddress } from "../contract/platform.js";
 import type { Store, StreamMessage } from "./store.js";
 
 const address: ChatAddress = { platform: "telegram", chatId: "42", replyToMessageId: "1" };

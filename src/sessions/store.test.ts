@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { storeHarnesses } from "../../test/helpers/store-harness.js";
-import type { IdempotencyClaim, InboundMessage } from "../platforms/platform.js";
+import type { IdempotencyClaim, InboundMessage } from "../contract/platform.js";
 import type { Store } from "./store.js";
 
 function inbound(overrides: Partial<InboundMessage> = {}): InboundMessage {

@@ -1,7 +1,7 @@
 /** GatewayMetrics fed directly: the events only a crash or a live platform would otherwise give. */
 import { describe, expect, it } from "vitest";
 import { sampleValue } from "../../test/helpers/prometheus-text.js";
-import type { ConnectionReport } from "../platforms/platform.js";
+import type { ConnectionReport } from "../contract/platform.js";
 import { GatewayMetrics } from "./gateway-metrics.js";
 
 function metricsWith(connections: Record<string, ConnectionReport>, now = 100_000) {

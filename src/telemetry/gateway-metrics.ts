@@ -15,7 +15,7 @@ import {
   Registry,
 } from "prom-client";
 import type { ModelAttempt } from "../agent/model-chain.js";
-import type { ConnectionReport, RunnerEvent } from "../platforms/platform.js";
+import type { ConnectionReport, RunnerEvent } from "../contract/platform.js";
 import type { StoreBacklog } from "../sessions/store.js";
 
 /** What the scrape-time gauges read. */

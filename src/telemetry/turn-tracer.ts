@@ -11,7 +11,7 @@
  */
 import type { Context, Span, SpanContext, Tracer } from "@opentelemetry/api";
 import type { ModelAttempt } from "../agent/model-chain.js";
-import type { RunnerEvent } from "../platforms/platform.js";
+import type { RunnerEvent } from "../contract/platform.js";
 import type { DeliveryReport } from "../runner/outbox-dispatcher.js";
 
 /** Ended turns whose delivery may still come, remembered so it joins their trace. */

@@ -1,9 +1,9 @@
+import type { ChatAddress } from "../../src/contract/platform.js";
 import type {
   RunningTurn,
   StopParticipants,
   StopSummary,
 } from "../../src/lifecycle/stop-sequence.js";
-import type { ChatAddress } from "../../src/platforms/platform.js";
 import type { ResumeReason } from "../../src/sessions/store.js";
 
 /** An in-memory gateway for the stop sequence: running turns, a call log, and knobs to misbehave. */

@@ -3,7 +3,7 @@ import type {
   OutboundReply,
   PlatformAdapter,
   PlatformStatus,
-} from "../../src/platforms/platform.js";
+} from "../../src/contract/platform.js";
 
 /** A platform that records what it was asked to deliver: what the user "saw". */
 export class RecordingAdapter implements PlatformAdapter {

@@ -1,5 +1,5 @@
 /** An adapter's inbound sink that commits to a store, as the runner does, and lists what it took. */
-import type { AcceptResult, InboundMessage, InboundSink } from "../../src/platforms/platform.js";
+import type { AcceptResult, InboundMessage, InboundSink } from "../../src/contract/platform.js";
 import type { Store } from "../../src/sessions/store.js";
 
 export class StoreSink implements InboundSink {

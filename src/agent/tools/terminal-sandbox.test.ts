@@ -189,8 +189,9 @@ describe("the terminal tool in the sandbox", () => {
     });
     afterEach(() => new Promise<void>((done) => server.close(() => done())));
 
-    const connect = () =>
-      `'${process.execPath}' -e 'require("net").connect(${port}, "127.0.0.1").on("data", (d) => process.stdout.write(String(d))).on("error", (e) => { console.error(e.code); process.exit(3); })'`;
+    // bash's /dev/tcp rather than this test's own Node: the Node running the tests may live under
+    // /tmp (CI's Node 24 does), which the sandbox replaces with an empty one.
+    const connect = () => `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port} && cat <&3'`;
 
     it("sandbox_network: true reaches it", async () => {
       const result = await run(connect(), sandboxState({ network: true }));
@@ -201,7 +202,7 @@ describe("the terminal tool in the sandbox", () => {
     it("sandbox_network: false blocks it, and the result says how to step outside", async () => {
       const result = await run(connect(), sandboxState({ network: false }));
       expect(result.output).not.toContain("hello from the host");
-      expect(result.output).toContain("ECONNREFUSED");
+      expect(result.output).toContain("Connection refused");
       expect(result.output).toContain("no network");
       expect(result.output).toContain('"sandbox": false');
     });

@@ -1,4 +1,4 @@
-import type { ChatAddress, OutboundFile } from "../../platforms/platform.js";
+import type { ChatAddress, OutboundFile } from "../../contract/platform.js";
 
 /** A tool the agent can call. `execute` never throws for expected failures: it returns isError. */
 export interface Tool {

@@ -4,8 +4,8 @@ import { type FakeDiscord, startFakeDiscord } from "../../../test/fakes/discord-
 import { createMemoryLogger } from "../../../test/helpers/memory-logger.js";
 import { createTempDir } from "../../../test/helpers/temp-home.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
+import type { AcceptResult, InboundMessage, InboundSink } from "../../contract/platform.js";
 import { SqliteStore } from "../../sessions/sqlite-store.js";
-import type { AcceptResult, InboundMessage, InboundSink } from "../platform.js";
 import { DiscordAdapter, type DiscordTiming } from "./adapter.js";
 
 const TOKEN = "discord-test-token";

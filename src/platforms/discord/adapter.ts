@@ -29,9 +29,6 @@ import {
   Routes,
 } from "discord-api-types/v10";
 import type { Logger } from "pino";
-import type { PairingStore, PlatformDataStore, SessionStore } from "../../sessions/store.js";
-import { ChatAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionLease,
@@ -42,7 +39,10 @@ import type {
   PlatformAdapter,
   PlatformStatus,
   ProgressUpdate,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import type { PairingStore, PlatformDataStore, SessionStore } from "../../sessions/store.js";
+import { ChatAccess } from "../chat-access.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type { ProgressView } from "../progress-view.js";
 import { typingSchedule } from "../typing.js";
 import { DISCORD_COMMANDS, type SlashCommand, slashCommandOf } from "./commands.js";

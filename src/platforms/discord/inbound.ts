@@ -13,7 +13,7 @@
  */
 import type { APIMessage } from "discord-api-types/v10";
 import { MessageType } from "discord-api-types/v10";
-import type { ChatAddress, InboundMessage } from "../platform.js";
+import type { ChatAddress, InboundMessage } from "../../contract/platform.js";
 
 /** Thread channel types (announcement, public and private threads). */
 export const THREAD_CHANNEL_TYPES: ReadonlySet<number> = new Set([10, 11, 12]);

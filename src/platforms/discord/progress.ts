@@ -8,7 +8,7 @@
  */
 import { RateLimitError, type REST } from "@discordjs/rest";
 import type { Logger } from "pino";
-import type { ChatAddress } from "../platform.js";
+import type { ChatAddress } from "../../contract/platform.js";
 import { type ProgressSettings, ProgressView, type StreamStore } from "../progress-view.js";
 import { ChatGate, type FinalTransport, type PreviewTransport } from "../stream-editor.js";
 import { type DiscordSender, describeDiscordError, partNonce } from "./send.js";

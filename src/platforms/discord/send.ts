@@ -9,7 +9,7 @@
 import { DiscordAPIError, type REST } from "@discordjs/rest";
 import { type RESTPostAPIChannelMessageJSONBody, Routes } from "discord-api-types/v10";
 import type { Logger } from "pino";
-import type { ChatAddress, OutboundReply } from "../platform.js";
+import type { ChatAddress, OutboundReply } from "../../contract/platform.js";
 import { splitDiscordMessage } from "./split.js";
 
 /** Discord error codes the sender handles (https://discord.com/developers/docs/topics/opcodes-and-status-codes). */

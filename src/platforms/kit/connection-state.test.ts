@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createMemoryLogger } from "../../../test/helpers/memory-logger.js";
-import type { PlatformStatus } from "../platform.js";
+import type { PlatformStatus } from "../../contract/platform.js";
 import { ConnectionState, RECONNECT_JITTER } from "./connection-state.js";
 
 function connection(stalledAfterMs?: number) {

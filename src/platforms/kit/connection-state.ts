@@ -7,8 +7,8 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import type { ConnectionReport, PlatformStatus } from "../../contract/platform.js";
 import { backoffMs } from "../../lib/net.js";
-import type { ConnectionReport, PlatformStatus } from "../platform.js";
 import type { StreamStore } from "../progress-view.js";
 
 /** What the gateway hands every connecting adapter besides its platform's own settings. */

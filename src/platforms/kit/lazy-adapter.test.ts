@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { RecordingAdapter } from "../../../test/helpers/recording-adapter.js";
-import type { ChatAddress, InboundSink, OutboundReply, PlatformAdapter } from "../platform.js";
+import type {
+  ChatAddress,
+  InboundSink,
+  OutboundReply,
+  PlatformAdapter,
+} from "../../contract/platform.js";
 import { lazyAdapter } from "./lazy-adapter.js";
 
 const address: ChatAddress = { platform: "chat", chatId: "1" };

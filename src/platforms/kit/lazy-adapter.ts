@@ -13,7 +13,7 @@ import type {
   PlatformAdapter,
   PlatformStatus,
   ProgressUpdate,
-} from "../platform.js";
+} from "../../contract/platform.js";
 
 /** The optional calls of the contract a lazy adapter passes on, when its platform has them. */
 export type LazyCall = "showTyping" | "fetchFile" | "approvalAnswered";

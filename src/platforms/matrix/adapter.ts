@@ -9,9 +9,6 @@
  * not supported: an encrypted message gets one plain notice saying so, per room and process.
  */
 import type { Logger } from "pino";
-import type { Store } from "../../sessions/store.js";
-import { ChatAccess, type PairingAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionReport,
@@ -21,7 +18,10 @@ import type {
   PlatformAdapter,
   PlatformStatus,
   ProgressUpdate,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import type { Store } from "../../sessions/store.js";
+import { ChatAccess, type PairingAccess } from "../chat-access.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type { ProgressSettings, ProgressView } from "../progress-view.js";
 import { splitText } from "../text-pieces.js";
 import { typingSchedule } from "../typing.js";

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { ChatAddress } from "../platform.js";
+import type { ChatAddress } from "../../contract/platform.js";
 import { type ProgressSettings, ProgressView, type StreamStore } from "../progress-view.js";
 import { ChatGate, type FinalTransport, type PreviewTransport } from "../stream-editor.js";
 import { splitText } from "../text-pieces.js";

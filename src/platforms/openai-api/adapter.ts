@@ -9,10 +9,6 @@ import { randomUUID } from "node:crypto";
 import { type Context, Hono } from "hono";
 import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import type { Logger } from "pino";
-import type { Granted } from "../../control/access.js";
-import type { AppEnv } from "../../control/http-server.js";
-import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
-import type { InboxStore, SessionStore, TurnStore } from "../../sessions/store.js";
 import type {
   ClientToolResult,
   IdempotencyClaim,
@@ -22,7 +18,11 @@ import type {
   PlatformAdapter,
   PlatformStatus,
   RunnerEvent,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import type { Granted } from "../../control/access.js";
+import type { AppEnv } from "../../control/http-server.js";
+import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
+import type { InboxStore, SessionStore, TurnStore } from "../../sessions/store.js";
 import { BoundedSse } from "./bounded-stream.js";
 import { apiError, failureError, renderApiError } from "./errors.js";
 import {

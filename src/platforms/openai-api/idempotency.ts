@@ -5,8 +5,8 @@
  * is not mistaken for it.
  */
 import { createHash } from "node:crypto";
+import type { IdempotencyClaim } from "../../contract/platform.js";
 import { bearerToken } from "../../control/http-auth.js";
-import type { IdempotencyClaim } from "../platform.js";
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;

@@ -4,8 +4,8 @@
  * only this module knows statuses, codes and Retry-After.
  */
 
+import type { ClientToolCall, Refusal, TurnUsage } from "../../contract/platform.js";
 import type { InboxAnswer } from "../../sessions/store.js";
-import type { ClientToolCall, Refusal, TurnUsage } from "../platform.js";
 import { errorBody } from "./wire.js";
 
 export type Completion =

@@ -6,8 +6,8 @@
  * to look.
  */
 
+import type { RunnerEvent } from "../../contract/platform.js";
 import type { InboxStore } from "../../sessions/store.js";
-import type { RunnerEvent } from "../platform.js";
 import { type Completion, completionOfAnswer } from "./outcomes.js";
 
 type Wake = "event" | "stopped" | "aborted";

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import type { TurnUsage } from "../platform.js";
+import type { TurnUsage } from "../../contract/platform.js";
 
 const InputPart = z.looseObject({
   type: z.string(),

@@ -7,9 +7,9 @@
  * two conversations that happen to share their questions stay apart. Anything else starts one.
  */
 import { createHash, randomUUID } from "node:crypto";
+import type { ClientToolResult } from "../../contract/platform.js";
 import type { Granted } from "../../control/access.js";
 import type { InboxStore, SessionStore, TurnStore } from "../../sessions/store.js";
-import type { ClientToolResult } from "../platform.js";
 import { maySeeSession } from "./session-credential.js";
 import { messageText, userTexts } from "./wire.js";
 

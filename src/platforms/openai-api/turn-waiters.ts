@@ -2,8 +2,9 @@
  * HTTP requests waiting for the turn that answers their message. A waiter is registered before
  * the message is handed to the runner and bound to its inbox id afterwards, so no event is missed.
  */
+
+import type { RunnerEvent } from "../../contract/platform.js";
 import type { InboxAnswer } from "../../sessions/store.js";
-import type { RunnerEvent } from "../platform.js";
 import { type Completion, completionOfAnswer } from "./outcomes.js";
 
 /** A tool call the waiter's turn started (for clients that asked to see them). */

@@ -1,6 +1,11 @@
 /** OpenAI chat-completions wire shapes: the request we accept and the responses we produce. */
 import { z } from "zod";
-import type { ClientToolCall, ClientToolResult, ClientToolSpec, TurnUsage } from "../platform.js";
+import type {
+  ClientToolCall,
+  ClientToolResult,
+  ClientToolSpec,
+  TurnUsage,
+} from "../../contract/platform.js";
 
 const ContentPart = z.looseObject({
   type: z.string(),

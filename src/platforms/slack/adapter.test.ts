@@ -4,8 +4,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { BOT_USER_ID, type FakeSlack, startFakeSlack } from "../../../test/fakes/slack-server.js";
 import { createTempDir } from "../../../test/helpers/temp-home.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
+import type { AcceptResult, InboundMessage, InboundSink } from "../../contract/platform.js";
 import { SqliteStore } from "../../sessions/sqlite-store.js";
-import type { AcceptResult, InboundMessage, InboundSink } from "../platform.js";
 import { SlackAdapter, type SlackAdapterOptions, type SlackTiming } from "./adapter.js";
 import { OUTBOX_EVENT_TYPE } from "./send.js";
 

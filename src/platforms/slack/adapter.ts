@@ -14,9 +14,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { LogLevel, type Logger as SlackLogger, SocketModeClient } from "@slack/socket-mode";
 import { WebAPIPlatformError, WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
-import type { SessionStore } from "../../sessions/store.js";
-import { ChatAccess, type PairingAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ConnectionReport,
   InboundSink,
@@ -24,7 +21,10 @@ import type {
   PlatformAdapter,
   PlatformStatus,
   ProgressUpdate,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import type { SessionStore } from "../../sessions/store.js";
+import { ChatAccess, type PairingAccess } from "../chat-access.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type { ProgressView } from "../progress-view.js";
 import {
   type SlackCandidate,

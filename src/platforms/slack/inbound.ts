@@ -7,7 +7,7 @@
  * same inbox key, platform `slack` + chat (channel id) + message id (`ts`), so the inbox keeps
  * one row and the runner starts one turn.
  */
-import type { ChatAddress, InboundMessage } from "../platform.js";
+import type { ChatAddress, InboundMessage } from "../../contract/platform.js";
 import { mentions, slackTextToPlain } from "./format.js";
 
 /** The fields of a `message` or `app_mention` event Keel reads. */

@@ -8,7 +8,7 @@
  */
 import { WebAPIRateLimitedError, type WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
-import type { ChatAddress } from "../platform.js";
+import type { ChatAddress } from "../../contract/platform.js";
 import { type ProgressSettings, ProgressView, type StreamStore } from "../progress-view.js";
 import { ChatGate, type FinalTransport, type PreviewTransport } from "../stream-editor.js";
 import { escapeMrkdwn, markdownToMrkdwn, splitMrkdwn } from "./format.js";

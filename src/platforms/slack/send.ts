@@ -25,7 +25,7 @@ import {
   type WebClient,
 } from "@slack/web-api";
 import type { Logger } from "pino";
-import type { ChatAddress, OutboundReply } from "../platform.js";
+import type { ChatAddress, OutboundReply } from "../../contract/platform.js";
 import { escapeMrkdwn, markdownToMrkdwn, splitMrkdwn } from "./format.js";
 
 /** The metadata event type Keel's replies carry. */

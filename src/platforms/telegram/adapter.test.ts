@@ -4,8 +4,13 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { checkTelegramHtml } from "../../../test/fakes/telegram-html.js";
 import { type FakeTelegram, startFakeTelegram } from "../../../test/fakes/telegram-server.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
+import type {
+  AcceptResult,
+  InboundMessage,
+  InboundSink,
+  OutboundReply,
+} from "../../contract/platform.js";
 import type { PairingRequest } from "../../sessions/store.js";
-import type { AcceptResult, InboundMessage, InboundSink, OutboundReply } from "../platform.js";
 import type { PairingAccess } from "./access.js";
 import { TelegramAdapter, type TelegramAdapterOptions, type TelegramTiming } from "./adapter.js";
 

@@ -9,8 +9,6 @@
 import { Bot, GrammyError } from "grammy";
 import type { CallbackQuery, Update } from "grammy/types";
 import type { Logger } from "pino";
-import { createNodeFetch } from "../../lib/node-fetch.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type {
   ChatAddress,
   ConnectionLease,
@@ -22,7 +20,9 @@ import type {
   PlatformAdapter,
   PlatformStatus,
   ProgressUpdate,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import { createNodeFetch } from "../../lib/node-fetch.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import type { ProgressView } from "../progress-view.js";
 import { typingSchedule } from "../typing.js";
 import { type PairingAccess, TelegramAccess } from "./access.js";

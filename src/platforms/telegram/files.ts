@@ -8,14 +8,14 @@ import { readFile } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { type Api, GrammyError, InputFile } from "grammy";
 import type { Logger } from "pino";
-import { backoffMs } from "../../lib/net.js";
-import { RECONNECT_JITTER } from "../kit/connection-state.js";
 import {
   type ChatAddress,
   FileTooLargeError,
   type InboundAttachment,
   type OutboundFile,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import { backoffMs } from "../../lib/net.js";
+import { RECONNECT_JITTER } from "../kit/connection-state.js";
 import { describeTelegramError, type RetryPolicy, sleep, withRetry } from "./send.js";
 
 /** Telegram's limits for uploads by a bot. */

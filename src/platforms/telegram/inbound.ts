@@ -3,8 +3,8 @@
  * the sink.
  */
 import type { Message } from "grammy/types";
+import type { InboundAttachment, InboundMessage } from "../../contract/platform.js";
 import { cutFileName } from "../../lib/utf8.js";
-import type { InboundAttachment, InboundMessage } from "../platform.js";
 import { type TelegramChatRef, telegramReplyAddress, telegramSessionKey } from "./session-key.js";
 
 /** The chat facts of a message: chat type and id, thread, sender. */

@@ -8,8 +8,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type FakeTelegram, startFakeTelegram } from "../../../test/fakes/telegram-server.js";
 import { createTempDir } from "../../../test/helpers/temp-home.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
+import type { ChatAddress } from "../../contract/platform.js";
 import { SqliteStore } from "../../sessions/sqlite-store.js";
-import type { ChatAddress } from "../platform.js";
 import { INTERRUPTED_MARK } from "../stream-editor.js";
 import { TelegramAdapter } from "./adapter.js";
 

@@ -5,7 +5,7 @@
  */
 import { type Api, GrammyError } from "grammy";
 import type { Logger } from "pino";
-import type { ChatAddress } from "../platform.js";
+import type { ChatAddress } from "../../contract/platform.js";
 import { type ProgressSettings, ProgressView, type StreamStore } from "../progress-view.js";
 import { ChatGate, type FinalTransport, type PreviewTransport } from "../stream-editor.js";
 import { markdownToTelegramHtml, splitMessage, TELEGRAM_MESSAGE_LIMIT } from "./format.js";

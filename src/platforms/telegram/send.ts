@@ -5,9 +5,9 @@
 import { type Api, GrammyError, HttpError } from "grammy";
 import type { InlineKeyboardMarkup } from "grammy/types";
 import type { Logger } from "pino";
+import type { ChatAddress, OutboundReply } from "../../contract/platform.js";
 import { backoffMs } from "../../lib/net.js";
 import { RECONNECT_JITTER } from "../kit/connection-state.js";
-import type { ChatAddress, OutboundReply } from "../platform.js";
 import { htmlToPlainText, markdownToTelegramHtml, splitMessage } from "./format.js";
 
 /** Retry limits for one Telegram call. */

@@ -2,7 +2,7 @@
  * Session keys and reply addresses for Telegram chats (the glossary's "session key" in
  * docs/architecture.md). Pure.
  */
-import type { ChatAddress } from "../platform.js";
+import type { ChatAddress } from "../../contract/platform.js";
 
 /** The parts of a Telegram message that decide its chat lane. */
 export interface TelegramChatRef {

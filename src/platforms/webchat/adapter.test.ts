@@ -4,8 +4,8 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { waitFor } from "../../../test/helpers/wait-for.js";
+import type { AcceptResult, InboundMessage, InboundSink } from "../../contract/platform.js";
 import type { SessionSummary } from "../../sessions/store.js";
-import type { AcceptResult, InboundMessage, InboundSink } from "../platform.js";
 import { SUBPROTOCOL, WebchatAdapter, type WebchatStore } from "./adapter.js";
 import { webSocketToken } from "./upgrade-auth.js";
 

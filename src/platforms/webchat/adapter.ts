@@ -2,7 +2,6 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
-import type { PlatformDataStore, ReportingStore } from "../../sessions/store.js";
 import type {
   ChatAddress,
   InboundAttachment,
@@ -11,7 +10,8 @@ import type {
   PlatformAdapter,
   PlatformStatus,
   RunnerEvent,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import type { PlatformDataStore, ReportingStore } from "../../sessions/store.js";
 import { LiveTurns } from "./live-turns.js";
 import {
   type ClientMessage,

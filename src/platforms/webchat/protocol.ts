@@ -4,8 +4,8 @@
  * documentation describe the same shapes.
  */
 
+import type { TurnEvent } from "../../contract/platform.js";
 import { cutFileName } from "../../lib/utf8.js";
-import type { TurnEvent } from "../platform.js";
 
 /** Protocol version announced in the server `hello`. */
 export const PROTOCOL_VERSION = 1;

@@ -12,9 +12,9 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { Hono } from "hono";
+import { FileTooLargeError } from "../../contract/platform.js";
 import { httpError } from "../../control/http-errors.js";
 import type { AppEnv } from "../../control/http-server.js";
-import { FileTooLargeError } from "../platform.js";
 
 /** The form of an upload id (a UUID): the only names ever read from the folder. */
 export const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -9,7 +9,6 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type FakeWhatsapp, startFakeWhatsapp } from "../../../test/fakes/whatsapp-server.js";
 import { createTempDir } from "../../../test/helpers/temp-home.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
-import { SqliteStore } from "../../sessions/sqlite-store.js";
 import {
   type AcceptResult,
   type ApprovalPress,
@@ -18,7 +17,8 @@ import {
   type InboundMessage,
   type InboundSink,
   type OutboundReply,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import { SqliteStore } from "../../sessions/sqlite-store.js";
 import { WHATSAPP_WEBHOOK_PATH, WhatsappAdapter, type WhatsappAdapterOptions } from "./adapter.js";
 
 const OWNER = "15550001111";

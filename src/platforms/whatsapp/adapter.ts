@@ -12,9 +12,6 @@
  */
 import { Hono } from "hono";
 import type { Logger } from "pino";
-import type { AppEnv } from "../../control/http-server.js";
-import { ChatAccess, type PairingAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import {
   type ChatAddress,
   type ConnectionReport,
@@ -24,7 +21,10 @@ import {
   type OutboundReply,
   type PlatformAdapter,
   type PlatformStatus,
-} from "../platform.js";
+} from "../../contract/platform.js";
+import type { AppEnv } from "../../control/http-server.js";
+import { ChatAccess, type PairingAccess } from "../chat-access.js";
+import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import { typingSchedule } from "../typing.js";
 import { splitWhatsappText, toWhatsappText, WHATSAPP_BUTTON_BODY_LIMIT } from "./format.js";
 import { AUTH_ERROR_CODE, GraphClient, GraphError, OUTSIDE_WINDOW_CODE } from "./graph.js";

@@ -8,7 +8,7 @@ import type {
   ChatAddress,
   InboundAttachment,
   InboundMessage,
-} from "../platform.js";
+} from "../../contract/platform.js";
 
 /**
  * True when `header` (`X-Hub-Signature-256: sha256=<hex>`) is the HMAC-SHA256 of the exact bytes

@@ -2,7 +2,7 @@
  * InboxStore (the inbox) on Postgres; what each method promises is in roles.ts.
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
-import type { ChatAddress, InboundMessage } from "../../platforms/platform.js";
+import type { ChatAddress, InboundMessage } from "../../contract/platform.js";
 import {
   all,
   appendIn,

@@ -2,7 +2,7 @@
  * InboxStore (the inbox) on SQLite; what each method promises is in roles.ts.
  * Writes run in the group commit (`s.tx`), reads through `s.read`.
  */
-import type { ChatAddress, InboundMessage } from "../../platforms/platform.js";
+import type { ChatAddress, InboundMessage } from "../../contract/platform.js";
 import type { InboxStore } from "../roles.js";
 import {
   appendSync,

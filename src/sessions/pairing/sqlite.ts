@@ -2,7 +2,7 @@
  * PairingStore (pairing) on SQLite; what each method promises is in roles.ts.
  * Writes run in the group commit (`s.tx`), reads through `s.read`.
  */
-import type { ChatAddress } from "../../platforms/platform.js";
+import type { ChatAddress } from "../../contract/platform.js";
 import type { PairingStore } from "../roles.js";
 import { newPairingCode, noticeSessionKey } from "../session-id.js";
 import { ensureSessionSync, insertOutbox, type SqliteContext } from "../sqlite-shared.js";

@@ -2,7 +2,7 @@
  * SessionStore (session records) on Postgres; what each method promises is in roles.ts.
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
-import type { ChatAddress } from "../../platforms/platform.js";
+import type { ChatAddress } from "../../contract/platform.js";
 import {
   all,
   ensureSessionIn,

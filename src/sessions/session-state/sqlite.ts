@@ -2,7 +2,7 @@
  * SessionStore (session records) on SQLite; what each method promises is in roles.ts.
  * Writes run in the group commit (`s.tx`), reads through `s.read`.
  */
-import type { ChatAddress } from "../../platforms/platform.js";
+import type { ChatAddress } from "../../contract/platform.js";
 import type { SessionStore } from "../roles.js";
 import {
   ensureSessionSync,

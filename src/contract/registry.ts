@@ -9,7 +9,7 @@ import type {
   InboundAttachment,
   PlatformAdapter,
   ProgressUpdate,
-} from "../platform.js";
+} from "./platform.js";
 
 export class PlatformRegistry {
   private readonly byName = new Map<string, PlatformAdapter>();

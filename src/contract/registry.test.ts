@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { RecordingAdapter } from "../../../test/helpers/recording-adapter.js";
+import { RecordingAdapter } from "../../test/helpers/recording-adapter.js";
 import { PlatformRegistry } from "./registry.js";
 
 class TypingAdapter extends RecordingAdapter {

@@ -61,6 +61,20 @@ export function parseChatCommand(text: string): ChatCommand | null {
   return { name: match[1]!.toLowerCase(), args: (match[2] ?? "").trim() };
 }
 
+/**
+ * Commands that change a session (its transcript, model or running turn). With several gateways
+ * on one store they act only under the session's lease, as turns do, so two gateways never act
+ * on one session at once; the others read or act on the gateway, not on a session.
+ */
+export const SESSION_COMMANDS: ReadonlySet<string> = new Set([
+  "new",
+  "reset",
+  "stop",
+  "retry",
+  "compact",
+  "model",
+]);
+
 /** Commands that act on the whole gateway: only senders with operator rights may use them. */
 export const OPERATOR_COMMANDS: ReadonlySet<string> = new Set(["restart", "sethome"]);
 

@@ -4,33 +4,15 @@
  * applies the busy-input mode, and refuses new work while the gateway stops or drains.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import type { Logger } from "pino";
-import type { BUSY_INPUT_MODES } from "../config/schema.js";
 import type {
   AcceptResult,
   ApprovalPress,
   ApprovalPressResult,
-  ChatAddress,
   InboundMessage,
   InboundSink,
-  ProgressUpdate,
   Refusal,
 } from "../contract/platform.js";
-import type { CrashPoint } from "../lib/crash-point.js";
-import { queueNotice } from "../sessions/notices.js";
-import type {
-  ClusterStore,
-  InboxItem,
-  InboxStore,
-  LeaseToken,
-  OutboxStore,
-  ScheduleAdvance,
-  SessionRecord,
-  SessionStore,
-  StoreHandle,
-  TurnStore,
-} from "../sessions/store.js";
-import type { AgentRun, IsReadOnlyTool, TurnApprovals } from "./agent-run.js";
+import type { InboxItem, LeaseToken, ScheduleAdvance, SessionRecord } from "../sessions/store.js";
 import {
   type Admission,
   type ChatCommand,
@@ -39,9 +21,10 @@ import {
   type GatewayControl,
   handleChatCommand,
   parseChatCommand,
+  SESSION_COMMANDS,
 } from "./chat-commands.js";
+import { CutOffSessions } from "./cut-off.js";
 import { EventFanout, type RunnerEventListener } from "./events.js";
-import { hasOpenToolCalls } from "./history.js";
 import {
   type AbortCause,
   type ActiveTurn,
@@ -49,86 +32,17 @@ import {
   type Lane,
   type Work,
 } from "./lane.js";
-import { batchItems, takeBatch } from "./lane-batch.js";
-import {
-  DRAIN_REFUSAL,
-  notAcceptingText,
-  queuedForAfterRestartText,
-  SUSPENDED_NOTICE,
-} from "./lifecycle-texts.js";
-import type { MediaSettings } from "./media-input.js";
-import { isDetachedAddress, isScheduledFire } from "./scheduled-input.js";
+import { takeBatch } from "./lane-batch.js";
+import { SUSPENDED_NOTICE } from "./lifecycle-texts.js";
+import { Replies } from "./replies.js";
+import { runWork, type WorkHost } from "./run-work.js";
+import type { ActiveTurnInfo, RunnerOptions } from "./runner-options.js";
+import { isScheduledFire } from "./scheduled-input.js";
+import { holdingLease } from "./session-lease.js";
 import { TEXT } from "./texts.js";
-import { replyAddress, runJournaledTurn } from "./turn.js";
 
-export type BusyInputMode = (typeof BUSY_INPUT_MODES)[number];
-
-/**
- * Commands that change a session (its transcript, model or running turn). With several gateways
- * on one store they act only under the session's lease, as turns do, so two gateways never act
- * on one session at once; the others read or act on the gateway, not on a session.
- */
-const SESSION_COMMANDS: ReadonlySet<string> = new Set([
-  "new",
-  "reset",
-  "stop",
-  "retry",
-  "compact",
-  "model",
-]);
-
-export type { Admission, ExtraChatCommand, GatewayControl };
-
-export interface RunnerOptions {
-  store: InboxStore & SessionStore & TurnStore & OutboxStore & ClusterStore & StoreHandle;
-  /** Null when no model is configured: messages are answered with how to configure one. */
-  agent: AgentRun | null;
-  isReadOnlyTool: IsReadOnlyTool;
-  busyInputMode: BusyInputMode;
-  maxConcurrentTurns: number;
-  /** How long an interrupted session may continue where it left off (auto_resume_freshness). */
-  autoResumeFreshnessMs: number;
-  logger: Logger;
-  control: GatewayControl;
-  /** Wakes the outbox dispatcher. */
-  onReplyQueued(): void;
-  showTyping?(address: ChatAddress): () => void;
-  /** Whether a reply to `address` reaches it through the turn itself (PlatformAdapter.repliesInBand). */
-  repliesInBand?(address: ChatAddress): boolean;
-  /** Shows a running turn's progress in its chat (the platform adapter's `progress`). */
-  progress?(update: ProgressUpdate): void;
-  /** Told the number of running turns whenever it changes. */
-  onActiveTurnsChange?(count: number): void;
-  crashPoint: CrashPoint;
-  /** Chat commands other parts contribute (`/schedules`): the text they answer with. */
-  extraCommands?: Record<string, ExtraChatCommand>;
-  /** How files that come with messages are fetched and read (media-input.ts). */
-  media?: MediaSettings;
-  /** Lines other parts add to `/status`. */
-  statusLines?(): string[];
-  /** Tool calls that wait for a human (src/approvals); absent: every call runs. */
-  approvals?: TurnApprovals & {
-    press(press: ApprovalPress): Promise<ApprovalPressResult>;
-  };
-  /** Lines about the model and its latest calls, added to `/status`. */
-  modelStatusLines?(item: InboxItem): Promise<string[]>;
-  /**
-   * Set when several gateways share the store: a turn runs only under its session's lease, held
-   * by `owner` (this instance's id) and renewed every third of `ttlMs`; its writes carry it.
-   */
-  sessionLeases?: { owner: string; ttlMs: number };
-  now?: () => number;
-}
-
-/** A running turn as reported by status and used by the stop sequence. */
-export interface ActiveTurnInfo {
-  sessionKey: string;
-  sessionId: string;
-  address: ChatAddress | null;
-  startedAt: number;
-  agentStarted: boolean;
-  currentTool: string | null;
-}
+export type { BusyInputMode } from "./runner-options.js";
+export type { ActiveTurnInfo, Admission, ExtraChatCommand, GatewayControl, RunnerOptions };
 
 export class Runner implements InboundSink {
   private readonly lanes = new Map<string, Lane>();
@@ -151,31 +65,23 @@ export class Runner implements InboundSink {
   private readonly arriving = new Map<string, number>();
   /** True while `dispatchOpenInbox` queues the backlog: nothing starts until all of it is queued. */
   private holdStarts = false;
-  /**
-   * Sessions whose turn started and then failed because the store did not answer (several
-   * gateways only): the turn is still `running` in the record until the takeover sweep resumes
-   * it, and nothing queued of the session may run before that resume.
-   */
-  private readonly cutOff = new Set<string>();
-  private cutOffCheck: NodeJS.Timeout | null = null;
-  /** Leases of cut-off turns whose release the store refused: given up once it answers. */
-  private unreleased: LeaseToken[] = [];
-  private storeBackListeners: (() => void)[] = [];
+
+  private readonly cutOff: CutOffSessions;
+  private readonly replies: Replies;
 
   constructor(private readonly options: RunnerOptions) {
     this.now = options.now ?? Date.now;
+    this.cutOff = new CutOffSessions({ ...options, pump: () => this.pump() });
+    this.replies = new Replies(options, this.events);
+  }
+
+  /** See CutOffSessions.onStoreBack. */
+  onStoreBack(listener: () => void): void {
+    this.cutOff.onStoreBack(listener);
   }
 
   onEvent(listener: RunnerEventListener): () => void {
     return this.events.subscribe(listener);
-  }
-
-  /**
-   * Called when the store answers again after it cut turns of this gateway off, their leases
-   * given up (several gateways: the takeover can resume them at once instead of at its sweep).
-   */
-  onStoreBack(listener: () => void): void {
-    this.storeBackListeners.push(listener);
   }
 
   /**
@@ -380,16 +286,16 @@ export class Runner implements InboundSink {
     const busy = Boolean(lane?.active);
     const refusal = this.refusalFor(item.text);
     if (refusal === "stopping" || refusal === "restarting") {
-      await this.refuseWhileStopping(item, busy, refusal);
+      await this.replies.refuseWhileStopping(item, busy, refusal);
       return;
     }
     if (refusal === "draining") {
-      await this.refuse(item, refusal);
+      await this.replies.refuse(item, refusal);
       return;
     }
     if (refusal === "no_model") {
-      await this.answer(item, TEXT.noModel, "done");
-      this.emitRefused(item, refusal);
+      await this.replies.answer(item, TEXT.noModel, "done");
+      this.replies.emitRefused(item, refusal);
       return;
     }
     const session = await this.options.store.getSession(item.sessionKey);
@@ -408,7 +314,8 @@ export class Runner implements InboundSink {
       return;
     }
     this.enqueue(item.sessionKey, { kind: "message", item }, false);
-    if (resumeFirst && !backlog) await this.notice(item.sessionKey, item.address, TEXT.queued);
+    if (resumeFirst && !backlog)
+      await this.replies.notice(item.sessionKey, item.address, TEXT.queued);
   }
 
   /**
@@ -427,7 +334,7 @@ export class Runner implements InboundSink {
       : session.requestNotice === "dropped"
         ? null
         : SUSPENDED_NOTICE;
-    if (notice) await this.notice(item.sessionKey, item.address, notice);
+    if (notice) await this.replies.notice(item.sessionKey, item.address, notice);
     return true;
   }
 
@@ -489,24 +396,12 @@ export class Runner implements InboundSink {
       await delay(Math.min(ttlMs / 3, 500));
     }
     if (!lease) {
-      await this.answer(item, TEXT.stopElsewhere, "done");
+      await this.replies.answer(item, TEXT.stopElsewhere, "done");
       return;
     }
-    const held = lease;
-    const renewal = setInterval(() => {
-      store.renewSessionLease(held, ttlMs).catch((err: unknown) => {
-        this.options.logger.warn({ err, session: item.sessionKey }, "command lease renewal failed");
-      });
-    }, ttlMs / 3);
-    renewal.unref();
-    try {
-      await handleChatCommand(this.commandHost(), item, command);
-    } finally {
-      clearInterval(renewal);
-      await store.releaseSessionLease(held).catch((err: unknown) => {
-        this.options.logger.warn({ err, session: item.sessionKey }, "lease release failed");
-      });
-    }
+    await holdingLease(store, this.options.logger, lease, ttlMs, () =>
+      handleChatCommand(this.commandHost(), item, command),
+    );
   }
 
   private laneFor(sessionKey: string): Lane {
@@ -548,44 +443,11 @@ export class Runner implements InboundSink {
     if (mode === "queue" || mode === "steer") {
       // Came while a turn ran: it gets a turn of its own (lifecycle.md), not a share of a batch.
       this.enqueue(item.sessionKey, { kind: "message", item, together: false }, false);
-      await this.notice(item.sessionKey, item.address, TEXT.queued);
+      await this.replies.notice(item.sessionKey, item.address, TEXT.queued);
       return;
     }
     this.enqueue(item.sessionKey, { kind: "message", item }, false);
     this.abort(active, "interrupt");
-  }
-
-  private async refuseWhileStopping(
-    item: InboxItem,
-    busy: boolean,
-    refusal: "stopping" | "restarting",
-  ): Promise<void> {
-    const restarting = refusal === "restarting";
-    if (busy && this.options.busyInputMode === "queue") {
-      // Stays `pending` in the inbox: the next process runs it after the resume.
-      await this.notice(item.sessionKey, item.address, queuedForAfterRestartText(restarting));
-      return;
-    }
-    await this.refuse(item, refusal);
-  }
-
-  /** Answers a message the gateway does not take now with why, closes it, and tells listeners. */
-  private async refuse(item: InboxItem, refusal: "draining" | "stopping" | "restarting") {
-    const text =
-      refusal === "draining" ? DRAIN_REFUSAL : notAcceptingText(refusal === "restarting");
-    await this.answer(item, text, "cancelled");
-    this.emitRefused(item, refusal);
-  }
-
-  /** Tells listeners a stored message was refused (after its text reply was stored). */
-  private emitRefused(item: InboxItem, refusal: Refusal): void {
-    this.events.emit({
-      type: "refused",
-      sessionKey: item.sessionKey,
-      sessionId: item.sessionId,
-      inboxId: item.id,
-      refusal,
-    });
   }
 
   private enqueue(sessionKey: string, work: Work, front: boolean): void {
@@ -623,78 +485,9 @@ export class Runner implements InboundSink {
     this.options.onActiveTurnsChange?.(this.running);
     const active = createActiveTurn(sessionKey, work, this.now());
     lane.active = active;
-    active.done = this.run(active).finally(() => this.finish(sessionKey, lane, active));
-  }
-
-  /** Runs one piece of work; never rejects (a failure is logged and reported to listeners). */
-  private async run(active: ActiveTurn): Promise<void> {
-    const item = active.work.kind === "message" ? active.work.item : null;
-    const leases = this.options.sessionLeases;
-    let renewal: NodeJS.Timeout | undefined;
-    try {
-      if (leases) {
-        active.lease = await this.claimLease(active, leases);
-        if (!active.lease) return;
-        renewal = setInterval(() => void this.renewLease(active, leases.ttlMs), leases.ttlMs / 3);
-        renewal.unref();
-      }
-      // A message or a retry answers its own chat; other work reads where the session is.
-      const kind = active.work.kind;
-      const session =
-        kind === "message" || kind === "retry"
-          ? null
-          : await this.options.store.getSession(active.sessionKey);
-      active.address = replyAddress(active, session?.origin ?? null);
-      // A resume is moot once a newer turn has continued the session (its mark is gone).
-      if (active.work.kind === "resume" && (!active.address || !session?.resumePending)) return;
-      // An answer for a transcript `/new` has left behind has nothing to continue, nor one whose
-      // calls another turn (a resume after a restart) has already answered.
-      if (active.work.kind === "continue" && !(await this.continues(active.work, session))) return;
-      const agent = this.options.agent;
-      if (!agent) {
-        await this.answerWithoutModel(active);
-        return;
-      }
-      const stopTyping = active.address ? this.options.showTyping?.(active.address) : undefined;
-      try {
-        await runJournaledTurn(this.turnContext(agent), active);
-      } finally {
-        stopTyping?.();
-      }
-      if (active.abortCause === "user_stop" && active.address) {
-        await this.notice(active.sessionKey, active.address, TEXT.stopped);
-      }
-    } catch (err) {
-      // Typically the store failing (disk full): the turn stays `running` in the record and is
-      // recovered at the next start. Waiting clients must not hang meanwhile.
-      this.logFailure(err, item);
-      // Its turn never started (the database did not answer): the message is still pending and
-      // nobody else runs it while this gateway lives, so it is tried again here.
-      if (item && active.turnId === null) this.retryWhenStoreAnswers(item);
-      // Its turn started: the record keeps it running until it is taken over and resumed.
-      if (active.turnId !== null && leases) this.holdUntilResumed(active.sessionKey);
-      this.events.emit({
-        sessionKey: active.sessionKey,
-        sessionId: active.sessionId,
-        turnId: active.turnId ?? -1,
-        type: "turn_end",
-        inboxId: item?.id ?? null,
-        stopReason: "error",
-        reply: leases
-          ? "Keel could not record this turn; it will be resumed once the database answers again."
-          : "Keel could not record this turn; it will be retried after the gateway restarts.",
-        abortCause: active.abortCause,
-      });
-    } finally {
-      clearInterval(renewal);
-      const lease = active.lease;
-      if (lease) {
-        await this.options.store.releaseSessionLease(lease).catch((err: unknown) => {
-          this.options.logger.warn({ err, session: active.sessionKey }, "lease release failed");
-          if (this.cutOff.has(active.sessionKey)) this.unreleased.push(lease);
-        });
-      }
-    }
+    active.done = runWork(this.workHost(), active).finally(() =>
+      this.finish(sessionKey, lane, active),
+    );
   }
 
   /**
@@ -717,52 +510,6 @@ export class Runner implements InboundSink {
     timer.unref();
   }
 
-  /**
-   * Holds the session's queued work back until its cut-off turn is resumed (`resume`), or until
-   * the record shows neither a running turn of it nor a resume to come (the failed write had
-   * committed after all).
-   */
-  private holdUntilResumed(sessionKey: string): void {
-    this.cutOff.add(sessionKey);
-    if (this.cutOffCheck) return;
-    const every = Math.min((this.options.sessionLeases?.ttlMs ?? 3000) / 3, 1000);
-    let checking = false;
-    this.cutOffCheck = setInterval(() => {
-      if (checking) return;
-      checking = true;
-      this.releaseSettled()
-        .catch(() => {}) // Still not answering: the next tick looks again.
-        .finally(() => {
-          checking = false;
-        });
-    }, every);
-    this.cutOffCheck.unref();
-  }
-
-  private async releaseSettled(): Promise<void> {
-    const running = new Set((await this.options.store.listRunningTurns()).map((t) => t.sessionKey));
-    // The store answers again: the cut-off turns' leases go now rather than at their TTL, and
-    // the takeover is asked to resume those turns now.
-    if (this.unreleased.length > 0) {
-      while (this.unreleased.length > 0) {
-        await this.options.store.releaseSessionLease(this.unreleased[0]!);
-        this.unreleased.shift();
-      }
-      for (const listener of this.storeBackListeners) listener();
-    }
-    for (const key of [...this.cutOff]) {
-      if (running.has(key)) continue;
-      const session = await this.options.store.getSession(key);
-      // No resume will come for a session recovery suspended: its next message starts afresh.
-      if (!session?.resumePending || session.suspended) this.cutOff.delete(key);
-    }
-    if (this.cutOff.size === 0 && this.cutOffCheck) {
-      clearInterval(this.cutOffCheck);
-      this.cutOffCheck = null;
-    }
-    this.pump();
-  }
-
   /** Whether the message is running, queued or steered into a turn here. */
   private holds(inboxId: number): boolean {
     const isIt = (work: Work) => work.kind === "message" && work.item.id === inboxId;
@@ -772,54 +519,6 @@ export class Runner implements InboundSink {
       if (active && (isIt(active.work) || active.steer.some((i) => i.id === inboxId))) return true;
     }
     return false;
-  }
-
-  /**
-   * Waits for the session's lease: another instance running a turn of it releases it when that
-   * turn ends (or its lease runs out). Null when this turn was aborted while waiting.
-   */
-  private async claimLease(
-    active: ActiveTurn,
-    { owner, ttlMs }: { owner: string; ttlMs: number },
-  ): Promise<LeaseToken | null> {
-    const signal = active.controller.signal;
-    for (;;) {
-      const lease = await this.options.store.claimSessionLease(active.sessionKey, owner, ttlMs);
-      if (lease) return lease;
-      if (signal.aborted) return null;
-      await delay(Math.min(ttlMs / 3, 500), undefined, { signal }).catch(() => {});
-    }
-  }
-
-  /** A lease that moved on is not fought for: the turn's next write is refused by the store. */
-  private async renewLease(active: ActiveTurn, ttlMs: number): Promise<void> {
-    if (!active.lease) return;
-    let renewed: LeaseToken | null;
-    try {
-      renewed = await this.options.store.renewSessionLease(active.lease, ttlMs);
-    } catch (err) {
-      // Not lost yet: the lease runs out unless a later renewal gets through in time.
-      this.options.logger.warn(
-        { err, session: active.sessionKey },
-        "could not renew the session's lease (the store does not answer)",
-      );
-      return;
-    }
-    if (!renewed) {
-      this.options.logger.warn(
-        { session: active.sessionKey, fence: active.lease.fence },
-        "the session's lease moved to another instance; this turn's writes will be refused",
-      );
-    }
-  }
-
-  private async continues(
-    work: Extract<Work, { kind: "continue" }>,
-    session: SessionRecord | null,
-  ): Promise<boolean> {
-    if (session?.sessionId !== work.sessionId) return false;
-    const transcript = await this.options.store.loadTranscript(work.sessionId);
-    return hasOpenToolCalls(transcript.map((m) => m.message));
   }
 
   private finish(sessionKey: string, lane: Lane, active: ActiveTurn): void {
@@ -841,37 +540,14 @@ export class Runner implements InboundSink {
     active.controller.abort(new Error(`turn ${cause}`));
   }
 
-  /**
-   * No model is configured (a resume or `/retry` after the model was removed from the config):
-   * the agent is never reached and nothing is left running; the chat gets the no-model text.
-   */
-  private async answerWithoutModel(active: ActiveTurn): Promise<void> {
-    const work = active.work;
-    if (work.kind === "message") {
-      const [first, ...rest] = batchItems(work);
-      for (const item of rest) await this.options.store.closeInboxItem(item.id, "done");
-      await this.answer(first!, TEXT.noModel, "done");
-      return;
-    }
-    if (work.kind === "resume") await this.options.store.clearResumePending(active.sessionKey);
-    if (active.address) await this.notice(active.sessionKey, active.address, TEXT.noModel);
-  }
-
-  private turnContext(agent: AgentRun) {
-    const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress } = this.options;
-    const { approvals, repliesInBand } = this.options;
+  private workHost(): WorkHost {
     return {
-      ...(approvals && { approvals }),
-      ...(repliesInBand && { repliesInBand }),
-      store,
-      agent,
-      isReadOnlyTool,
+      options: this.options,
       events: this.events,
-      logger,
-      crashPoint,
-      onReplyQueued,
-      media: this.options.media ?? null,
-      progress,
+      cutOff: this.cutOff,
+      replies: this.replies,
+      logFailure: (err, item) => this.logFailure(err, item),
+      retryWhenStoreAnswers: (item) => this.retryWhenStoreAnswers(item),
     };
   }
 
@@ -884,27 +560,15 @@ export class Runner implements InboundSink {
       retry: (sessionKey, text, address) =>
         this.enqueue(sessionKey, { kind: "retry", sessionKey, text, address }, false),
       resumeNow: (session) => this.resumeNow(session),
-      answer: (item, text) => this.answer(item, text, "done"),
-      refuse: (item) => this.refuse(item, this.admission === "open" ? "draining" : this.admission),
+      answer: (item, text) => this.replies.answer(item, text, "done"),
+      refuse: (item) =>
+        this.replies.refuse(item, this.admission === "open" ? "draining" : this.admission),
       admission: () => this.admission,
       draining: () => this.draining,
       extraCommand: (name) => this.options.extraCommands?.[name] ?? null,
       statusLines: () => this.options.statusLines?.() ?? [],
       modelStatusLines: (item) => this.options.modelStatusLines?.(item) ?? Promise.resolve([]),
     };
-  }
-
-  /** Replies to an inbox item with a notice and closes it. */
-  private async answer(item: InboxItem, text: string, state: "done" | "cancelled"): Promise<void> {
-    const to = isDetachedAddress(item.address) ? undefined : text;
-    await this.options.store.closeInboxItem(item.id, state, to);
-    this.options.onReplyQueued();
-  }
-
-  private async notice(sessionKey: string, address: ChatAddress, text: string): Promise<void> {
-    if (isDetachedAddress(address)) return;
-    await queueNotice(this.options.store, { sessionKey, address, text });
-    this.options.onReplyQueued();
   }
 
   private logFailure(err: unknown, item: InboxItem | null): void {

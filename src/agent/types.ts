@@ -99,6 +99,25 @@ export type PreparedPrompt =
     }
   | { ok: false; error: string; dropped?: number };
 
+/**
+ * Where a compaction is recorded (the store, through the runner): the keeper (src/context)
+ * writes through it, the turn hands it in.
+ */
+export interface CompactionSink {
+  /**
+   * Records `summary` as standing in for the transcript up to (not including) its
+   * `coveredCount`-th user or assistant message after the current summary. False when the
+   * record does not match (nothing recorded).
+   */
+  record(input: {
+    coveredCount: number;
+    summary: string;
+    usage: (TokenUsage & { model: string }) | null;
+    tokensBefore: number;
+    tokensAfter: number;
+  }): Promise<boolean>;
+}
+
 /** Keeps each prompt inside the model's window (src/context/context-keeper.ts). */
 export interface PromptKeeper {
   /** `force`: summarise older messages even when the prompt would fit (after an overflow). */

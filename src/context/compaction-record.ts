@@ -4,10 +4,9 @@
  * stands in for, and the summary is recorded in one transaction. A crash before the commit
  * leaves the previous history in force, after it the compacted one: never half.
  */
-import type { ChatMessage } from "../agent/types.js";
+import type { ChatMessage, CompactionSink } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import type { CompactionRecord, StoredMessage, TurnStore } from "../sessions/store.js";
-import type { CompactionSink } from "./context-keeper.js";
 
 /** The stored messages a compaction has not replaced, in order. */
 export function visibleMessages(

@@ -10,6 +10,7 @@ import { buildPrompt } from "../agent/agent-loop.js";
 import type { ModelChainRequest } from "../agent/model-chain.js";
 import type {
   ChatMessage,
+  CompactionSink,
   LlmResult,
   PreparedPrompt,
   PromptKeeper,
@@ -26,22 +27,6 @@ export const MAX_COMPACTIONS_PER_TURN = 3;
 const OLD_TOOL_CHARS = 2_000;
 /** The newest exchanges kept verbatim by a compaction: this share of the window. */
 const KEEP_SHARE = 0.25;
-
-/** Where a compaction is recorded (the store, through the runner). */
-export interface CompactionSink {
-  /**
-   * Records `summary` as standing in for the transcript up to (not including) its
-   * `coveredCount`-th user or assistant message after the current summary. False when the
-   * record does not match (nothing recorded).
-   */
-  record(input: {
-    coveredCount: number;
-    summary: string;
-    usage: UsageInput | null;
-    tokensBefore: number;
-    tokensAfter: number;
-  }): Promise<boolean>;
-}
 
 export interface CompactionReport {
   messages: number;

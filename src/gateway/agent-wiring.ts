@@ -1,10 +1,14 @@
-/** Builds the agent from the config: model client, tools, and the turn function the runner calls. */
+/**
+ * Builds the agent's parts from the config: the tools (sandbox, home guard, MCP servers, web),
+ * the model client and the context side of the models, and the agent (src/agent/agent.ts) whose
+ * turn the runner calls.
+ */
 
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "pino";
-import { runAgentLoop } from "../agent/agent-loop.js";
-import { withImageInput } from "../agent/image-input.js";
+import { Agent } from "../agent/agent.js";
+import { type ModelAttemptObserver, ModelClient } from "../agent/model-client.js";
 import {
   resolveSandbox,
   type SandboxState,
@@ -20,7 +24,7 @@ import { createTerminalTool } from "../agent/tools/terminal.js";
 import { createWriteFileTool } from "../agent/tools/write-file.js";
 import { createWebTools } from "../agent/web/web-tools.js";
 import type { Config } from "../config/schema.js";
-import { type ModelAttemptObserver, ModelStack } from "../context/model-stack.js";
+import { ModelStack } from "../context/model-stack.js";
 import { McpHub } from "../mcp/mcp-hub.js";
 import { MemoryFile, memoryPromptBlock } from "../memory/memory-file.js";
 import { createMemoryTool } from "../memory/memory-tool.js";
@@ -55,6 +59,41 @@ export function createAgentParts(
   logger: Logger,
   onModelAttempt?: ModelAttemptObserver,
 ): AgentParts {
+  const { tools, sandbox, mcp, bindSchedules, killToolProcesses } = createTools(config, logger);
+  const parts = {
+    isReadOnlyTool: (name: string) => tools.get(name)?.readOnly ?? false,
+    killToolProcesses,
+    bindSchedules,
+    sandbox,
+    ...(mcp && { mcp }),
+  };
+  const { base_url, name } = config.model;
+  if (!base_url || !name) {
+    logger.warn("no model configured: chat messages will be answered with how to configure one");
+    return { ...parts, agent: null };
+  }
+  mkdirSync(config.cwd, { recursive: true });
+  const client = new ModelClient(config.model, logger, {
+    ...(onModelAttempt && { onAttempt: onModelAttempt }),
+  });
+  const models = new ModelStack(config, client);
+  const agent = new Agent({
+    model: client,
+    tools,
+    basePrompt: [BASE_PROMPT, `Working folder: ${config.cwd}.`, config.agent.system_prompt]
+      .filter(Boolean)
+      .join("\n\n"),
+    vision: config.model.vision,
+    maxIterations: config.agent.max_iterations,
+    cwd: config.cwd,
+    memory: (user) => memoryPromptBlock(new MemoryFile(config.home, user).read()),
+    keeper: (request) => models.keeper(request, logger),
+  });
+  return { ...parts, models, agent: (input) => agent.runTurn(input) };
+}
+
+/** The agent's tools as the config chooses them: sandboxed commands, files, web, MCP servers. */
+function createTools(config: Config, logger: Logger) {
   const processes = createProcessRegistry();
   const sandbox = resolveSandbox(sandboxOptions(config));
   if (sandbox.mode === "failed") logger.error(`sandbox ${sandbox.detail}`);
@@ -101,84 +140,10 @@ export function createAgentParts(
   const bindSchedules = (book: ScheduleBook) => {
     schedules = book;
   };
-  const isReadOnlyTool = (name: string) => tools.get(name)?.readOnly ?? false;
   const killToolProcesses = () => {
     void mcp?.close();
     void web.close();
     return processes.killAll();
   };
-  const { base_url, name } = config.model;
-  if (!base_url || !name) {
-    logger.warn("no model configured: chat messages will be answered with how to configure one");
-    return {
-      agent: null,
-      isReadOnlyTool,
-      killToolProcesses,
-      bindSchedules,
-      sandbox,
-      ...(mcp && { mcp }),
-    };
-  }
-  mkdirSync(config.cwd, { recursive: true });
-  const models = new ModelStack(config, logger, {
-    ...(onModelAttempt && { onAttempt: onModelAttempt }),
-  });
-  // Learned once per process: after the endpoint refused images, images go as notes.
-  const imageState = { refused: false };
-  const basePrompt = [BASE_PROMPT, `Working folder: ${config.cwd}.`, config.agent.system_prompt]
-    .filter(Boolean)
-    .join("\n\n");
-  return {
-    isReadOnlyTool,
-    killToolProcesses,
-    bindSchedules,
-    sandbox,
-    models,
-    ...(mcp && { mcp }),
-    agent: async (input) => {
-      const preferred = input.preferredModel ?? null;
-      // Read at the start of each turn: a change the memory tool makes shows from the next turn.
-      const memory = input.memoryUser
-        ? memoryPromptBlock(new MemoryFile(config.home, input.memoryUser).read())
-        : "";
-      const keeper =
-        input.sessionId && input.compactionSink
-          ? await models.keeper(
-              {
-                sessionId: input.sessionId,
-                summary: input.summary ?? null,
-                sink: input.compactionSink,
-                preferred,
-              },
-              logger,
-            )
-          : undefined;
-      return runAgentLoop({
-        llm: withImageInput(
-          { complete: (request) => models.complete(request, input.sessionId) },
-          {
-            vision: config.model.vision,
-            state: imageState,
-            ...(input.onImagesRefused && { onImagesRefused: input.onImagesRefused }),
-          },
-        ),
-        tools,
-        systemPrompt: [basePrompt, memory].filter(Boolean).join("\n\n"),
-        ...(keeper && { keeper }),
-        ...(preferred && { preferredModel: preferred }),
-        memoryUser: input.memoryUser ?? null,
-        sessionId: input.sessionId ?? null,
-        history: input.history,
-        maxIterations: config.agent.max_iterations,
-        cwd: config.cwd,
-        signal: input.signal,
-        journal: input.journal,
-        onEvent: input.onEvent,
-        takeSteeredInput: input.takeSteeredInput,
-        chat: input.chat ?? null,
-        ...(input.gate && { gate: input.gate }),
-        ...(input.clientTools?.length && { clientTools: input.clientTools }),
-      });
-    },
-  };
+  return { tools, sandbox, mcp, bindSchedules, killToolProcesses };
 }

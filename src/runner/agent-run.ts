@@ -1,44 +1,14 @@
 /** What the runner needs from the agent: one call that runs a turn to its end. */
 
-import type {
-  ChatMessage,
-  ToolGate,
-  ToolSpec,
-  TurnEvent,
-  TurnJournal,
-  TurnResult,
-} from "../agent/types.js";
-import type { CompactionSink } from "../context/context-keeper.js";
+import type { TurnInput } from "../agent/agent.js";
+import type { ToolGate, TurnJournal, TurnResult } from "../agent/types.js";
 import type { ChatAddress } from "../contract/platform.js";
 
 // The journal is the agent loop's contract; the runner implements it over the store.
 export type { TurnJournal };
 
-export interface AgentRunInput {
-  history: ChatMessage[];
-  signal: AbortSignal;
-  journal: TurnJournal;
-  onEvent(event: TurnEvent): void;
-  takeSteeredInput(): string[];
-  /** The chat this turn answers, if any (tools that act on "this chat" need it). */
-  chat?: ChatAddress | null;
-  /** Tells the chat once per session that the model refused the images it was sent. */
-  onImagesRefused?(): void;
-  /** The transcript the turn runs in. */
-  sessionId?: string;
-  /** The summary standing in for the transcript's older messages (its latest compaction). */
-  summary?: string | null;
-  /** Records a compaction made during the turn (one store transaction). */
-  compactionSink?: CompactionSink;
-  /** The model the session chose with `/model`. */
-  preferredModel?: string | null;
-  /** Whose memory file the turn uses (`<platform>-<user id>`), if anyone's. */
-  memoryUser?: string | null;
-  /** Approvals for this turn's tool calls; absent: every call runs. */
-  gate?: ToolGate;
-  /** Functions the `/v1` client offers; the turn ends at a call to one (`clientToolCalls`). */
-  clientTools?: ToolSpec[];
-}
+/** What a turn hands the agent: the agent defines it (src/agent/agent.ts). */
+export type AgentRunInput = TurnInput;
 
 /** Runs a turn with the configured model and tools; never throws for model or tool failures. */
 export type AgentRun = (input: AgentRunInput) => Promise<TurnResult>;

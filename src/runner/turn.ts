@@ -4,7 +4,7 @@
  */
 import type { Logger } from "pino";
 import type { UserContent } from "../agent/content.js";
-import type { CallUsage, ChatMessage } from "../agent/types.js";
+import type { CallUsage, ChatMessage, TurnResult } from "../agent/types.js";
 import { createCompactionSink, visibleMessages } from "../context/compaction-record.js";
 import type {
   ChatAddress,
@@ -21,6 +21,7 @@ import {
   type InboxStore,
   type OutboxStore,
   type ResumeReason,
+  type StartedTurn,
   type TurnStore,
 } from "../sessions/store.js";
 import type {
@@ -68,7 +69,94 @@ export interface TurnContext {
 
 /** Runs `active.work` to its end. Throws only when the store fails (the turn stays `running`). */
 export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Promise<void> {
-  const { store, events } = ctx;
+  const begun = await beginTurn(ctx, active);
+  if (!begun) return;
+  const result = await runAgent(ctx, active, begun);
+  await finishTurn(ctx, active, begun, result);
+}
+
+/** What the turn's input is: the user's messages (files handled), a `/v1` client's results. */
+interface TurnInput {
+  userContent: UserContent | null;
+  joined: { inboxId: number; userMessage: ChatMessage }[];
+  clientResults: { toolCallId: string; content: string }[];
+  /** A `/v1` message carrying only the results of the client's calls: it continues from them. */
+  resultsOnly: boolean;
+}
+
+/** A turn recorded as started, its history rebuilt: what running and finishing it need. */
+interface BegunTurn {
+  turn: StartedTurn;
+  /** The ids every event of the turn carries. */
+  base: { sessionKey: string; sessionId: string; turnId: number };
+  gateTurn: GateTurn;
+  history: ChatMessage[];
+  summary: string | null;
+  /** The tokens of every model call of the turn, summed as the journal records them. */
+  usage: TurnUsage;
+  /** The chat that shows the turn's progress, if any. */
+  chat: ChatAddress | null;
+  show(step: ProgressStep): void;
+}
+
+/**
+ * Begins the turn: its input, its start recorded (null when there is nothing to run: cut off
+ * while its files were fetched, or taken by another gateway), approvals a new message
+ * supersedes, and the history rebuilt.
+ */
+async function beginTurn(ctx: TurnContext, active: ActiveTurn): Promise<BegunTurn | null> {
+  const work = active.work;
+  const input = await turnInput(ctx, active);
+  if (!input) return null;
+  const turn = await recordStart(ctx, active, input);
+  if (!turn) return null;
+  const base = { sessionKey: active.sessionKey, sessionId: turn.sessionId, turnId: turn.id };
+  ctx.events.emit({
+    ...base,
+    type: "turn_start",
+    inboxId: turn.inboxId,
+    resume: work.kind === "resume",
+    ...(work.kind === "message" && { receivedAt: work.item.receivedAt }),
+  });
+  // A resumed turn, or a new message in a session an interruption left resume-pending, is told
+  // what happened so the model continues instead of starting over.
+  const session = turn.session;
+  const chat = active.address && !isDetachedAddress(active.address) ? active.address : null;
+  const gateTurn: GateTurn = {
+    sessionKey: active.sessionKey,
+    sessionId: turn.sessionId,
+    turnId: turn.id,
+    address: chat,
+    requester: active.requester,
+    asker: active.asker,
+  };
+  // A new message instead of an answer: calls still waiting for approval are not run.
+  if ((work.kind === "message" && !input.resultsOnly) || work.kind === "retry") {
+    await ctx.approvals?.supersede(gateTurn);
+  }
+  const resumeFrom = work.kind === "resume" ? work.session : session.resumePending ? session : null;
+  const { history, summary } = await buildHistory(
+    ctx,
+    active,
+    turn.sessionId,
+    resumeFrom
+      ? {
+          reason: resumeFrom.resumeReason,
+          newInput: work.kind !== "resume",
+          userCount: 1 + input.joined.length,
+        }
+      : null,
+  );
+  const progress = ctx.progress;
+  const show = (step: ProgressStep) => {
+    if (chat && progress) progress({ turnId: turn.id, address: chat, ...step });
+  };
+  const usage: TurnUsage = { promptTokens: 0, completionTokens: 0, estimated: false };
+  return { turn, base, gateTurn, history, summary, usage, chat, show };
+}
+
+/** The turn's input; null when it was cut off before its files were handled. */
+async function turnInput(ctx: TurnContext, active: ActiveTurn): Promise<TurnInput | null> {
   const work = active.work;
   // A `/v1` message carrying only the results of the client's calls continues from them (an
   // API message is never part of a batch: it is answered in its own HTTP response).
@@ -80,13 +168,23 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     const contents = await batchContents(ctx, active, batchItems(work));
     // Cut off before its files were handled: by a gateway stop (the messages stay pending and
     // the next start runs them from the recorded steps) or by `/stop`, `/new` (closed, no turn).
-    if (contents === null) return;
+    if (contents === null) return null;
     userContent = resultsOnly && !work.item.attachments?.length ? null : contents[0]!;
     for (const [i, item] of (work.joined ?? []).entries()) {
       joined.push({ inboxId: item.id, userMessage: { role: "user", content: contents[i + 1]! } });
     }
   }
-  const turn = await store
+  return { userContent, joined, clientResults, resultsOnly };
+}
+
+/** Records the turn's start (one transaction); null when another gateway took the message. */
+async function recordStart(
+  ctx: TurnContext,
+  active: ActiveTurn,
+  { userContent, joined, clientResults }: TurnInput,
+): Promise<StartedTurn | null> {
+  const work = active.work;
+  const turn = await ctx.store
     .startTurn({
       sessionKey: active.sessionKey,
       inboxId: work.kind === "message" ? work.item.id : null,
@@ -113,70 +211,30 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     });
   if (!turn) {
     ctx.logger.info({ session: active.sessionKey }, "message already taken by another gateway");
-    return;
+    return null;
   }
   ctx.crashPoint("after_turn_start");
   active.turnId = turn.id;
   active.sessionId = turn.sessionId;
-  const base = { sessionKey: active.sessionKey, sessionId: turn.sessionId, turnId: turn.id };
-  events.emit({
-    ...base,
-    type: "turn_start",
-    inboxId: turn.inboxId,
-    resume: work.kind === "resume",
-    ...(work.kind === "message" && { receivedAt: work.item.receivedAt }),
-  });
+  return turn;
+}
 
-  // A resumed turn, or a new message in a session an interruption left resume-pending, is told
-  // what happened so the model continues instead of starting over.
+/** Runs the agent over the begun turn, its steps journaled and shown as they happen. */
+async function runAgent(ctx: TurnContext, active: ActiveTurn, begun: BegunTurn) {
+  const { store, events } = ctx;
+  const { turn, base, usage, show } = begun;
   const session = turn.session;
-  const gateTurn: GateTurn = {
-    sessionKey: active.sessionKey,
-    sessionId: turn.sessionId,
-    turnId: turn.id,
-    address: active.address && !isDetachedAddress(active.address) ? active.address : null,
-    requester: active.requester,
-    asker: active.asker,
-  };
-  // A new message instead of an answer: calls still waiting for approval are not run.
-  if ((work.kind === "message" && !resultsOnly) || work.kind === "retry") {
-    await ctx.approvals?.supersede(gateTurn);
-  }
-  const resumeFrom = work.kind === "resume" ? work.session : session.resumePending ? session : null;
-  const { history, summary } = await buildHistory(
-    ctx,
-    active,
-    turn.sessionId,
-    resumeFrom
-      ? {
-          reason: resumeFrom.resumeReason,
-          newInput: work.kind !== "resume",
-          userCount: 1 + joined.length,
-        }
-      : null,
-  );
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
-  const usage: TurnUsage = { promptTokens: 0, completionTokens: 0, estimated: false };
-  const count = (call: CallUsage | undefined) => {
-    if (!call) return;
-    usage.promptTokens += call.promptTokens;
-    usage.completionTokens += call.completionTokens;
-    usage.estimated ||= call.estimated;
-  };
-  const chat = active.address && !isDetachedAddress(active.address) ? active.address : null;
-  const progress = ctx.progress;
-  const show = (step: ProgressStep) => {
-    if (chat && progress) progress({ turnId: turn.id, address: chat, ...step });
-  };
+  const count = (call: CallUsage | undefined) => countUsage(usage, call);
   show({ type: "turn_start" });
   const result = await ctx.agent({
-    history,
+    history: begun.history,
     signal: active.controller.signal,
     journal: createJournal(ctx, active, turn.id, turn.sessionId, count),
-    chat,
+    chat: begun.chat,
     sessionId: turn.sessionId,
-    summary,
+    summary: begun.summary,
     compactionSink: createCompactionSink({
       store,
       sessionId: turn.sessionId,
@@ -206,11 +264,30 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
         .then(() => ctx.onReplyQueued())
         .catch((err: unknown) => ctx.logger.warn({ err }, "no-vision notice not queued"));
     },
-    ...(ctx.approvals && { gate: ctx.approvals.gateFor(gateTurn) }),
+    ...(ctx.approvals && { gate: ctx.approvals.gateFor(begun.gateTurn) }),
     ...(session.clientTools?.length && { clientTools: session.clientTools }),
   });
-
   count(result.usage);
+  return result;
+}
+
+/** Adds one model call's tokens to the turn's. */
+function countUsage(usage: TurnUsage, call: CallUsage | undefined): void {
+  if (!call) return;
+  usage.promptTokens += call.promptTokens;
+  usage.completionTokens += call.completionTokens;
+  usage.estimated ||= call.estimated;
+}
+
+/** Finishes the turn: its end and reply recorded in one transaction, then told and logged. */
+async function finishTurn(
+  ctx: TurnContext,
+  active: ActiveTurn,
+  { turn, base, usage, show }: BegunTurn,
+  result: TurnResult,
+): Promise<void> {
+  const { store, events } = ctx;
+  const work = active.work;
   const state =
     result.stopReason === "aborted"
       ? "interrupted"

@@ -20,5 +20,5 @@ export interface CliIo {
   onSignal(signal: NodeJS.Signals, handler: () => void): () => void;
 }
 
-/** Exit codes shared by every command (interface.md). */
+/** Exit codes shared by every command (docs/operations.md, "Exit codes"). */
 export { EXIT } from "../lib/exit-codes.js";

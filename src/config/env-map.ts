@@ -1,4 +1,4 @@
-/** Which environment variable overrides which config key (interface.md). */
+/** Which environment variable overrides which config key (README.md, "Configuration"). */
 export interface EnvBinding {
   env: string;
   path: readonly string[];

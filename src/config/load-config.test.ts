@@ -260,7 +260,7 @@ describe("loadConfig", () => {
     });
   });
 
-  describe("lifecycle settings (hermes-agent's rules, seed 000)", () => {
+  describe("lifecycle settings (docs/seed-map.md, seed 000)", () => {
     it("restart_drain_timeout prefers env, then config, then the default of 0", () => {
       expect(load().config.agent.restart_drain_timeout).toBe(0);
       write("agent:\n  restart_drain_timeout: 45\n");

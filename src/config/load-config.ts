@@ -33,7 +33,10 @@ export interface LoadedConfig {
   warnings: string[];
 }
 
-/** Lifecycle settings that warn and use their default when invalid, as hermes-agent does. */
+/**
+ * Lifecycle settings that warn and use their default when invalid: a typo in a drain timeout must
+ * not keep a gateway from restarting (docs/operations.md, `keel doctor`).
+ */
 const LENIENT_KEYS: readonly { path: [string, string]; name: string; unit: string }[] = [
   { path: ["agent", "restart_drain_timeout"], name: "restart_drain_timeout", unit: "s" },
   { path: ["agent", "auto_resume_freshness"], name: "auto_resume_freshness", unit: "s" },

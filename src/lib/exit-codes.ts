@@ -1,6 +1,7 @@
 /**
- * The process's exit codes (interface.md), the one table: the CLI returns them, the gateway's
- * stop maps its outcome to them (lifecycle/exit-code.ts), the service files name them.
+ * The process's exit codes (docs/operations.md, "Exit codes"), the one table: the CLI returns
+ * them, the gateway's stop maps its outcome to them (lifecycle/exit-code.ts), the service files
+ * name them.
  */
 export const EXIT = {
   ok: 0,

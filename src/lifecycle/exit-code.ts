@@ -1,6 +1,6 @@
 /**
  * How the gateway process ends: which supervisor runs it (it decides how a restart happens)
- * and the exit code each outcome maps to (interface.md).
+ * and the exit code each outcome maps to (docs/operations.md, "Exit codes").
  */
 
 import { EXIT } from "../lib/exit-codes.js";

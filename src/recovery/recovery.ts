@@ -2,7 +2,8 @@
  * Start-up recovery: reads what the previous process left behind and turns it into resume
  * marks. Turns still `running` in the store were cut off (crash, SIGKILL, power loss, or a stop
  * that interrupted them); without a clean-shutdown marker, every session active in the last
- * 120 s is presumed cut off too (lifecycle.md) — unless its transcript shows nothing left to do.
+ * 120 s is presumed cut off too (docs/architecture.md, recovery) — unless its transcript shows
+ * nothing left to do.
  */
 import type { CrashPoint } from "../lib/crash-point.js";
 import type {

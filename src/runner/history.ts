@@ -89,7 +89,7 @@ export function endsWithUnansweredToolResults(messages: readonly ChatMessage[]):
   return messages.at(-1)?.role === "tool";
 }
 
-/** Told to the model when earlier tool results went unanswered (lifecycle.md, auto-continue). */
+/** Told to the model when earlier tool results went unanswered (docs/seed-map.md, seed 000). */
 export const AUTO_CONTINUE_NOTE =
   "[System note: Your previous turn was interrupted before you could act on the last tool " +
   "result(s) above. Finish handling those results and say briefly what was done, then answer " +

@@ -441,7 +441,7 @@ export class Runner implements InboundSink {
       return;
     }
     if (mode === "queue" || mode === "steer") {
-      // Came while a turn ran: it gets a turn of its own (lifecycle.md), not a share of a batch.
+      // Came while a turn ran: it gets a turn of its own, not a share of a batch.
       this.enqueue(item.sessionKey, { kind: "message", item, together: false }, false);
       await this.replies.notice(item.sessionKey, item.address, TEXT.queued);
       return;

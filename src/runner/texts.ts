@@ -1,4 +1,4 @@
-/** Every user-facing text of the runner in one place (lifecycle.md fixes several verbatim). */
+/** Every user-facing text of the runner in one place (tests pin several verbatim). */
 export const TEXT = {
   noModel:
     "No model is configured yet. Run `keel setup` on the gateway's machine, or set model.base_url and model.name in $KEEL_HOME/config.yaml " +

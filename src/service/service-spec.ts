@@ -28,7 +28,8 @@ export const MIN_STOP_TIMEOUT_SECONDS = 60;
  * The one rule deriving supervisor stop timers (systemd `TimeoutStopSec`, launchd `ExitTimeOut`,
  * compose `stop_grace_period`) from the drain timeout: `max(ceil(drain) + 30, 60)` whole seconds.
  * The gateway's own stop deadline (drain + a small margin) then always ends before the supervisor's
- * SIGKILL (hermes-agent #31981: a kill timer shorter than the drain caused a crash loop).
+ * SIGKILL: a kill timer shorter than the drain kills a draining gateway, whose restart finds the
+ * same work and is killed again (docs/operations.md, "The stop budget").
  * A negative or non-finite drain counts as 0. Pure.
  */
 export function stopTimeoutFromDrain(drainSeconds: number): number {

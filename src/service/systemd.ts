@@ -18,7 +18,7 @@ export const SYSTEMD_UNIT_NAME = "keel-gateway.service";
 export const SYSTEMD_RESTART_SEC = 5;
 
 // A genuine crash loop (bad binary, lost disk) gives up after 10 starts in 10 minutes instead of
-// writing logs forever (hermes-agent #31981); planned restarts are far rarer than that.
+// writing logs forever; planned restarts are far rarer than that.
 const START_LIMIT_INTERVAL_SEC = 600;
 const START_LIMIT_BURST = 10;
 
@@ -48,8 +48,8 @@ export function quoteSystemdWord(word: string, options: { dollar: boolean }): st
 }
 
 /**
- * Renders the `keel-gateway.service` unit. Exit codes map to supervisor actions as interface.md
- * fixes them: 0 (planned stop, or a restart already scheduled through systemd-run) stays down;
+ * Renders the `keel-gateway.service` unit. Exit codes map to supervisor actions as
+ * docs/operations.md ("Exit codes") fixes them: 0 (planned stop, or a restart already scheduled through systemd-run) stays down;
  * 1 and signals restart through `Restart=on-failure`; 75 (restart fallback) is a clean exit that
  * is always restarted; 78 (configuration error) is never restarted, as retrying cannot fix it.
  * `TimeoutStopSec` is {@link stopTimeoutFromDrain}. Pure; throws on relative paths, invalid

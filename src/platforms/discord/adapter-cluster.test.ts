@@ -11,7 +11,8 @@ import { StoreSink } from "../../../test/helpers/store-sink.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
 import { connectionLeaseKey, StoreConnectionLease } from "../../cluster/connection-lease.js";
 import type { Store } from "../../sessions/store.js";
-import { DiscordAdapter, type DiscordTiming } from "./adapter.js";
+import { DiscordAdapter } from "./adapter.js";
+import type { DiscordTiming } from "./options.js";
 
 const TOKEN = "discord-cluster-token";
 const OWNER = { id: "100000000000000042", username: "owner" };

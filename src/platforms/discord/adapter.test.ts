@@ -6,7 +6,8 @@ import { createTempDir } from "../../../test/helpers/temp-home.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
 import type { AcceptResult, InboundMessage, InboundSink } from "../../contract/platform.js";
 import { SqliteStore } from "../../sessions/sqlite-store.js";
-import { DiscordAdapter, type DiscordTiming } from "./adapter.js";
+import { DiscordAdapter } from "./adapter.js";
+import type { DiscordTiming } from "./options.js";
 
 const TOKEN = "discord-test-token";
 const OWNER = { id: "100000000000000042", username: "owner" };

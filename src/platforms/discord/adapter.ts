@@ -14,6 +14,7 @@
  *   a while, whatever state the library believes it is in: never "online but deaf".
  * - Identifies are spaced out and counted in the store (gateway-session.ts).
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { DiscordAPIError, REST } from "@discordjs/rest";
 import { WebSocketManager, WebSocketShardEvents } from "@discordjs/ws";
 import {
@@ -23,9 +24,6 @@ import {
   type APIUser,
   GatewayDispatchEvents,
   type GatewayDispatchPayload,
-  GatewayIntentBits,
-  InteractionResponseType,
-  MessageFlags,
   Routes,
 } from "discord-api-types/v10";
 import type { Logger } from "pino";
@@ -40,16 +38,16 @@ import type {
   PlatformStatus,
   ProgressUpdate,
 } from "../../contract/platform.js";
-import type { PairingStore, PlatformDataStore, SessionStore } from "../../sessions/store.js";
 import { ChatAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import { ConnectionState } from "../kit/connection-state.js";
 import type { ProgressView } from "../progress-view.js";
 import { typingSchedule } from "../typing.js";
-import { DISCORD_COMMANDS, type SlashCommand, slashCommandOf } from "./commands.js";
+import { DiscordCatchUp } from "./catch-up.js";
+import { DiscordChannels } from "./channels.js";
+import { slashCommandOf } from "./commands.js";
 import { DiscordGatewaySession, IdentifyBudget } from "./gateway-session.js";
 import {
   type ChannelFacts,
-  discordDmSessionKey,
   discordThreadSessionKey,
   type IntakeContext,
   isDirectMessage,
@@ -58,85 +56,18 @@ import {
   THREAD_CHANNEL_TYPES,
   toInboundMessage,
 } from "./inbound.js";
-import { createDiscordProgress, type DiscordProgressSettings } from "./progress.js";
+import {
+  DEFAULT_DISCORD_TIMING,
+  DISCORD_INTENTS,
+  type DiscordAdapterOptions,
+  type DiscordTiming,
+  FATAL_CLOSES,
+  UNAUTHORIZED_TEXT,
+} from "./options.js";
+import { createDiscordProgress } from "./progress.js";
 import { DiscordSender, describeDiscordError } from "./send.js";
-
-/** What the adapter needs of the store: pairing, its gateway state, sessions and catch-up cursors. */
-export type DiscordStore = PairingStore & PlatformDataStore & SessionStore;
-
-/** Guild and DM messages with their text; Message Content is privileged (docs/operations.md). */
-export const DISCORD_INTENTS =
-  GatewayIntentBits.Guilds |
-  GatewayIntentBits.GuildMessages |
-  GatewayIntentBits.DirectMessages |
-  GatewayIntentBits.MessageContent;
-
-export interface DiscordTiming {
-  /** Rebuild the connection when no heartbeat ACK and no event arrived for this long. */
-  deafAfterMs: number;
-  watchdogCheckMs: number;
-  /** Backoff after a failed connect or a message that could not be stored. */
-  backoffBaseMs: number;
-  backoffMaxMs: number;
-  typingIntervalMs: number;
-  /** Typing shows only for turns still running after this long. */
-  typingDelayMs: number;
-  /** Bound on stop(), and on how long start() waits for the first connection. */
-  stopTimeoutMs: number;
-  startWaitMs: number;
-  /** Identify spacing (doubles within a burst) and the daily cap, below Discord's 1000. */
-  identifySpacingMs: number;
-  identifyMaxSpacingMs: number;
-  maxIdentifiesPerDay: number;
-  /** Channels with a stored message this recent are caught up after a lost session. */
-  catchUpWindowMs: number;
-  /** Pages of 100 messages read per channel in a catch-up. */
-  catchUpMaxPages: number;
-  /** REST request timeout. */
-  restTimeoutMs: number;
-}
-
-export const DEFAULT_DISCORD_TIMING: DiscordTiming = {
-  deafAfterMs: 120_000,
-  watchdogCheckMs: 10_000,
-  backoffBaseMs: 1_000,
-  backoffMaxMs: 60_000,
-  typingIntervalMs: 8_000,
-  typingDelayMs: 1_000,
-  stopTimeoutMs: 3_000,
-  startWaitMs: 10_000,
-  identifySpacingMs: 5_000,
-  identifyMaxSpacingMs: 600_000,
-  maxIdentifiesPerDay: 900,
-  catchUpWindowMs: 7 * 86_400_000,
-  catchUpMaxPages: 10,
-  restTimeoutMs: 15_000,
-};
-
-export interface DiscordAdapterOptions extends ConnectingAdapterOptions<DiscordProgressSettings> {
-  token: string;
-  /** REST base, e.g. https://discord.com/api (the gateway URL comes from /v10/gateway/bot). */
-  apiRoot: string;
-  allowedUsers: readonly string[];
-  adminUsers: readonly string[];
-  freeChannels: readonly string[];
-  store: DiscordStore;
-  timing?: Partial<DiscordTiming>;
-  /**
-   * Several gateways on one store: this one keeps the gateway connection only while it holds
-   * the bot's connection lease (it sends through REST either way). Without it, it connects at once.
-   */
-  connection?: ConnectionLease;
-}
-
-/** Close codes after which reconnecting cannot help (https://discord.com/developers/docs/topics/opcodes-and-status-codes#gateway-gateway-close-event-codes). */
-const FATAL_CLOSES: Record<number, string> = {
-  4004: "Discord rejected the bot token (close 4004). Check platforms.discord.token (DISCORD_BOT_TOKEN) and restart Keel.",
-  4013: "Discord rejected the gateway intents (close 4013).",
-  4014: "Discord refused the Message Content intent (close 4014): enable it for the bot in the Developer Portal (Bot → Privileged Gateway Intents) and restart Keel.",
-};
-const UNAUTHORIZED_TEXT =
-  "Discord rejected the bot token (401 Unauthorized). Check platforms.discord.token (DISCORD_BOT_TOKEN) and restart Keel.";
+import { DiscordSlashCommands } from "./slash-commands.js";
+import { snowflakeTime } from "./snowflake.js";
 
 /** Resolves once either signal aborts. */
 function untilAborted(a: AbortSignal, b: AbortSignal): Promise<void> {
@@ -147,32 +78,9 @@ function untilAborted(a: AbortSignal, b: AbortSignal): Promise<void> {
   });
 }
 
-/** Snowflake order: longer is larger, then by digits. */
-function compareSnowflakes(a: string, b: string): number {
-  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
-}
-
-/** The smallest snowflake of a moment (Discord epoch 2015-01-01), for "messages after then". */
-export function snowflakeAt(ms: number): string {
-  return ((BigInt(Math.max(ms, 1_420_070_400_000)) - 1_420_070_400_000n) << 22n).toString();
-}
-
-/** When a snowflake was made (ms since 1970). */
-export function snowflakeTime(id: string): number {
-  return Number(BigInt(id) >> 22n) + 1_420_070_400_000;
-}
-
+/** Resolves after `ms`, or as soon as `signal` aborts. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
+  return delay(ms, undefined, signal && { signal }).catch(() => {});
 }
 
 type GuildMessage = APIMessage & { guild_id?: string };
@@ -192,6 +100,9 @@ export class DiscordAdapter implements PlatformAdapter {
   private readonly budget: IdentifyBudget;
   private readonly freeChannels: ReadonlySet<string>;
   private readonly health: ConnectionState;
+  /** Channel facts learned from GUILD_CREATE, THREAD_CREATE and lookups. */
+  private readonly channels: DiscordChannels;
+  private readonly catchUp: DiscordCatchUp;
   private sink: InboundSink | null = null;
   private manager: WebSocketManager | null = null;
   /** Bumped on every rebuild of the connection: events of an older connection are dropped. */
@@ -204,8 +115,6 @@ export class DiscordAdapter implements PlatformAdapter {
   private failures = 0;
   /** The sequence of an event that could not be stored, until one after it is. */
   private failedSeq: number | null = null;
-  /** A catch-up that could not finish: from when it reads (the lost session's last event). */
-  private catchUpFrom: number | null = null;
   private fatal: string | null = null;
   private identifyWaiting = false;
   /** With a connection lease: true while this gateway holds it (and may connect). */
@@ -216,13 +125,8 @@ export class DiscordAdapter implements PlatformAdapter {
    * so the message's own time tells, not the order.
    */
   private connectedAt = 0;
-  /** Channel facts learned from GUILD_CREATE, THREAD_CREATE and lookups. */
-  private readonly channels = new Map<
-    string,
-    { type: number; parentId?: string; guildId?: string }
-  >();
   private firstConnection: (() => void) | null = null;
-  private commandsRegistered = false;
+  private readonly slash: DiscordSlashCommands;
   /** Connections closed by Keel (rebuilt or stopping): their session reports are ignored. */
   private readonly retired = new WeakSet<WebSocketManager>();
 
@@ -243,6 +147,7 @@ export class DiscordAdapter implements PlatformAdapter {
       timeout: this.timing.restTimeoutMs,
     }).setToken(options.token);
     this.sender = new DiscordSender(this.rest, this.logger);
+    this.channels = new DiscordChannels(this.rest, this.sender, this.logger);
     this.previewRest = new REST({
       api: options.apiRoot,
       version: "10",
@@ -281,6 +186,24 @@ export class DiscordAdapter implements PlatformAdapter {
       },
       this.logger,
     );
+    this.slash = new DiscordSlashCommands({
+      rest: this.rest,
+      logger: this.logger,
+      access: this.access,
+      store: options.store,
+      channels: this.channels,
+      sink: () => this.sink,
+    });
+    this.catchUp = new DiscordCatchUp({
+      store: options.store,
+      timing: this.timing,
+      freeChannels: this.freeChannels,
+      logger: this.logger,
+      rest: this.rest,
+      channelInfo: (channelId) => this.channels.info(channelId),
+      toInbound: (message, backlog) => this.toInbound(message, backlog),
+      receiveTogether: (messages) => this.receiveTogether(messages),
+    });
   }
 
   status(): PlatformStatus {
@@ -554,22 +477,22 @@ export class DiscordAdapter implements PlatformAdapter {
       case GatewayDispatchEvents.Ready: {
         this.botUserId = payload.d.user.id;
         this.onConnected("ready");
-        void this.registerCommands(payload.d.application.id);
+        void this.slash.register(payload.d.application.id);
         // A new session numbers its events from 1 again.
         this.failedSeq = null;
-        await this.catchUpIfNeeded(this.session.takeLoss());
+        await this.catchUp.catchUpIfNeeded(this.session.takeLoss());
         return;
       }
       case GatewayDispatchEvents.Resumed:
         this.onConnected("resumed");
         // Resumed: nothing of this session was missed; an unfinished catch-up still runs.
         this.session.takeLoss();
-        await this.catchUpIfNeeded(null);
+        await this.catchUp.catchUpIfNeeded(null);
         return;
       case GatewayDispatchEvents.GuildCreate: {
         const d = payload.d as { id: string; channels?: APIChannel[]; threads?: APIChannel[] };
         for (const channel of [...(d.channels ?? []), ...(d.threads ?? [])]) {
-          this.noteChannel(channel, d.id);
+          this.channels.note(channel, d.id);
         }
         return;
       }
@@ -577,11 +500,11 @@ export class DiscordAdapter implements PlatformAdapter {
       case GatewayDispatchEvents.ThreadUpdate:
       case GatewayDispatchEvents.ChannelCreate:
       case GatewayDispatchEvents.ChannelUpdate:
-        this.noteChannel(payload.d as APIChannel);
+        this.channels.note(payload.d as APIChannel);
         return;
       case GatewayDispatchEvents.InteractionCreate: {
         const command = slashCommandOf(payload.d as APIInteraction);
-        if (command) await this.takeCommand(command);
+        if (command) await this.slash.take(command);
         return;
       }
       case GatewayDispatchEvents.MessageCreate:
@@ -604,38 +527,6 @@ export class DiscordAdapter implements PlatformAdapter {
     this.firstConnection = null;
   }
 
-  private noteChannel(channel: APIChannel, guildId?: string): void {
-    const c = channel as APIChannel & { parent_id?: string | null; guild_id?: string };
-    const facts: { type: number; parentId?: string; guildId?: string } = { type: c.type };
-    if (c.parent_id) facts.parentId = c.parent_id;
-    const guild = c.guild_id ?? guildId;
-    if (guild) facts.guildId = guild;
-    this.channels.set(c.id, facts);
-    if (THREAD_CHANNEL_TYPES.has(c.type)) this.sender.noteThread(c.id);
-  }
-
-  /** What kind of channel this is: from the gateway's events, or asked once over REST. */
-  private async channelInfo(
-    channelId: string,
-  ): Promise<{ type: number; parentId?: string; guildId?: string }> {
-    const known = this.channels.get(channelId);
-    if (known) return known;
-    try {
-      const channel = (await this.rest.get(Routes.channel(channelId))) as APIChannel;
-      this.noteChannel(channel);
-      return this.channels.get(channelId)!;
-    } catch (err) {
-      // A refusal will not change on a replay: take it as a plain channel rather than stall
-      // intake on it. Anything else (5xx, network) is retried through the replay.
-      if (!(err instanceof DiscordAPIError) || err.status >= 500 || err.status === 429) throw err;
-      this.logger.warn(
-        { channel: channelId, error: describeDiscordError(err) },
-        "discord channel unknown",
-      );
-      return { type: 0 };
-    }
-  }
-
   private context(): IntakeContext {
     return { botUserId: this.botUserId ?? "", freeChannels: this.freeChannels };
   }
@@ -655,13 +546,13 @@ export class DiscordAdapter implements PlatformAdapter {
     if (!isDirectMessage(message)) {
       const ours =
         (await this.options.store.getSession(discordThreadSessionKey(message.channel_id))) !== null;
-      const cached = this.channels.get(message.channel_id);
+      const cached = this.channels.known(message.channel_id);
       const freeParent =
         cached?.parentId !== undefined &&
         THREAD_CHANNEL_TYPES.has(cached.type) &&
         this.freeChannels.has(cached.parentId);
       if (!mayConcernBot(message, context, ours || freeParent)) return null;
-      const info = ours ? { type: 11 } : await this.channelInfo(message.channel_id);
+      const info = ours ? { type: 11 } : await this.channels.info(message.channel_id);
       channel = { isThread: THREAD_CHANNEL_TYPES.has(info.type), hasSession: ours };
       if (info.parentId !== undefined) channel.parentId = info.parentId;
     }
@@ -699,145 +590,5 @@ export class DiscordAdapter implements PlatformAdapter {
       return;
     }
     for (const message of messages) await sink.receive(message);
-  }
-
-  /** Registers the slash commands once per process; a failure leaves the typed commands. */
-  private async registerCommands(applicationId: string): Promise<void> {
-    if (this.commandsRegistered) return;
-    this.commandsRegistered = true;
-    try {
-      await this.rest.put(Routes.applicationCommands(applicationId), { body: DISCORD_COMMANDS });
-    } catch (err) {
-      this.commandsRegistered = false;
-      this.logger.warn(
-        { error: describeDiscordError(err) },
-        "discord slash commands not registered",
-      );
-    }
-  }
-
-  /**
-   * A slash command: stored like the typed command (in a DM, or in a thread, whose session it
-   * acts on), then acknowledged to Discord with a note only the user sees; the command's answer
-   * comes as a message in the channel. In a plain channel there is no conversation to act on.
-   */
-  private async takeCommand(command: SlashCommand): Promise<void> {
-    const sink = this.sink;
-    if (!sink) return;
-    const allowed = await this.access.isAllowed(command.userId);
-    let sessionKey: string | null = null;
-    if (command.guildId === undefined) sessionKey = discordDmSessionKey(command.userId);
-    else {
-      const ours =
-        (await this.options.store.getSession(discordThreadSessionKey(command.channelId))) !== null;
-      const info = ours ? { type: 11 } : await this.channelInfo(command.channelId);
-      if (THREAD_CHANNEL_TYPES.has(info.type))
-        sessionKey = discordThreadSessionKey(command.channelId);
-    }
-    if (allowed && sessionKey) {
-      await sink.receive({
-        platform: "discord",
-        chatId: command.channelId,
-        platformMessageId: command.interactionId,
-        sessionKey,
-        text: command.text,
-        senderId: command.userId,
-        ...(command.userName !== undefined && { senderName: command.userName }),
-        address: { platform: "discord", chatId: command.channelId },
-        ...(this.access.isOperator(command.userId) && { operator: true }),
-      });
-    }
-    const note = !allowed
-      ? "I don't know you yet: send me a direct message to get a pairing code."
-      : sessionKey
-        ? `${command.text} received.`
-        : "Use my commands in a direct message or in one of my threads.";
-    try {
-      await this.rest.post(Routes.interactionCallback(command.interactionId, command.token), {
-        body: {
-          type: InteractionResponseType.ChannelMessageWithSource,
-          data: { content: note, flags: MessageFlags.Ephemeral },
-        },
-        auth: false,
-      });
-    } catch (err) {
-      // An interaction replayed after a restart has expired; its command is stored all the same.
-      this.logger.debug(
-        { error: describeDiscordError(err) },
-        "discord interaction not acknowledged",
-      );
-    }
-  }
-
-  /** Runs the catch-up a lost session (or an unfinished earlier catch-up) calls for. */
-  private async catchUpIfNeeded(lostAt: number | null): Promise<void> {
-    const from = lostAt ?? this.catchUpFrom;
-    this.catchUpFrom = null;
-    if (from !== null) await this.catchUp(from);
-  }
-
-  /**
-   * After a session was lost: reads what each recently active channel (and each free channel)
-   * received since its last stored message and takes it like a live message. Overlap with
-   * what was stored is harmless (the inbox is unique per message).
-   */
-  private async catchUp(lostAt: number): Promise<void> {
-    const since = Date.now() - this.timing.catchUpWindowMs;
-    const from = new Map<string, string>();
-    for (const chat of await this.options.store.listRecentChats("discord", since)) {
-      from.set(chat.chatId, chat.lastMessageId);
-    }
-    for (const channel of this.freeChannels) {
-      if (!from.has(channel)) from.set(channel, snowflakeAt(lostAt));
-    }
-    this.logger.info({ channels: from.size }, "discord session was lost: catching up over REST");
-    let taken = 0;
-    let incomplete = false;
-    for (const [channelId, after] of from) {
-      try {
-        taken += await this.catchUpChannel(channelId, after);
-      } catch (err) {
-        // Discord refusing a channel (access gone) will not change; anything else (a 5xx, the
-        // network, a message that could not be stored) is tried again.
-        const refused = err instanceof DiscordAPIError && err.status < 500 && err.status !== 429;
-        if (!refused) incomplete = true;
-        this.logger.warn(
-          { channel: channelId, error: describeDiscordError(err), retry: !refused },
-          "discord catch-up of a channel failed",
-        );
-      }
-    }
-    this.logger.info({ messages: taken }, "discord catch-up done");
-    if (incomplete) {
-      // Finished on the next connection, which the failure below makes the adapter build.
-      this.catchUpFrom = lostAt;
-      throw new Error("the catch-up over REST is incomplete");
-    }
-  }
-
-  private async catchUpChannel(channelId: string, after: string): Promise<number> {
-    const info = await this.channelInfo(channelId);
-    let cursor = after;
-    let taken = 0;
-    for (let page = 0; page < this.timing.catchUpMaxPages; page++) {
-      const batch = (await this.rest.get(Routes.channelMessages(channelId), {
-        query: new URLSearchParams({ after: cursor, limit: "100" }),
-      })) as GuildMessage[];
-      batch.sort((a, b) => compareSnowflakes(a.id, b.id));
-      const inbound: InboundMessage[] = [];
-      for (const message of batch) {
-        // REST messages carry no guild id; the channel says whether it is a DM.
-        if (info.guildId !== undefined) message.guild_id = info.guildId;
-        else delete message.guild_id;
-        const taken = await this.toInbound(message, true);
-        if (taken) inbound.push(taken);
-      }
-      // Handed over together: a chat's missed messages are one turn (InboundSink.receiveAll).
-      await this.receiveTogether(inbound);
-      taken += batch.length;
-      if (batch.length < 100) break;
-      cursor = batch.at(-1)!.id;
-    }
-    return taken;
   }
 }

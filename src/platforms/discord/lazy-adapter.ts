@@ -3,7 +3,7 @@
  * @discordjs/rest are only loaded when the gateway actually starts Discord.
  */
 import { lazyAdapter } from "../kit/lazy-adapter.js";
-import type { DiscordAdapterOptions } from "./adapter.js";
+import type { DiscordAdapterOptions } from "./options.js";
 
 export const LazyDiscordAdapter = lazyAdapter<DiscordAdapterOptions>({
   name: "discord",

@@ -1,3 +1,8 @@
+/**
+ * The web chat: browser pages over a WebSocket (docs/webchat-protocol.md). Every event of a
+ * conversation is stored in its channel before it is sent, so a page that reconnects replays
+ * what it missed from its last sequence number; messages are acknowledged once committed.
+ */
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
@@ -11,11 +16,10 @@ import type {
   PlatformStatus,
   RunnerEvent,
 } from "../../contract/platform.js";
-import type { PlatformDataStore, ReportingStore } from "../../sessions/store.js";
+import { listConversations, type WebchatStore } from "./conversations.js";
 import { LiveTurns } from "./live-turns.js";
 import {
   type ClientMessage,
-  type ConversationSummary,
   channelFor,
   conversationIdOf,
   type DurablePayload,
@@ -40,10 +44,8 @@ export const SUBPROTOCOL = "keel.v1";
 const REPLAY_PAGE = 200;
 const MAX_FRAME_BYTES = 1024 * 1024;
 const REMEMBERED_OUTBOX_IDS = 1000;
-const TITLE_MAX = 200;
 
-export type WebchatStore = Pick<PlatformDataStore, "appendChannelEvent" | "listChannelEvents"> &
-  Pick<ReportingStore, "listSessions">;
+export type { WebchatStore };
 
 export interface WebchatAdapterOptions {
   store: WebchatStore;
@@ -403,7 +405,10 @@ export class WebchatAdapter implements PlatformAdapter {
         return;
       }
       case "list":
-        this.send(client, { type: "conversations", conversations: await this.conversations() });
+        this.send(client, {
+          type: "conversations",
+          conversations: await listConversations(this.store),
+        });
         return;
       case "send":
         return this.receive(client, message);
@@ -505,38 +510,6 @@ export class WebchatAdapter implements PlatformAdapter {
     if (frame.seq <= sub.lastSent) return;
     sub.lastSent = frame.seq;
     this.send(client, frame);
-  }
-
-  private async conversations(): Promise<ConversationSummary[]> {
-    const sessions = await this.store.listSessions({ platform: this.name, limit: 200 });
-    const list: ConversationSummary[] = [];
-    for (const s of sessions) {
-      const conversationId = conversationIdOf(s.key);
-      if (!conversationId) continue;
-      list.push({
-        conversation_id: conversationId,
-        session_id: s.sessionId,
-        title: await this.title(conversationId),
-        message_count: s.messageCount,
-        last_message: s.lastMessage,
-        resume_pending: s.resumePending,
-        suspended: s.suspended,
-        updated_at: s.updatedAt,
-      });
-    }
-    return list;
-  }
-
-  /** The text of the first user event among the first few of a conversation. */
-  private async title(conversationId: string): Promise<string | null> {
-    const events = await this.store.listChannelEvents(channelFor(conversationId), 0, 8);
-    for (const row of events) {
-      const payload = row.payload as Partial<DurablePayload> | null;
-      if (payload?.kind === "user" && typeof payload.text === "string") {
-        return payload.text.slice(0, TITLE_MAX);
-      }
-    }
-    return null;
   }
 
   private serially<T>(conversationId: string, task: () => Promise<T>): Promise<T> {

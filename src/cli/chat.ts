@@ -13,7 +13,7 @@ import { createGateway } from "../gateway/create-gateway.js";
 import type { Gateway } from "../gateway/gateway.js";
 import { errorMessage } from "../lib/errors.js";
 import { createLogger } from "../lib/logger.js";
-import { TOOL_EVENTS_HEADER } from "../platforms/openai-api/adapter.js";
+import { TOOL_EVENTS_HEADER } from "../platforms/openai-api/chat-stream.js";
 import type { ToolStarted } from "../platforms/openai-api/turn-waiters.js";
 import { findOwnGateway, gatewayBaseUrl, pollUntil, unconfirmedText } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";

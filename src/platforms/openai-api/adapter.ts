@@ -21,9 +21,17 @@ import type {
 } from "../../contract/platform.js";
 import type { Granted } from "../../control/access.js";
 import type { AppEnv } from "../../control/http-server.js";
-import { clientGoneSignal, onClientGone, readJson } from "../../control/node-request.js";
+import { clientGoneSignal, onClientGone } from "../../control/node-request.js";
 import type { InboxStore, SessionStore, TurnStore } from "../../sessions/store.js";
 import { BoundedSse } from "./bounded-stream.js";
+import {
+  approvalChunk,
+  endChatStream,
+  type ResponseMeta,
+  roleChunk,
+  TOOL_EVENTS_HEADER,
+  toolChunk,
+} from "./chat-stream.js";
 import { apiError, failureError, renderApiError } from "./errors.js";
 import {
   completionIdFor,
@@ -34,31 +42,19 @@ import {
 } from "./idempotency.js";
 import { type Completion, failureOf, keyReusedFailure, refusedFailure } from "./outcomes.js";
 import { Repeats } from "./repeats.js";
+import { readChatRequest, readResponsesRequest } from "./requests.js";
 import {
-  chatMessagesOf,
   messageItemId,
   ResponseEvents,
   type ResponseMeta as ResponsesMeta,
-  ResponsesRequest,
   responseBody,
   responseIdFor,
   sessionOfResponseId,
 } from "./responses-wire.js";
 import { maySeeSession, sessionCredential } from "./session-credential.js";
 import { type StatelessTarget, Threads } from "./threads.js";
-import { type ToolStarted, TurnWaiters, type Waiter } from "./turn-waiters.js";
-import {
-  ChatCompletionRequest,
-  chunkBody,
-  clientToolsOf,
-  completionBody,
-  historyOf,
-  imagesOf,
-  messageText,
-  trailingToolResults,
-  usageBody,
-  wireToolCall,
-} from "./wire.js";
+import { TurnWaiters, type Waiter } from "./turn-waiters.js";
+import { chunkBody, clientToolsOf, completionBody, historyOf } from "./wire.js";
 
 export interface OpenAiApiAdapterOptions {
   modelName: string | undefined;
@@ -72,15 +68,6 @@ export interface OpenAiApiAdapterOptions {
    * gateway hears of every turn it runs).
    */
   recordPollMs?: number;
-}
-
-/** What every response to one request carries. */
-interface ResponseMeta {
-  id: string;
-  model: string;
-  created: number;
-  /** The client asked for `stream_options.include_usage`. */
-  includeUsage?: boolean;
 }
 
 export class OpenAiApiAdapter implements PlatformAdapter {
@@ -193,7 +180,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
   }
 
   private async complete(c: Context<AppEnv>): Promise<Response> {
-    const { body, request, text, images, results } = await this.readRequest(c);
+    const { body, request, text, images, results } = await readChatRequest(c);
     const sessionHeader = c.req.header("x-session-id");
     const claim = this.claimOf(c, body, sessionHeader);
     const meta: ResponseMeta = {
@@ -253,7 +240,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
 
   /** `POST /v1/responses`: the Responses API's minimal part (responses-wire.ts). */
   private async respond(c: Context<AppEnv>): Promise<Response> {
-    const { request, messages, text, images } = await this.readResponsesRequest(c);
+    const { request, messages, text, images } = await readResponsesRequest(c);
     const granted = c.get("access")!;
     const credential = sessionCredential(granted, c.req.header("authorization"));
     const previous = request.previous_response_id ?? null;
@@ -335,45 +322,6 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     });
   }
 
-  /** The validated Responses request, as chat messages; throws the 4xx that refuses it. */
-  private async readResponsesRequest(c: Context<AppEnv>): Promise<{
-    request: ResponsesRequest;
-    messages: ChatCompletionRequest["messages"];
-    text: string;
-    images: { url: string; mime?: string }[];
-  }> {
-    if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
-      throw apiError("unsupported_media_type");
-    }
-    const body = await readJson(c).catch(() => {
-      throw apiError("bad_json");
-    });
-    const parsed = ResponsesRequest.safeParse(body);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      const where = issue.path.join(".") || "body";
-      throw apiError("invalid_request", `Invalid request: ${where}: ${issue.message}`, where);
-    }
-    const request = parsed.data;
-    if (request.tools?.length) {
-      throw apiError(
-        "invalid_request",
-        "tools are not supported on /v1/responses; define them on /v1/chat/completions, which runs them as client tools.",
-        "tools",
-      );
-    }
-    const converted = chatMessagesOf(request);
-    if (!converted.ok) throw apiError("invalid_request", `Invalid request: ${converted.error}`);
-    const messages = ChatCompletionRequest.parse({ messages: converted.messages }).messages;
-    const last = messages[messages.length - 1]!;
-    const images = imagesOf(last);
-    if (!images.ok) throw apiError("invalid_request", `Invalid request: ${images.error}`);
-    if (last.role !== "user" || (messageText(last).trim() === "" && images.images.length === 0)) {
-      throw apiError("invalid_request", "The last input item must be a non-empty user message.");
-    }
-    return { request, messages, text: messageText(last), images: images.images };
-  }
-
   /**
    * Hands a request's message to the runner, with a waiter for its turn registered first so
    * that no event is missed; `repeat` when its Idempotency-Key was stored first by another.
@@ -453,54 +401,6 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     }
   }
 
-  /** The validated request; throws the 4xx that refuses it. */
-  private async readRequest(c: Context<AppEnv>): Promise<{
-    body: unknown;
-    request: ChatCompletionRequest;
-    text: string;
-    images: { url: string; mime?: string }[];
-    /** The results of the client's calls the request ends with (then there is no text). */
-    results: ClientToolResult[];
-  }> {
-    // JSON only: a form or text/plain body is what a cross-site page could send without a preflight.
-    if (!/^application\/json\b/i.test(c.req.header("content-type") ?? "")) {
-      throw apiError("unsupported_media_type");
-    }
-    const body = await readJson(c).catch(() => {
-      throw apiError("bad_json");
-    });
-    const parsed = ChatCompletionRequest.safeParse(body);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      const where = issue.path.join(".") || "body";
-      throw apiError("invalid_request", `Invalid request: ${where}: ${issue.message}`);
-    }
-    const request = parsed.data;
-    // One answer per request: Keel's agent runs one turn, so several choices are not on offer.
-    if (request.n !== undefined && request.n !== null && request.n !== 1) {
-      throw apiError(
-        "invalid_request",
-        `n must be 1: Keel runs one agent turn per request and answers with one choice (got n=${request.n}).`,
-        "n",
-      );
-    }
-    const last = request.messages[request.messages.length - 1]!;
-    const trailing = trailingToolResults(request.messages);
-    if (!trailing.ok) throw apiError("invalid_request", `Invalid request: ${trailing.error}`);
-    if (trailing.results.length > 0) {
-      return { body, request, text: "", images: [], results: trailing.results };
-    }
-    const images = imagesOf(last);
-    if (!images.ok) throw apiError("invalid_request", `Invalid request: ${images.error}`);
-    if (last.role !== "user" || (messageText(last).trim() === "" && images.images.length === 0)) {
-      throw apiError(
-        "invalid_request",
-        "The last message must be a non-empty user message, or the results (role tool) of the tool calls of the assistant message before them.",
-      );
-    }
-    return { body, request, text: messageText(last), images: images.images, results: [] };
-  }
-
   /** The request's Idempotency-Key, scoped to its credential; undefined without one. */
   private claimOf(
     c: Context<AppEnv>,
@@ -544,7 +444,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       const out = this.bounded(c, raw, () => gone.abort());
       await out.send(JSON.stringify(roleChunk(meta)));
       const done = await this.repeats.answerOf(inboxId, gone.signal);
-      if (done) await this.endStream(out, meta, done, false);
+      if (done) await endChatStream(out, meta, done, false);
     });
   }
 
@@ -592,7 +492,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       });
       const done = await waiter.completion;
       this.waiters.remove(waiter);
-      await this.endStream(out, meta, done, streamed);
+      await endChatStream(out, meta, done, streamed);
     });
   }
 
@@ -604,39 +504,6 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       logger.warn({ bufferedBytes, maxBufferedBytes }, "api stream client cut off");
       onCutOff();
     });
-  }
-
-  /** The end of a stream: the text unless it was streamed already, or an error event. */
-  private async endStream(
-    out: BoundedSse,
-    meta: ResponseMeta,
-    done: Completion,
-    streamed: boolean,
-  ): Promise<void> {
-    const failure = failureOf(done);
-    if (failure) {
-      await out.send(JSON.stringify(failure.body));
-    } else if (!streamed && done.kind === "reply" && done.text) {
-      // Text that came without deltas: a notice, a repeat, or a reply the model sent in one piece.
-      await out.send(
-        JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: done.text }, null)),
-      );
-    }
-    const calls = done.kind === "reply" ? (done.toolCalls ?? []) : [];
-    if (calls.length > 0) {
-      const tool_calls = calls.map((call, index) => ({ index, ...wireToolCall(call) }));
-      await out.send(
-        JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { tool_calls }, null)),
-      );
-    }
-    const finish = calls.length > 0 ? "tool_calls" : "stop";
-    await out.send(JSON.stringify(chunkBody(meta.id, meta.model, meta.created, {}, finish)));
-    if (meta.includeUsage && done.kind === "reply") {
-      // As OpenAI does with stream_options.include_usage: a last chunk with no choices.
-      const chunk = { ...chunkBody(meta.id, meta.model, meta.created, {}, null), choices: [] };
-      await out.send(JSON.stringify({ ...chunk, usage: usageBody(done.usage) }));
-    }
-    await out.send("[DONE]");
   }
 
   /** The session `X-Session-Id` names (null: unknown, or not this credential's). */
@@ -676,33 +543,3 @@ const API_ROUTES: Record<string, string> = {
   "/v1/chat/completions": "POST",
   "/v1/responses": "POST",
 };
-
-/**
- * Request header asking for the turn's tool calls in the stream: each as a chunk with no choices
- * (as OpenAI's usage chunk) and a `keel_tool` field `{id, name, arguments}`.
- */
-export const TOOL_EVENTS_HEADER = "x-keel-tool-events";
-
-function toolChunk(meta: ResponseMeta, tool: ToolStarted) {
-  return {
-    ...chunkBody(meta.id, meta.model, meta.created, {}, null),
-    choices: [],
-    keel_tool: tool,
-  };
-}
-
-/**
- * For `X-Keel-Tool-Events` clients (`keel chat`): the question just streamed waits for approval
- * `id`, as a chunk with no choices and a `keel_approval` field.
- */
-function approvalChunk(meta: ResponseMeta, id: string) {
-  return {
-    ...chunkBody(meta.id, meta.model, meta.created, {}, null),
-    choices: [],
-    keel_approval: { id },
-  };
-}
-
-function roleChunk(meta: ResponseMeta) {
-  return chunkBody(meta.id, meta.model, meta.created, { role: "assistant", content: "" }, null);
-}

@@ -50,6 +50,32 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     result = fn();
   };
 
+  registerGatewayCommands(program, io, global, run);
+  registerStoreCommands(program, io, global, run);
+  registerScheduleCommands(program, io, global, run);
+  registerApprovalCommands(program, io, global, run);
+  registerMcpCommands(program, io, global, run);
+
+  registerLocalCommands(program, io, global, run);
+
+  try {
+    await program.parseAsync(argv, { from: "user" });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    throw err;
+  }
+  return result;
+}
+
+/** `keel gateway …`: run, control and install the gateway. */
+function registerGatewayCommands(
+  program: Command,
+  io: CliIo,
+  global: () => GlobalOptions,
+  run: (fn: () => Promise<number>) => void,
+): void {
   const gateway = program.command("gateway").description("run and control the gateway");
   gateway
     .command("run")
@@ -106,7 +132,15 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .action((opts: { dryRun?: boolean; system?: boolean }) =>
       run(() => gatewayUninstall({ ...global(), ...opts }, io)),
     );
+}
 
+/** `keel sessions …` and `keel pairing …`: the store, read and changed from the terminal. */
+function registerStoreCommands(
+  program: Command,
+  io: CliIo,
+  global: () => GlobalOptions,
+  run: (fn: () => Promise<number>) => void,
+): void {
   const sessions = program.command("sessions").description("inspect stored sessions");
   sessions
     .command("list")
@@ -140,11 +174,15 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .command("revoke <user>")
     .description("take back a pairing approval (user id, or platform:id)")
     .action((user: string) => run(() => pairingRevoke(user, global(), io)));
+}
 
-  registerScheduleCommands(program, io, global, run);
-  registerApprovalCommands(program, io, global, run);
-  registerMcpCommands(program, io, global, run);
-
+/** `keel chat`, `open`, `setup`, `memory`, `doctor` and `backup`. */
+function registerLocalCommands(
+  program: Command,
+  io: CliIo,
+  global: () => GlobalOptions,
+  run: (fn: () => Promise<number>) => void,
+): void {
   program
     .command("chat")
     .description("talk to the agent from the terminal")
@@ -192,14 +230,4 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .command("backup <path>")
     .description("online copy of state.db")
     .action((path: string) => run(() => backup(path, global(), io)));
-
-  try {
-    await program.parseAsync(argv, { from: "user" });
-  } catch (err) {
-    if (err instanceof CommanderError) {
-      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
-    }
-    throw err;
-  }
-  return result;
 }

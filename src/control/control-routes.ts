@@ -3,7 +3,7 @@
  * stream), drain, restart, stop, and read access to sessions and transcripts.
  */
 import { Hono } from "hono";
-import { streamSSE } from "hono/streaming";
+import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { maskUrlCredentials } from "../lib/url-credentials.js";
 import type { ReportingStore, SessionStore, TurnStore } from "../sessions/store.js";
@@ -12,7 +12,7 @@ import { httpError } from "./http-errors.js";
 import type { AppEnv } from "./http-server.js";
 import { readJson } from "./node-request.js";
 import { listSessionsJson, type SessionListDeps } from "./session-list.js";
-import { createStatusFeed } from "./status-feed.js";
+import { createStatusFeed, type StatusFeed } from "./status-feed.js";
 
 const DrainBody = z.strictObject({ action: z.enum(["drain", "cancel"]) });
 
@@ -60,34 +60,7 @@ export function createControlRoutes(options: {
     }
   });
 
-  app.get("/api/status/stream", (c) =>
-    streamSSE(c, async (stream) => {
-      // Only the latest status matters: a slow client skips the ones it had no time for.
-      let latest: GatewayStatus | null = null;
-      let wake: (() => void) | null = null;
-      const unsubscribe = feed.subscribe((status) => {
-        latest = status;
-        wake?.();
-      });
-      stream.onAbort(() => wake?.());
-      try {
-        while (!stream.aborted && !stream.closed) {
-          if (latest) {
-            const status: GatewayStatus = latest;
-            latest = null;
-            await stream.writeSSE({ data: statusJson(status) });
-            continue;
-          }
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-          wake = null;
-        }
-      } finally {
-        unsubscribe();
-      }
-    }),
-  );
+  app.get("/api/status/stream", (c) => streamSSE(c, (stream) => streamStatus(stream, feed)));
 
   app.post("/api/gateway/drain", async (c) => {
     const parsed = DrainBody.safeParse(await readJson(c));
@@ -111,44 +84,7 @@ export function createControlRoutes(options: {
     );
   });
 
-  app.get("/api/sessions/:id", async (c) => {
-    const id = c.req.param("id");
-    const session = await store.getSessionById(id);
-    if (!session) throw httpError("NOT_FOUND", `No session with id ${id}.`);
-    const messages = await store.loadTranscript(id);
-    const usage = await store.sessionUsage(id);
-    const compaction = await store.latestCompaction(id);
-    return c.json({
-      usage: {
-        calls: usage.calls,
-        prompt_tokens: usage.promptTokens,
-        completion_tokens: usage.completionTokens,
-        estimated_calls: usage.estimatedCalls,
-        last_prompt_tokens: usage.lastPromptTokens,
-      },
-      // What the model sees instead of the messages up to `through_seq` (they all stay below).
-      compaction: compaction && {
-        through_seq: compaction.throughSeq,
-        summary: compaction.summary,
-        created_at: new Date(compaction.createdAt).toISOString(),
-      },
-      session: {
-        key: session.key,
-        session_id: id,
-        resume_pending: session.resumePending,
-        resume_reason: session.resumeReason,
-        suspended: session.suspended,
-        origin: session.origin,
-        created_at: new Date(session.createdAt).toISOString(),
-        updated_at: new Date(session.updatedAt).toISOString(),
-      },
-      messages: messages.map((m) => ({
-        seq: m.seq,
-        ...m.message,
-        created_at: new Date(m.createdAt).toISOString(),
-      })),
-    });
-  });
+  app.get("/api/sessions/:id", async (c) => c.json(await sessionJson(store, c.req.param("id"))));
 
   return app;
 }
@@ -156,4 +92,71 @@ export function createControlRoutes(options: {
 /** The status as JSON, with credentials inside URLs masked. */
 function statusJson(status: GatewayStatus): string {
   return maskUrlCredentials(JSON.stringify(status));
+}
+
+/** The live status as server-sent events, until the client goes. */
+async function streamStatus(stream: SSEStreamingApi, feed: StatusFeed): Promise<void> {
+  // Only the latest status matters: a slow client skips the ones it had no time for.
+  let latest: GatewayStatus | null = null;
+  let wake: (() => void) | null = null;
+  const unsubscribe = feed.subscribe((status) => {
+    latest = status;
+    wake?.();
+  });
+  stream.onAbort(() => wake?.());
+  try {
+    while (!stream.aborted && !stream.closed) {
+      if (latest) {
+        const status: GatewayStatus = latest;
+        latest = null;
+        await stream.writeSSE({ data: statusJson(status) });
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+      wake = null;
+    }
+  } finally {
+    unsubscribe();
+  }
+}
+
+/** `GET /api/sessions/:id`: a session, its usage, its compaction and its whole transcript. */
+async function sessionJson(store: SessionStore & TurnStore & ReportingStore, id: string) {
+  const session = await store.getSessionById(id);
+  if (!session) throw httpError("NOT_FOUND", `No session with id ${id}.`);
+  const messages = await store.loadTranscript(id);
+  const usage = await store.sessionUsage(id);
+  const compaction = await store.latestCompaction(id);
+  return {
+    usage: {
+      calls: usage.calls,
+      prompt_tokens: usage.promptTokens,
+      completion_tokens: usage.completionTokens,
+      estimated_calls: usage.estimatedCalls,
+      last_prompt_tokens: usage.lastPromptTokens,
+    },
+    // What the model sees instead of the messages up to `through_seq` (they all stay below).
+    compaction: compaction && {
+      through_seq: compaction.throughSeq,
+      summary: compaction.summary,
+      created_at: new Date(compaction.createdAt).toISOString(),
+    },
+    session: {
+      key: session.key,
+      session_id: id,
+      resume_pending: session.resumePending,
+      resume_reason: session.resumeReason,
+      suspended: session.suspended,
+      origin: session.origin,
+      created_at: new Date(session.createdAt).toISOString(),
+      updated_at: new Date(session.updatedAt).toISOString(),
+    },
+    messages: messages.map((m) => ({
+      seq: m.seq,
+      ...m.message,
+      created_at: new Date(m.createdAt).toISOString(),
+    })),
+  };
 }

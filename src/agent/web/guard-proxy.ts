@@ -77,102 +77,12 @@ export async function startGuardProxy(
     return isIP(bare) === 0 ? null : rules.refusal(host, bare);
   };
 
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    if (!authorized(req)) {
-      res.writeHead(407, { "proxy-authenticate": 'Basic realm="keel"' }).end();
-      return;
-    }
-    let target: URL;
-    try {
-      target = new URL(req.url ?? "");
-    } catch {
-      res.writeHead(400).end("a proxy request needs an absolute URL");
-      return;
-    }
-    if (target.protocol !== "http:") {
-      res.writeHead(400).end("only http:// is proxied this way");
-      return;
-    }
-    const literal = literalRefusal(target.hostname);
-    if (literal) {
-      refuse(literal);
-      res.writeHead(403, { "content-type": "text/plain" }).end(`Refused by Keel: ${literal}`);
-      return;
-    }
-    const headers: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (value !== undefined && !HOP_HEADERS.has(name)) headers[name] = value;
-    }
-    const outgoing = httpRequest(target, {
-      method: req.method,
-      headers,
-      agent: new HttpAgent({ lookup }),
-    });
-    outgoing.on("response", (upstream) => {
-      const back: Record<string, string | string[]> = {};
-      for (const [name, value] of Object.entries(upstream.headers)) {
-        if (value !== undefined && !HOP_HEADERS.has(name)) back[name] = value;
-      }
-      res.writeHead(upstream.statusCode ?? 502, back);
-      upstream.pipe(res);
-    });
-    outgoing.on("error", (error) => {
-      const why = error instanceof RefusedAddressError ? error.message : null;
-      if (why) refuse(why);
-      if (!res.headersSent) {
-        res
-          .writeHead(why ? 403 : 502, { "content-type": "text/plain" })
-          .end(
-            why ? `Refused by Keel: ${why}` : `Keel's proxy could not connect: ${error.message}`,
-          );
-      } else {
-        res.destroy();
-      }
-    });
-    // The browser gave up (navigated away, closed): stop the upstream request too.
-    res.on("close", () => outgoing.destroy());
-    req.pipe(outgoing);
-  });
-
+  const guard: ProxyGuard = { authorized, lookup, refuse, literalRefusal, sockets };
+  const server: Server = createServer((req, res) => forwardHttp(guard, req, res));
   // CONNECT: https and WebSockets. The tunnel opens only to the address the lookup checked.
-  server.on("connect", (req: IncomingMessage, client: Duplex, head: Buffer) => {
-    sockets.add(client);
-    client.on("close", () => sockets.delete(client));
-    client.on("error", () => client.destroy());
-    if (!authorized(req)) {
-      client.end(
-        'HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="keel"\r\n\r\n',
-      );
-      return;
-    }
-    const match = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(req.url ?? "");
-    if (!match) {
-      client.end("HTTP/1.1 400 Bad Request\r\n\r\n");
-      return;
-    }
-    const host = match[1]!;
-    const port = Number(match[2]);
-    const literal = literalRefusal(host);
-    if (literal) {
-      refuse(literal);
-      client.end("HTTP/1.1 403 Forbidden\r\n\r\n");
-      return;
-    }
-    const upstream = connect({ host: bareHost(host), port, lookup });
-    sockets.add(upstream);
-    upstream.on("close", () => sockets.delete(upstream));
-    upstream.on("connect", () => {
-      client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-      if (head.length > 0) upstream.write(head);
-      upstream.pipe(client);
-      client.pipe(upstream);
-    });
-    upstream.on("error", (error) => {
-      if (error instanceof RefusedAddressError) refuse(error.message);
-      if (client.writable) client.end("HTTP/1.1 403 Forbidden\r\n\r\n");
-      else client.destroy();
-    });
-  });
+  server.on("connect", (req: IncomingMessage, client: Duplex, head: Buffer) =>
+    tunnel(guard, req, client, head),
+  );
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
@@ -194,4 +104,110 @@ export async function startGuardProxy(
       await new Promise<void>((done) => server.close(() => done()));
     },
   };
+}
+
+/** What the proxy's two kinds of request share: the credential, the checked lookup, refusals. */
+interface ProxyGuard {
+  authorized(req: IncomingMessage): boolean;
+  lookup: ReturnType<typeof guardedLookup>;
+  refuse(why: string): void;
+  /** Null when `host` may be dialled as far as its literal form tells; else why not. */
+  literalRefusal(host: string): string | null;
+  sockets: Set<Socket | Duplex>;
+}
+
+/** A plain `http://` request, forwarded with the hop-by-hop headers dropped. */
+function forwardHttp(guard: ProxyGuard, req: IncomingMessage, res: ServerResponse): void {
+  if (!guard.authorized(req)) {
+    res.writeHead(407, { "proxy-authenticate": 'Basic realm="keel"' }).end();
+    return;
+  }
+  let target: URL;
+  try {
+    target = new URL(req.url ?? "");
+  } catch {
+    res.writeHead(400).end("a proxy request needs an absolute URL");
+    return;
+  }
+  if (target.protocol !== "http:") {
+    res.writeHead(400).end("only http:// is proxied this way");
+    return;
+  }
+  const literal = guard.literalRefusal(target.hostname);
+  if (literal) {
+    guard.refuse(literal);
+    res.writeHead(403, { "content-type": "text/plain" }).end(`Refused by Keel: ${literal}`);
+    return;
+  }
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined && !HOP_HEADERS.has(name)) headers[name] = value;
+  }
+  const outgoing = httpRequest(target, {
+    method: req.method,
+    headers,
+    agent: new HttpAgent({ lookup: guard.lookup }),
+  });
+  outgoing.on("response", (upstream) => {
+    const back: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(upstream.headers)) {
+      if (value !== undefined && !HOP_HEADERS.has(name)) back[name] = value;
+    }
+    res.writeHead(upstream.statusCode ?? 502, back);
+    upstream.pipe(res);
+  });
+  outgoing.on("error", (error) => {
+    const why = error instanceof RefusedAddressError ? error.message : null;
+    if (why) guard.refuse(why);
+    if (!res.headersSent) {
+      res
+        .writeHead(why ? 403 : 502, { "content-type": "text/plain" })
+        .end(why ? `Refused by Keel: ${why}` : `Keel's proxy could not connect: ${error.message}`);
+    } else {
+      res.destroy();
+    }
+  });
+  // The browser gave up (navigated away, closed): stop the upstream request too.
+  res.on("close", () => outgoing.destroy());
+  req.pipe(outgoing);
+}
+
+/** CONNECT: a tunnel to the address the lookup checked. */
+function tunnel(guard: ProxyGuard, req: IncomingMessage, client: Duplex, head: Buffer): void {
+  guard.sockets.add(client);
+  client.on("close", () => guard.sockets.delete(client));
+  client.on("error", () => client.destroy());
+  if (!guard.authorized(req)) {
+    client.end(
+      'HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="keel"\r\n\r\n',
+    );
+    return;
+  }
+  const match = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(req.url ?? "");
+  if (!match) {
+    client.end("HTTP/1.1 400 Bad Request\r\n\r\n");
+    return;
+  }
+  const host = match[1]!;
+  const port = Number(match[2]);
+  const literal = guard.literalRefusal(host);
+  if (literal) {
+    guard.refuse(literal);
+    client.end("HTTP/1.1 403 Forbidden\r\n\r\n");
+    return;
+  }
+  const upstream = connect({ host: bareHost(host), port, lookup: guard.lookup });
+  guard.sockets.add(upstream);
+  upstream.on("close", () => guard.sockets.delete(upstream));
+  upstream.on("connect", () => {
+    client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+    if (head.length > 0) upstream.write(head);
+    upstream.pipe(client);
+    client.pipe(upstream);
+  });
+  upstream.on("error", (error) => {
+    if (error instanceof RefusedAddressError) guard.refuse(error.message);
+    if (client.writable) client.end("HTTP/1.1 403 Forbidden\r\n\r\n");
+    else client.destroy();
+  });
 }

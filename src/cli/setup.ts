@@ -69,49 +69,12 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
       }
     }
 
-    // The model endpoint: listed, then asked once, as the agent will ask it.
-    const baseUrl =
-      options.modelUrl ??
-      (await ask.text("Model endpoint (OpenAI-compatible, ending in /v1)", DEFAULT_MODEL_URL));
-    const apiKey =
-      options.apiKey ?? ((await ask.text("API key for it (empty for none)", "")) || undefined);
-    const listed = await probeModels(baseUrl, apiKey);
-    if (!listed.ok) {
-      io.err(`✗ ${listed.detail}`);
-      io.err("Start the model server (or fix the address) and run keel setup again.");
-      return EXIT.failure;
-    }
-    const models = listed.models ?? [];
-    io.out(`✓ ${listed.detail}${models.length ? `: ${models.slice(0, 8).join(", ")}` : ""}`);
-    const name = options.model ?? (await ask.text("Model name", models[0] ?? ""));
-    if (!name) {
-      io.err("A model name is needed (--model NAME).");
-      return EXIT.failure;
-    }
-    const answered = await probeCompletion(baseUrl, apiKey, name);
-    if (!answered.ok) {
-      io.err(`✗ ${answered.detail}`);
-      return EXIT.failure;
-    }
-    io.out(`✓ ${answered.detail}`);
-
-    // Telegram is optional.
-    const apiRoot = io.env.TELEGRAM_API_ROOT || DEFAULT_TELEGRAM_ROOT;
-    const token =
-      options.telegramToken ??
-      ((await ask.text("Telegram bot token from @BotFather (empty to skip)", "")) || undefined);
-    if (token) {
-      const me = await probeTelegram(apiRoot, token);
-      if (!me.ok) {
-        io.err(`✗ ${me.detail}`);
-        return EXIT.failure;
-      }
-      io.out(`✓ Telegram: ${me.detail}`);
-      io.out(
-        "  Nobody can talk to the bot yet. A new user gets a pairing code; let them in with `keel pairing approve CODE`,",
-      );
-      io.out("  or list trusted user ids under platforms.telegram.allowed_users in config.yaml.");
-    }
+    const model = await askModel(options, ask, io);
+    if (model === "failed") return EXIT.failure;
+    const { baseUrl, apiKey, name } = model;
+    const telegram = await askTelegram(options, ask, io);
+    if (telegram === "failed") return EXIT.failure;
+    const { token, apiRoot } = telegram;
 
     // WhatsApp is optional too; its webhook needs a public HTTPS name, said here.
     const whatsapp = await askWhatsapp(ask, io);
@@ -163,6 +126,64 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
   } finally {
     ask.close();
   }
+}
+
+/** The model endpoint: listed, then asked once, as the agent will ask it. */
+async function askModel(
+  options: SetupOptions,
+  ask: ReturnType<typeof prompter>,
+  io: CliIo,
+): Promise<{ baseUrl: string; apiKey: string | undefined; name: string } | "failed"> {
+  const baseUrl =
+    options.modelUrl ??
+    (await ask.text("Model endpoint (OpenAI-compatible, ending in /v1)", DEFAULT_MODEL_URL));
+  const apiKey =
+    options.apiKey ?? ((await ask.text("API key for it (empty for none)", "")) || undefined);
+  const listed = await probeModels(baseUrl, apiKey);
+  if (!listed.ok) {
+    io.err(`✗ ${listed.detail}`);
+    io.err("Start the model server (or fix the address) and run keel setup again.");
+    return "failed";
+  }
+  const models = listed.models ?? [];
+  io.out(`✓ ${listed.detail}${models.length ? `: ${models.slice(0, 8).join(", ")}` : ""}`);
+  const name = options.model ?? (await ask.text("Model name", models[0] ?? ""));
+  if (!name) {
+    io.err("A model name is needed (--model NAME).");
+    return "failed";
+  }
+  const answered = await probeCompletion(baseUrl, apiKey, name);
+  if (!answered.ok) {
+    io.err(`✗ ${answered.detail}`);
+    return "failed";
+  }
+  io.out(`✓ ${answered.detail}`);
+  return { baseUrl, apiKey, name };
+}
+
+/** Telegram, optional: a token is tested with getMe. */
+async function askTelegram(
+  options: SetupOptions,
+  ask: ReturnType<typeof prompter>,
+  io: CliIo,
+): Promise<{ token: string | undefined; apiRoot: string } | "failed"> {
+  const apiRoot = io.env.TELEGRAM_API_ROOT || DEFAULT_TELEGRAM_ROOT;
+  const token =
+    options.telegramToken ??
+    ((await ask.text("Telegram bot token from @BotFather (empty to skip)", "")) || undefined);
+  if (token) {
+    const me = await probeTelegram(apiRoot, token);
+    if (!me.ok) {
+      io.err(`✗ ${me.detail}`);
+      return "failed";
+    }
+    io.out(`✓ Telegram: ${me.detail}`);
+    io.out(
+      "  Nobody can talk to the bot yet. A new user gets a pairing code; let them in with `keel pairing approve CODE`,",
+    );
+    io.out("  or list trusted user ids under platforms.telegram.allowed_users in config.yaml.");
+  }
+  return { token, apiRoot };
 }
 
 /**

@@ -2,7 +2,7 @@
  * InboxStore (the inbox) on Postgres; what each method promises is in roles.ts.
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
-import type { ChatAddress, InboundMessage } from "../../contract/platform.js";
+import type { ChatAddress, IdempotencyClaim, InboundMessage } from "../../contract/platform.js";
 import {
   all,
   appendIn,
@@ -64,21 +64,8 @@ export function pgInbox(s: PgContext): InboxStore {
         const now = s.now();
         const claim = message.idempotency;
         if (claim) {
-          // The key is not stored yet, so no row to lock: requests with the same key queue here,
-          // and the second one finds the first's key.
-          await db.query("SELECT pg_advisory_xact_lock(hashtext($1))", [
-            `keel:idempotency:${claim.scope}:${claim.key}`,
-          ]);
-          await db.query("DELETE FROM idempotency_keys WHERE expires_at <= $1", [now]);
-          const seen = await idempotencyRow(db, claim.scope, claim.key, now);
-          // Checked before anything is written: a repeat must not even create its session.
-          if (seen) {
-            return {
-              accepted: false,
-              item: toInbox(seen),
-              ...(seen.request_hash !== claim.requestHash && { idempotencyConflict: true }),
-            };
-          }
+          const repeat = await seenClaim(db, claim, now);
+          if (repeat) return repeat;
         }
         const session = await ensureSessionIn(
           s,
@@ -87,32 +74,7 @@ export function pgInbox(s: PgContext): InboxStore {
           message.address,
           message.credential,
         );
-        const inserted = await first<InboxRow>(
-          db,
-          `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
-               sender_id, sender_name, address, operator, state, received_at, attachments,
-               accepted_by, client_tools, thread)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13, $14, $15)
-             ON CONFLICT (platform, chat_id, platform_message_id) DO NOTHING
-             RETURNING *`,
-          [
-            message.platform,
-            message.chatId,
-            message.platformMessageId,
-            message.sessionKey,
-            session.session_id,
-            message.text,
-            message.senderId ?? null,
-            message.senderName ?? null,
-            JSON.stringify(message.address),
-            message.operator === true,
-            now,
-            message.attachments?.length ? JSON.stringify(message.attachments) : null,
-            s.instanceId,
-            message.clientTools ? JSON.stringify(message.clientTools) : null,
-            message.thread ?? null,
-          ],
-        );
+        const inserted = await insertInbox(s, db, message, session.session_id, now);
         if (!inserted) {
           const row = await first<InboxRow>(
             db,
@@ -325,4 +287,64 @@ export function pgInbox(s: PgContext): InboxStore {
       });
     },
   };
+}
+
+/**
+ * The answer to a request whose Idempotency-Key is stored already (a repeat), or null. The key
+ * is locked for the transaction: requests with the same key queue here.
+ */
+async function seenClaim(
+  db: Db,
+  claim: IdempotencyClaim,
+  now: number,
+): Promise<AcceptInboundResult | null> {
+  // The key is not stored yet, so no row to lock: the second request finds the first's key.
+  await db.query("SELECT pg_advisory_xact_lock(hashtext($1))", [
+    `keel:idempotency:${claim.scope}:${claim.key}`,
+  ]);
+  await db.query("DELETE FROM idempotency_keys WHERE expires_at <= $1", [now]);
+  const seen = await idempotencyRow(db, claim.scope, claim.key, now);
+  // Checked before anything is written: a repeat must not even create its session.
+  if (!seen) return null;
+  return {
+    accepted: false,
+    item: toInbox(seen),
+    ...(seen.request_hash !== claim.requestHash && { idempotencyConflict: true }),
+  };
+}
+
+/** Inserts the message's inbox row; null when the platform's message is stored already. */
+function insertInbox(
+  s: PgContext,
+  db: Db,
+  message: InboundMessage,
+  sessionId: string,
+  now: number,
+): Promise<InboxRow | undefined> {
+  return first<InboxRow>(
+    db,
+    `INSERT INTO inbox (platform, chat_id, platform_message_id, session_key, session_id, text,
+         sender_id, sender_name, address, operator, state, received_at, attachments,
+         accepted_by, client_tools, thread)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13, $14, $15)
+       ON CONFLICT (platform, chat_id, platform_message_id) DO NOTHING
+       RETURNING *`,
+    [
+      message.platform,
+      message.chatId,
+      message.platformMessageId,
+      message.sessionKey,
+      sessionId,
+      message.text,
+      message.senderId ?? null,
+      message.senderName ?? null,
+      JSON.stringify(message.address),
+      message.operator === true,
+      now,
+      message.attachments?.length ? JSON.stringify(message.attachments) : null,
+      s.instanceId,
+      message.clientTools ? JSON.stringify(message.clientTools) : null,
+      message.thread ?? null,
+    ],
+  );
 }

@@ -270,30 +270,17 @@ export class StreamDraft {
     const text = pieces[index]!;
     try {
       const shown = this.shown[index];
+      const save = (messageId: string) =>
+        ledger.saveStreamMessage({ turnId, piece: index, address, messageId, text, state: "open" });
       if (shown) {
         // Recorded before it shows: a crash after the edit leaves the record complete.
-        const messageId = shown.messageId;
-        await ledger.saveStreamMessage({
-          turnId,
-          piece: index,
-          address,
-          messageId,
-          text,
-          state: "open",
-        });
-        await transport.edit(address, messageId, text);
+        await save(shown.messageId);
+        await transport.edit(address, shown.messageId, text);
         shown.text = text;
       } else {
         const messageId = await transport.send(address, text, index === 0);
         this.shown[index] = { messageId, text };
-        await ledger.saveStreamMessage({
-          turnId,
-          piece: index,
-          address,
-          messageId,
-          text,
-          state: "open",
-        });
+        await save(messageId);
       }
       this.failures = 0;
       gate.note(address, transport.minIntervalMs(address));

@@ -360,14 +360,8 @@ export interface CompactionInput {
   usage: UsageInput | null;
 }
 
-export interface CompactionRecord {
+export interface CompactionRecord extends Omit<CompactionInput, "usage"> {
   id: number;
-  sessionId: string;
-  turnId: number | null;
-  throughSeq: number;
-  summary: string;
-  tokensBefore: number;
-  tokensAfter: number;
   createdAt: number;
 }
 

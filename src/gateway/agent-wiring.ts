@@ -27,6 +27,8 @@ import { createMemoryTool } from "../memory/memory-tool.js";
 import type { AgentRun, IsReadOnlyTool } from "../runner/agent-run.js";
 import type { ScheduleBook } from "../schedules/book.js";
 import { createScheduleTool } from "../schedules/schedule-tool.js";
+import { createDelegateTool } from "../tasks/delegate-tool.js";
+import type { Tasks } from "../tasks/task-manager.js";
 
 /** The agent as the gateway runs it: the turn function, its tools' traits, its MCP servers. */
 export interface AgentParts {
@@ -38,6 +40,8 @@ export interface AgentParts {
   killToolProcesses(): number;
   /** Gives the agent's `schedule` tool the gateway's jobs. */
   bindSchedules?(book: ScheduleBook): void;
+  /** Gives the agent's `delegate` tool the gateway's tasks. */
+  bindTasks?(tasks: Tasks): void;
   /** The configured MCP servers, started with the gateway. */
   mcp?: McpHub;
   /** `tools.sandbox` as resolved at start (bubblewrap probed once). */
@@ -65,6 +69,7 @@ export function createAgentParts(
   const guard = createHomeGuard(config.home);
   // The gateway hands over its schedule book once its store exists (bindSchedules).
   let schedules: ScheduleBook | null = null;
+  let tasks: Tasks | null = null;
   // MCP servers connect when the gateway starts (AgentParts.mcp); their tools join each turn.
   const mcp =
     Object.keys(config.mcp.servers).length > 0
@@ -88,6 +93,7 @@ export function createAgentParts(
       createReadFileTool({ guard }),
       createWriteFileTool({ guard, ...(view && { sandbox: view }) }),
       createScheduleTool(() => schedules, Date.now),
+      createDelegateTool(() => tasks),
       createSendFileTool({
         guard,
         filesDir: join(config.home, "files"),
@@ -100,6 +106,9 @@ export function createAgentParts(
   );
   const bindSchedules = (book: ScheduleBook) => {
     schedules = book;
+  };
+  const bindTasks = (manager: Tasks) => {
+    tasks = manager;
   };
   const isReadOnlyTool = (name: string) => tools.get(name)?.readOnly ?? false;
   const killToolProcesses = () => {
@@ -115,6 +124,7 @@ export function createAgentParts(
       isReadOnlyTool,
       killToolProcesses,
       bindSchedules,
+      bindTasks,
       sandbox,
       ...(mcp && { mcp }),
     };
@@ -132,6 +142,7 @@ export function createAgentParts(
     isReadOnlyTool,
     killToolProcesses,
     bindSchedules,
+    bindTasks,
     sandbox,
     models,
     ...(mcp && { mcp }),
@@ -168,6 +179,8 @@ export function createAgentParts(
         ...(preferred && { preferredModel: preferred }),
         memoryUser: input.memoryUser ?? null,
         sessionId: input.sessionId ?? null,
+        sessionKey: input.sessionKey ?? null,
+        requester: input.requester ?? null,
         history: input.history,
         maxIterations: config.agent.max_iterations,
         cwd: config.cwd,

@@ -26,6 +26,9 @@ export interface AgentRunInput {
   onImagesRefused?(): void;
   /** The transcript the turn runs in. */
   sessionId?: string;
+  /** The session key, and who started the turn (for tools that act for them: `delegate`). */
+  sessionKey?: string;
+  requester?: string | null;
   /** The summary standing in for the transcript's older messages (its latest compaction). */
   summary?: string | null;
   /** Records a compaction made during the turn (one store transaction). */
@@ -56,6 +59,21 @@ export interface GateTurn {
   requester: string | null;
   /** The person or credential the turn runs for: "approve for session" grants to them alone. */
   asker: string | null;
+}
+
+/**
+ * What the runner needs from tasks (src/tasks implements it): a task's child session runs like
+ * any other, but its progress is not shown in the chat, its reply is the task's result (only an
+ * approval question goes out as written), and ended background tasks are recorded in the
+ * transcript of the session that started them, before its next message.
+ */
+export interface TurnTaskHooks {
+  isChild(sessionKey: string): boolean;
+  /** The text a child's reply goes out with, or null: it is not sent. */
+  childReply(sessionKey: string, text: string, awaitingApproval: boolean): string | null;
+  notesFor(sessionKey: string): Promise<{ ids: number[]; messages: ChatMessage[] } | null>;
+  /** False once the child's task has ended (cancelled, expired, timed out): nothing more runs. */
+  admits(sessionKey: string): Promise<boolean>;
 }
 
 /** What the runner needs from approvals (src/approvals implements it). */

@@ -30,7 +30,7 @@ import type {
   StoreHandle,
   TurnStore,
 } from "../sessions/store.js";
-import type { AgentRun, IsReadOnlyTool, TurnApprovals } from "./agent-run.js";
+import type { AgentRun, IsReadOnlyTool, TurnApprovals, TurnTaskHooks } from "./agent-run.js";
 import {
   type Admission,
   type ChatCommand,
@@ -57,7 +57,7 @@ import {
   SUSPENDED_NOTICE,
 } from "./lifecycle-texts.js";
 import type { MediaSettings } from "./media-input.js";
-import { isDetachedAddress, isScheduledFire } from "./scheduled-input.js";
+import { isDetachedAddress, isInternalInput, isScheduledFire } from "./scheduled-input.js";
 import { TEXT } from "./texts.js";
 import { replyAddress, runJournaledTurn } from "./turn.js";
 
@@ -117,6 +117,8 @@ export interface RunnerOptions {
    * by `owner` (this instance's id) and renewed every third of `ttlMs`; its writes carry it.
    */
   sessionLeases?: { owner: string; ttlMs: number };
+  /** Tasks' child sessions (src/tasks): they run beside the cap of turns, bounded per chat. */
+  tasks?: TurnTaskHooks;
   now?: () => number;
 }
 
@@ -336,6 +338,17 @@ export class Runner implements InboundSink {
     return out;
   }
 
+  /**
+   * Ends a session's work here (a task cancelled or timed out): its queued work is dropped and
+   * its running turn interrupted, journaled as any interruption.
+   */
+  stopSession(sessionKey: string): void {
+    const lane = this.lanes.get(sessionKey);
+    if (!lane) return;
+    lane.queue = [];
+    if (lane.active) this.abort(lane.active, "interrupt");
+  }
+
   /** Aborts every running turn (gateway stop). Queued work stays in the inbox for the next start. */
   interruptAll(cause: AbortCause = "shutdown"): void {
     for (const lane of this.lanes.values()) {
@@ -370,7 +383,7 @@ export class Runner implements InboundSink {
       await this.command(item, command);
       return;
     }
-    if (isScheduledFire(item) && (this.admission !== "open" || this.draining)) {
+    if (isInternalInput(item) && (this.admission !== "open" || this.draining)) {
       // Not started now, not refused either: after a drain it runs here, after a stop in the
       // next process (it stays pending in the inbox).
       if (this.admission === "open") this.heldForDrain.push(item);
@@ -603,7 +616,9 @@ export class Runner implements InboundSink {
   private pump(): void {
     if (this.admission !== "open" || this.holdStarts) return;
     for (const [key, lane] of this.lanes) {
-      if (this.running >= this.options.maxConcurrentTurns) return;
+      // A task's child runs even when its parent holds a slot waiting for it (no deadlock).
+      const capped = !this.options.tasks?.isChild(key);
+      if (capped && this.running >= this.options.maxConcurrentTurns) continue;
       if (lane.active || lane.queue.length === 0 || lane.commands || this.arriving.has(key))
         continue;
       // A cut-off turn's resume runs before anything else queued in its session.
@@ -645,6 +660,12 @@ export class Runner implements InboundSink {
           ? null
           : await this.options.store.getSession(active.sessionKey);
       active.address = replyAddress(active, session?.origin ?? null);
+      // A task that has ended (cancelled, expired, timed out) runs nothing more, resumes included.
+      const tasks = this.options.tasks;
+      if (tasks?.isChild(active.sessionKey) && !(await tasks.admits(active.sessionKey))) {
+        if (item) await this.options.store.closeInboxItem(item.id, "cancelled");
+        return;
+      }
       // A resume is moot once a newer turn has continued the session (its mark is gone).
       if (active.work.kind === "resume" && (!active.address || !session?.resumePending)) return;
       // An answer for a transcript `/new` has left behind has nothing to continue, nor one whose
@@ -859,9 +880,10 @@ export class Runner implements InboundSink {
 
   private turnContext(agent: AgentRun) {
     const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress } = this.options;
-    const { approvals, repliesInBand } = this.options;
+    const { approvals, repliesInBand, tasks } = this.options;
     return {
       ...(approvals && { approvals }),
+      ...(tasks && { tasks }),
       ...(repliesInBand && { repliesInBand }),
       store,
       agent,

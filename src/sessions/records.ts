@@ -312,6 +312,11 @@ export interface StartTurnInput {
    * calls, which the turn continues from.
    */
   inputMessages?: ChatMessage[];
+  /**
+   * Background tasks whose ended results go into the transcript before the user message, in the
+   * same transaction that marks them noted (so each is recorded in its parent once).
+   */
+  taskNotes?: { ids: number[]; messages: ChatMessage[] };
   /** The `/v1` client's functions, recorded on the session (null: none); absent keeps them. */
   clientTools?: ClientToolSpec[] | null;
 }

@@ -8,11 +8,11 @@ import type { ChatMessage } from "../agent/types.js";
 import type { ChatAddress, InboundMessage } from "../contract/platform.js";
 import type {
   AcceptInboundResult,
-  ChildTurn,
   ApprovalDecisionInput,
   ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
+  ChildTurn,
   CompactionInput,
   CompactionRecord,
   FinishTurnInput,

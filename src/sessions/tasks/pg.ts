@@ -70,7 +70,9 @@ export function pgTasks(s: PgContext): TaskStore {
           return `$${params.length}`;
         };
         if (filter.chat) {
-          where.push(`chat_platform = ${p(filter.chat.platform)} AND chat_id = ${p(filter.chat.chatId)}`);
+          where.push(
+            `chat_platform = ${p(filter.chat.platform)} AND chat_id = ${p(filter.chat.chatId)}`,
+          );
         }
         if (filter.states?.length) where.push(`state = ANY(${p(filter.states)})`);
         if (filter.parentSessionKey !== undefined) {

@@ -79,7 +79,9 @@ export function sqliteTasks(s: SqliteContext): TaskStore {
     startTask(id: number) {
       return s.tx(() => {
         const { changes } = s
-          .stmt("UPDATE tasks SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'")
+          .stmt(
+            "UPDATE tasks SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'",
+          )
           .run(s.now(), id);
         return changes > 0;
       });
@@ -142,7 +144,9 @@ export function sqliteTasks(s: SqliteContext): TaskStore {
     childTurn(childKey: string) {
       return s.read((): ChildTurn | null => {
         const turn = s
-          .stmt("SELECT state, session_id FROM turns WHERE session_key = ? ORDER BY id DESC LIMIT 1")
+          .stmt(
+            "SELECT state, session_id FROM turns WHERE session_key = ? ORDER BY id DESC LIMIT 1",
+          )
           .get(childKey) as { state: TurnState; session_id: string } | undefined;
         if (!turn) return null;
         const last = s

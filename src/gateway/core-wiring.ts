@@ -125,6 +125,7 @@ export function createCore(input: CoreInput): GatewayCore {
     intake: (message) => runner.receive(message),
     stopSession: (key) => runner.stopSession(key),
     onNoticeQueued: () => dispatcher.kick(),
+    crashPoint,
     limits: {
       maxAgeMs: config.tasks.max_age * 1000,
       maxDepth: config.tasks.max_depth,

@@ -10,6 +10,7 @@
 import type { Logger } from "pino";
 import type { ChatMessage } from "../agent/types.js";
 import type { AcceptResult, ChatAddress, InboundMessage } from "../contract/platform.js";
+import type { CrashPoint } from "../lib/crash-point.js";
 import type { TurnTaskHooks } from "../runner/agent-run.js";
 import { TASK_PLATFORM } from "../runner/scheduled-input.js";
 import type { SessionStore, TaskEnd, TaskRecord, TaskStore, TurnStore } from "../sessions/store.js";
@@ -39,6 +40,7 @@ export interface TasksOptions {
   /** A notice was queued in the outbox (wakes the dispatcher). */
   onNoticeQueued(): void;
   limits: TaskLimits;
+  crashPoint?: CrashPoint;
   logger: Logger;
   now: () => number;
   /** How often tasks ended outside this process (`keel tasks cancel`) are looked for. */
@@ -278,6 +280,7 @@ export class Tasks implements TurnTaskHooks {
       // Waiting for an approval (or nothing answered yet): not finished.
       if (turn.answer === null) return;
       const result = turn.answer;
+      this.options.crashPoint?.("before_task_end");
       await this.end({
         id,
         state: "done",

@@ -181,4 +181,21 @@ describe("tasks (in-process gateway, stand-in model)", () => {
     expect(texts()[0]).toContain("Delegation is limited to 1 level");
     expect(await gw!.gateway.store.listTasks()).toHaveLength(1);
   });
+
+  it("a child's approval is asked in the parent's chat, and answering there lets the child go on", async () => {
+    await start();
+    const command = "rm -rf scratch && echo ran >> ledger.txt";
+    // Not an operator: only the person who asked may answer.
+    await gw!.send(`delegate: run: ${command}`, "1", false);
+    const question = await waitFor(
+      () => gw!.platform.delivered.find((d) => d.address.chatId === "1" && d.approvalId),
+      { timeoutMs: 10_000, message: `the question; chat: ${JSON.stringify(texts())}` },
+    );
+    expect(question.text).toMatch(/^🧵 task \d+\n/);
+    expect(question.text).toContain(command);
+    await gw!.send(`/approve ${question.approvalId}`, "1", false);
+    await seen((t) => t.startsWith("delegated: ran: "), "the parent's reply");
+    const [task] = await gw!.gateway.store.listTasks();
+    expect(task!.state).toBe("done");
+  });
 });

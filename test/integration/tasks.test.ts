@@ -153,6 +153,14 @@ describe("tasks (in-process gateway, stand-in model)", () => {
     const [task] = await gw!.gateway.store.listTasks();
     await gw!.send("/tasks");
     await seen((t) => t.startsWith(`${task!.id}  running  background`), "the list");
+    // The dashboard's status lists it.
+    const status = await fetch(`${gw!.url}/api/status`, {
+      headers: { authorization: `Bearer ${gw!.controlToken}` },
+    });
+    const body = (await status.json()) as { tasks: unknown[] };
+    expect(body.tasks).toEqual([
+      expect.objectContaining({ id: task!.id, state: "running", chat: "test:1", prompt: "hold c" }),
+    ]);
     await gw!.send(`/tasks cancel ${task!.id}`);
     await seen((t) => t === `🧵 task ${task!.id} cancelled`, "the cancellation");
     await waitFor(() => gw!.gateway.runner.activeTurns().length === 0, {

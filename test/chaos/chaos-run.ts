@@ -192,7 +192,8 @@ export async function drive(
       state.sent.push({ id: message.id, chatId: conversation.chatId, sentAt, stepStartedAt });
       rig.telegram.sendUserMessage({
         chatId: conversation.chatId,
-        text: `${message.id} ${message.kind}`,
+        // A background task is started with the chat command; its result answers the message.
+        text: message.kind === "bgtask" ? `/bg ${message.id} child` : `${message.id} ${message.kind}`,
       });
     }
     await until(() => {

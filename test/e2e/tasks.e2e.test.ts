@@ -195,4 +195,29 @@ describe("tasks across crashes (real process, stand-in Telegram)", () => {
     await seen((t) => t === "after", "the next reply");
     expect(texts().filter((t) => t.includes("cancelled"))).toHaveLength(1);
   });
+
+  it("a background task's approval is asked with buttons in the chat; the press there lets it go on", async () => {
+    await start();
+    say("/bg run: rm -rf scratch && echo ran >> ledger.txt");
+    const cards = () =>
+      telegram.chatLog(USER).filter((e) => e.from === "bot" && e.sentButtons?.length);
+    await waitFor(() => cards().length > 0, {
+      timeoutMs: 20_000,
+      message: `the approval card; chat: ${JSON.stringify(texts())}`,
+    });
+    const card = cards()[0]!;
+    expect(card.text).toMatch(/^🧵 task 1\n/);
+    const data = card.sentButtons!.flat().map((b) => b.callback_data ?? "");
+    const approve = data.find((d) => d.startsWith("approve:"))!;
+    telegram.pressButton({
+      chatId: USER,
+      messageId: card.messageId,
+      userId: USER,
+      data: approve,
+      firstName: "Ada",
+    });
+    await seen((t) => /^🧵 task 1 done\nran: /.test(t), "the task's result");
+    const show = await runKeel({ home: home.path, args: ["tasks", "show", "1"] });
+    expect(JSON.parse(show.stdout)).toMatchObject({ state: "done" });
+  });
 });

@@ -201,7 +201,8 @@ describe("tasks (in-process gateway, stand-in model)", () => {
     );
     expect(question.text).toMatch(/^🧵 task \d+\n/);
     expect(question.text).toContain(command);
-    await gw!.send(`/approve ${question.approvalId}`, "1", false);
+    // `/approve` alone finds it too: the question waits in this chat, from the child's session.
+    await gw!.send("/approve", "1", false);
     await seen((t) => t.startsWith("delegated: ran: "), "the parent's reply");
     const [task] = await gw!.gateway.store.listTasks();
     expect(task!.state).toBe("done");

@@ -245,8 +245,7 @@ export class Approvals implements TurnApprovals {
       // A task's child asks in the chat its task reports to, from a session of its own.
       if (here.length === 0) {
         here = (await this.options.store.listApprovals({ state: "pending" })).filter(
-          (a) =>
-            a.address?.platform === item.address.platform && a.address.chatId === item.chatId,
+          (a) => a.address?.platform === item.address.platform && a.address.chatId === item.chatId,
         );
       }
       if (here.length === 0) return NOTHING_WAITING;

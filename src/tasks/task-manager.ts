@@ -271,7 +271,7 @@ export class Tasks implements TurnTaskHooks {
   private async settle(id: number): Promise<void> {
     const { store } = this.options;
     const task = await store.getTask(id);
-    if (!task || task.state !== "running") return;
+    if (task?.state !== "running") return;
     const turn = await store.childTurn(task.childKey);
     if (!turn || turn.state === "running") return;
     const session = await store.getSession(task.childKey);

@@ -197,7 +197,8 @@ export async function drive(
       rig.telegram.sendUserMessage({
         chatId: conversation.chatId,
         // A background task is started with the chat command; its result answers the message.
-        text: message.kind === "bgtask" ? `/bg ${message.id} child` : `${message.id} ${message.kind}`,
+        text:
+          message.kind === "bgtask" ? `/bg ${message.id} child` : `${message.id} ${message.kind}`,
       });
     }
     await until(() => {

@@ -63,7 +63,12 @@ describe("restart-loop breaker and tasks", () => {
       userMessage: { role: "user", content: item.text },
       origin: chat,
     });
-    await store.finishTurn({ turnId: turn.id, state: "interrupted", finalMessage: null, reply: null });
+    await store.finishTurn({
+      turnId: turn.id,
+      state: "interrupted",
+      finalMessage: null,
+      reply: null,
+    });
     await store.markResumePending([started.childKey], "restart_interrupted");
     await store.close();
     return task.id;

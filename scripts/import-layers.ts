@@ -33,6 +33,8 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   // Approvals implement the runner's gate contract (runner/agent-run.ts).
   { name: "approvals", paths: ["src/approvals/"] },
   { name: "schedules", paths: ["src/schedules/"] },
+  // Subagents and background tasks: child sessions the runner runs, started and ended here.
+  { name: "tasks", paths: ["src/tasks/"] },
   { name: "recovery", paths: ["src/recovery/"] },
   { name: "lifecycle", paths: ["src/lifecycle/"] },
   { name: "alerts", paths: ["src/alerts/"] },

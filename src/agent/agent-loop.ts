@@ -166,6 +166,9 @@ async function runToolBatch(
         ...(options.chat && { chat: options.chat }),
         ...(options.memoryUser && { memoryUser: options.memoryUser }),
         ...(options.sessionId && { sessionId: options.sessionId }),
+        ...(options.sessionKey && { sessionKey: options.sessionKey }),
+        ...(options.requester && { requester: options.requester }),
+        toolCallId,
       });
       const { output: text, isError } = output;
       options.onEvent({ type: "tool_end", toolCallId, name: fn.name, output: text, isError });

@@ -35,6 +35,9 @@ export interface TurnInput {
   onImagesRefused?(): void;
   /** The transcript the turn runs in. */
   sessionId?: string;
+  /** The session key, and who started the turn (for tools that act for them: `delegate`). */
+  sessionKey?: string;
+  requester?: string | null;
   /** The summary standing in for the transcript's older messages (its latest compaction). */
   summary?: string | null;
   /** Records a compaction made during the turn (one store transaction). */
@@ -111,6 +114,8 @@ export class Agent {
       ...(preferred && { preferredModel: preferred }),
       memoryUser: input.memoryUser ?? null,
       sessionId: input.sessionId ?? null,
+      sessionKey: input.sessionKey ?? null,
+      requester: input.requester ?? null,
       history: input.history,
       maxIterations: options.maxIterations,
       cwd: options.cwd,

@@ -240,6 +240,9 @@ export interface RunTurnOptions {
   memoryUser?: string | null;
   /** The session of the turn, passed to the tools. */
   sessionId?: string | null;
+  /** The session key and who started the turn, passed to the tools (the `delegate` tool). */
+  sessionKey?: string | null;
+  requester?: string | null;
   /** Approvals: consulted before each tool call; absent means every call runs. */
   gate?: ToolGate;
   /**

@@ -238,10 +238,16 @@ export class Approvals implements TurnApprovals {
     const forSession = verb === "approve" && words.includes("session");
     let id = words.find((w) => w !== "session");
     if (!id) {
-      const here = await this.options.store.listApprovals({
+      let here = await this.options.store.listApprovals({
         state: "pending",
         sessionKey: item.sessionKey,
       });
+      // A task's child asks in the chat its task reports to, from a session of its own.
+      if (here.length === 0) {
+        here = (await this.options.store.listApprovals({ state: "pending" })).filter(
+          (a) => a.address?.platform === item.address.platform && a.address.chatId === item.chatId,
+        );
+      }
       if (here.length === 0) return NOTHING_WAITING;
       if (here.length > 1) {
         return `Several approvals wait here: ${here.map((a) => a.id).join(", ")}. Name one: /${verb} ID`;

@@ -29,6 +29,7 @@ import {
   sessionsList,
   sessionsShow,
 } from "./store-commands.js";
+import { registerTaskCommands } from "./task-commands.js";
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   let result: Promise<number> = Promise.resolve(EXIT.ok);
@@ -53,6 +54,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   registerGatewayCommands(program, io, global, run);
   registerStoreCommands(program, io, global, run);
   registerScheduleCommands(program, io, global, run);
+  registerTaskCommands(program, io, global, run);
   registerApprovalCommands(program, io, global, run);
   registerMcpCommands(program, io, global, run);
 

@@ -466,6 +466,30 @@ const alerts = z
   })
   .prefault({});
 
+const tasks = z
+  .strictObject({
+    max_age: z
+      .number()
+      .int()
+      .min(0)
+      .default(86_400)
+      .describe("Seconds: a task started longer ago is not resumed after downtime (it expires)"),
+    max_depth: z
+      .number()
+      .int()
+      .min(1)
+      .default(2)
+      .describe("How deep delegation may nest (a task's own delegate calls count one deeper)"),
+    max_concurrent: z
+      .number()
+      .int()
+      .min(1)
+      .default(4)
+      .describe("Background tasks running at once per chat; more wait in order"),
+    timeout: z.number().positive().default(1800).describe("Seconds a task may run"),
+  })
+  .prefault({});
+
 export const ConfigSchema = z.strictObject({
   model,
   agent,
@@ -480,6 +504,7 @@ export const ConfigSchema = z.strictObject({
   store,
   cluster,
   alerts,
+  tasks,
   logging: z
     .strictObject({
       level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

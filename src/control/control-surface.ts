@@ -33,6 +33,15 @@ export interface GatewayStatus {
     current_tool: string | null;
   }[];
   sessions: { total: number; resume_pending: number };
+  /** Tasks running or waiting for a slot (src/tasks), oldest first. */
+  tasks?: {
+    id: number;
+    state: string;
+    background: boolean;
+    chat: string;
+    prompt: string;
+    started_at: string | null;
+  }[];
   /** With a store shared by several gateways: each of them, and the sessions it holds. */
   instances?: {
     id: string;

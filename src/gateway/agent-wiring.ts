@@ -31,6 +31,8 @@ import { createMemoryTool } from "../memory/memory-tool.js";
 import type { AgentRun, IsReadOnlyTool } from "../runner/agent-run.js";
 import type { ScheduleBook } from "../schedules/book.js";
 import { createScheduleTool } from "../schedules/schedule-tool.js";
+import { createDelegateTool } from "../tasks/delegate-tool.js";
+import type { Tasks } from "../tasks/task-manager.js";
 
 /** The agent as the gateway runs it: the turn function, its tools' traits, its MCP servers. */
 export interface AgentParts {
@@ -42,6 +44,8 @@ export interface AgentParts {
   killToolProcesses(): number;
   /** Gives the agent's `schedule` tool the gateway's jobs. */
   bindSchedules?(book: ScheduleBook): void;
+  /** Gives the agent's `delegate` tool the gateway's tasks. */
+  bindTasks?(tasks: Tasks): void;
   /** The configured MCP servers, started with the gateway. */
   mcp?: McpHub;
   /** `tools.sandbox` as resolved at start (bubblewrap probed once). */
@@ -59,11 +63,15 @@ export function createAgentParts(
   logger: Logger,
   onModelAttempt?: ModelAttemptObserver,
 ): AgentParts {
-  const { tools, sandbox, mcp, bindSchedules, killToolProcesses } = createTools(config, logger);
+  const { tools, sandbox, mcp, bindSchedules, bindTasks, killToolProcesses } = createTools(
+    config,
+    logger,
+  );
   const parts = {
     isReadOnlyTool: (name: string) => tools.get(name)?.readOnly ?? false,
     killToolProcesses,
     bindSchedules,
+    bindTasks,
     sandbox,
     ...(mcp && { mcp }),
   };
@@ -104,6 +112,7 @@ function createTools(config: Config, logger: Logger) {
   const guard = createHomeGuard(config.home);
   // The gateway hands over its schedule book once its store exists (bindSchedules).
   let schedules: ScheduleBook | null = null;
+  let tasks: Tasks | null = null;
   // MCP servers connect when the gateway starts (AgentParts.mcp); their tools join each turn.
   const mcp =
     Object.keys(config.mcp.servers).length > 0
@@ -127,6 +136,7 @@ function createTools(config: Config, logger: Logger) {
       createReadFileTool({ guard }),
       createWriteFileTool({ guard, ...(view && { sandbox: view }) }),
       createScheduleTool(() => schedules, Date.now),
+      createDelegateTool(() => tasks),
       createSendFileTool({
         guard,
         filesDir: join(config.home, "files"),
@@ -140,10 +150,13 @@ function createTools(config: Config, logger: Logger) {
   const bindSchedules = (book: ScheduleBook) => {
     schedules = book;
   };
+  const bindTasks = (manager: Tasks) => {
+    tasks = manager;
+  };
   const killToolProcesses = () => {
     void mcp?.close();
     void web.close();
     return processes.killAll();
   };
-  return { tools, sandbox, mcp, bindSchedules, killToolProcesses };
+  return { tools, sandbox, mcp, bindSchedules, bindTasks, killToolProcesses };
 }

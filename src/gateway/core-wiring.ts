@@ -36,6 +36,8 @@ import { schedulesCommand } from "../schedules/chat-command.js";
 import { Scheduler } from "../schedules/scheduler.js";
 import { queueNotice } from "../sessions/notices.js";
 import type { Store } from "../sessions/store.js";
+import { bgCommand, tasksCommand } from "../tasks/task-commands.js";
+import { Tasks } from "../tasks/task-manager.js";
 import type { AgentParts } from "./agent-wiring.js";
 import { Cluster, type ClusterMembership } from "./cluster.js";
 import { PlatformEventClock } from "./event-clock.js";
@@ -80,6 +82,8 @@ export interface GatewayCore {
   dispatcher: OutboxDispatcher;
   scheduler: Scheduler;
   schedules: ScheduleBook;
+  /** Subagents and background tasks (src/tasks). */
+  tasks: Tasks;
   http: HttpServer;
   /** The platform adapters, by name (contract/registry.ts). */
   platforms: PlatformRegistry;
@@ -116,10 +120,27 @@ export function createCore(input: CoreInput): GatewayCore {
     continueSession: (key, sessionId, requester, asker) =>
       runner.continueAfterApproval(key, sessionId, requester, asker),
   });
+  const tasks: Tasks = new Tasks({
+    store,
+    intake: (message) => runner.receive(message),
+    stopSession: (key) => runner.stopSession(key),
+    onNoticeQueued: () => dispatcher.kick(),
+    crashPoint,
+    limits: {
+      maxAgeMs: config.tasks.max_age * 1000,
+      maxDepth: config.tasks.max_depth,
+      maxConcurrent: config.tasks.max_concurrent,
+      timeoutMs: config.tasks.timeout * 1000,
+    },
+    logger: logger.child({ component: "tasks" }),
+    now,
+  });
+  agent.bindTasks?.(tasks);
   const runner: Runner = createRunner(input, {
     approvals,
     dispatcher,
     platforms,
+    tasks,
     schedules: () => schedules,
     restartFromChat: (address, messageId) => surface.restartFromChat(address, messageId),
     onActiveTurnsChange: (count) => surface.onActiveTurnsChange(count),
@@ -136,6 +157,7 @@ export function createCore(input: CoreInput): GatewayCore {
   runner.onEvent((event) => {
     if (event.type === "tool_start" || event.type === "tool_end") lifecycle.emitStatusChange();
     if (event.type === "turn_end") {
+      tasks.onTurnEnd(event.sessionKey);
       scheduler
         .onTurnEnd(event)
         .catch((err: unknown) => logger.error({ err }, "recording a scheduled run failed"));
@@ -162,6 +184,7 @@ export function createCore(input: CoreInput): GatewayCore {
     dispatcher,
     scheduler,
     schedules,
+    tasks,
     http,
     platforms,
     statusWriter,
@@ -203,6 +226,7 @@ function createRunner(
     approvals: Approvals;
     dispatcher: OutboxDispatcher;
     platforms: PlatformRegistry;
+    tasks: Tasks;
     schedules(): ScheduleBook;
     restartFromChat(address: ChatAddress, messageId: string): Promise<string | null>;
     onActiveTurnsChange(count: number): void;
@@ -218,6 +242,7 @@ function createRunner(
     prices: config.model.prices,
     busy: (key: string) => runner.activeTurns().some((t) => t.sessionKey === key),
   });
+  const taskDeps = { tasks: parts.tasks, store, now };
   const runner: Runner = new Runner({
     approvals: parts.approvals,
     statusLines: () => agent.mcp?.statusLines() ?? [],
@@ -243,7 +268,10 @@ function createRunner(
       ...contextCommands(contextDeps()),
       approve: (item, args) => parts.approvals.chatCommand(item, args, "approve"),
       deny: (item, args) => parts.approvals.chatCommand(item, args, "deny"),
+      bg: (item, args) => bgCommand(taskDeps, item, args),
+      tasks: (item, args) => tasksCommand(taskDeps, item, args),
     },
+    tasks: parts.tasks,
     media: createMediaSettings(config, platforms),
     modelStatusLines: (item) => modelStatusLines(contextDeps(), item),
     ...(membership && {

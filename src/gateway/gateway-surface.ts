@@ -66,6 +66,7 @@ export class GatewaySurface implements ControlSurface {
     const state = this.lifecycle.state();
     const turns = runner.activeTurns();
     const sessions = await store.countSessions();
+    const tasks = await store.listTasks({ states: ["running", "queued"], limit: 50 });
     const platforms = platformRows(
       this.platformStates(),
       this.parts.platforms.connections(),
@@ -91,6 +92,14 @@ export class GatewaySurface implements ControlSurface {
         current_tool: t.currentTool,
       })),
       sessions: { total: sessions.total, resume_pending: sessions.resumePending },
+      tasks: tasks.map((t) => ({
+        id: t.id,
+        state: t.state,
+        background: t.background,
+        chat: `${t.chat.platform}:${t.chat.chatId}`,
+        prompt: t.prompt.slice(0, 200),
+        started_at: t.startedAt === null ? null : new Date(t.startedAt).toISOString(),
+      })),
       ...(cluster && { instances: await cluster.instances() }),
     };
   }

@@ -209,6 +209,9 @@ export class Gateway {
       await adapter.start(this.deps.core.platformEvents.sinkFor(adapter.name, this.runner));
     }
     this.dispatcher.kick();
+    // Tasks too old to continue end before anything resumes (tasks.max_age).
+    const expired = await this.deps.core.tasks.expireStale();
+    if (expired > 0) logger.warn({ expired }, "tasks expired after downtime");
     const resumed = await resumeInterruptedSessions({
       store: this.store,
       runner: this.runner,
@@ -223,6 +226,8 @@ export class Gateway {
     if (resumed.held.length > 0) this.scheduleHeldResume(resumed.held);
     // Several gateways: only this one's items and those of gateways that died (cluster.ts).
     await this.runner.dispatchOpenInbox(cluster ? () => cluster.inboxAtStart() : undefined);
+    this.stopPath.arm("stop tasks", () => this.deps.core.tasks.stop());
+    await this.deps.core.tasks.start();
     this.stopPath.arm("stop approval deadlines", () => this.approvals.stop());
     await this.approvals.start();
     await this.greetAfterRestart(resumed.breakerTripped);

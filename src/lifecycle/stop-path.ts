@@ -10,6 +10,8 @@ export const STOP_STEPS = [
   "stop watchers",
   /** Approvals stop timing out: a deadline that passes while stopped is applied at the next start. */
   "stop approval deadlines",
+  /** Tasks stop starting, timing out and looking for cancellations; their children stop below. */
+  "stop tasks",
   /** The restart-loop breaker's pending resume of held-back sessions. */
   "cancel held-back resumes",
   /**

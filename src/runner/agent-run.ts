@@ -1,7 +1,7 @@
 /** What the runner needs from the agent: one call that runs a turn to its end. */
 
 import type { TurnInput } from "../agent/agent.js";
-import type { ToolGate, TurnJournal, TurnResult } from "../agent/types.js";
+import type { ChatMessage, ToolGate, TurnJournal, TurnResult } from "../agent/types.js";
 import type { ChatAddress } from "../contract/platform.js";
 
 // The journal is the agent loop's contract; the runner implements it over the store.
@@ -26,6 +26,21 @@ export interface GateTurn {
   requester: string | null;
   /** The person or credential the turn runs for: "approve for session" grants to them alone. */
   asker: string | null;
+}
+
+/**
+ * What the runner needs from tasks (src/tasks implements it): a task's child session runs like
+ * any other, but its progress is not shown in the chat, its reply is the task's result (only an
+ * approval question goes out as written), and ended background tasks are recorded in the
+ * transcript of the session that started them, before its next message.
+ */
+export interface TurnTaskHooks {
+  isChild(sessionKey: string): boolean;
+  /** The text a child's reply goes out with, or null: it is not sent. */
+  childReply(sessionKey: string, text: string, awaitingApproval: boolean): string | null;
+  notesFor(sessionKey: string): Promise<{ ids: number[]; messages: ChatMessage[] } | null>;
+  /** False once the child's task has ended (cancelled, expired, timed out): nothing more runs. */
+  admits(sessionKey: string): Promise<boolean>;
 }
 
 /** What the runner needs from approvals (src/approvals implements it). */

@@ -2,6 +2,7 @@
 import type { UserContent } from "../agent/content.js";
 import type { AbortCause, ChatAddress, OutboundFile } from "../contract/platform.js";
 import type { InboxItem, LeaseToken, SessionRecord } from "../sessions/store.js";
+import { TASK_PLATFORM } from "./scheduled-input.js";
 
 export type Work =
   | {
@@ -92,12 +93,17 @@ function askerOf(work: Work): string | null {
   if (work.kind === "continue") return work.asker;
   if (work.kind !== "message") return null;
   const { item } = work;
+  // A task's child acts for whoever asked for the task (its sender is already `<platform>:<id>`).
+  if (item.platform === TASK_PLATFORM) return item.senderId ?? null;
   if (item.senderId !== undefined) return `${item.platform}:${item.senderId}`;
   return `${item.platform}:${item.operator ? "operator" : "api_key"}`;
 }
 
 function requesterOf(work: Work): string | null {
   if (work.kind === "continue") return work.requester;
+  if (work.kind === "message" && work.item.platform === TASK_PLATFORM) {
+    return work.item.senderId ?? null;
+  }
   if (work.kind === "message" && work.item.senderId !== undefined) {
     return `${work.item.platform}:${work.item.senderId}`;
   }

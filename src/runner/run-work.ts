@@ -48,6 +48,12 @@ export async function runWork(host: WorkHost, active: ActiveTurn): Promise<void>
         ? null
         : await host.options.store.getSession(active.sessionKey);
     active.address = replyAddress(active, session?.origin ?? null);
+    // A task that has ended (cancelled, expired, timed out) runs nothing more, resumes included.
+    const tasks = host.options.tasks;
+    if (tasks?.isChild(active.sessionKey) && !(await tasks.admits(active.sessionKey))) {
+      if (item) await host.options.store.closeInboxItem(item.id, "cancelled");
+      return;
+    }
     // A resume is moot once a newer turn has continued the session (its mark is gone).
     if (active.work.kind === "resume" && (!active.address || !session?.resumePending)) return;
     // An answer for a transcript `/new` has left behind has nothing to continue, nor one whose
@@ -128,9 +134,10 @@ async function answerWithoutModel(host: WorkHost, active: ActiveTurn): Promise<v
 
 function turnContext(host: WorkHost, agent: AgentRun): TurnContext {
   const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress } = host.options;
-  const { approvals, repliesInBand } = host.options;
+  const { approvals, repliesInBand, tasks } = host.options;
   return {
     ...(approvals && { approvals }),
+    ...(tasks && { tasks }),
     ...(repliesInBand && { repliesInBand }),
     store,
     agent,

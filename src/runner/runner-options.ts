@@ -17,7 +17,7 @@ import type {
   StoreHandle,
   TurnStore,
 } from "../sessions/store.js";
-import type { AgentRun, IsReadOnlyTool, TurnApprovals } from "./agent-run.js";
+import type { AgentRun, IsReadOnlyTool, TurnApprovals, TurnTaskHooks } from "./agent-run.js";
 import type { ExtraChatCommand, GatewayControl } from "./chat-commands.js";
 import type { MediaSettings } from "./media-input.js";
 
@@ -61,6 +61,8 @@ export interface RunnerOptions {
    * by `owner` (this instance's id) and renewed every third of `ttlMs`; its writes carry it.
    */
   sessionLeases?: { owner: string; ttlMs: number };
+  /** Tasks' child sessions (src/tasks): they run beside the cap of turns, bounded per chat. */
+  tasks?: TurnTaskHooks;
   now?: () => number;
 }
 

@@ -37,7 +37,7 @@ import { SUSPENDED_NOTICE } from "./lifecycle-texts.js";
 import { Replies } from "./replies.js";
 import { runWork, type WorkHost } from "./run-work.js";
 import type { ActiveTurnInfo, RunnerOptions } from "./runner-options.js";
-import { isScheduledFire } from "./scheduled-input.js";
+import { isInternalInput, isScheduledFire } from "./scheduled-input.js";
 import { holdingLease } from "./session-lease.js";
 import { TEXT } from "./texts.js";
 
@@ -242,6 +242,17 @@ export class Runner implements InboundSink {
     return out;
   }
 
+  /**
+   * Ends a session's work here (a task cancelled or timed out): its queued work is dropped and
+   * its running turn interrupted, journaled as any interruption.
+   */
+  stopSession(sessionKey: string): void {
+    const lane = this.lanes.get(sessionKey);
+    if (!lane) return;
+    lane.queue = [];
+    if (lane.active) this.abort(lane.active, "interrupt");
+  }
+
   /** Aborts every running turn (gateway stop). Queued work stays in the inbox for the next start. */
   interruptAll(cause: AbortCause = "shutdown"): void {
     for (const lane of this.lanes.values()) {
@@ -276,7 +287,7 @@ export class Runner implements InboundSink {
       await this.command(item, command);
       return;
     }
-    if (isScheduledFire(item) && (this.admission !== "open" || this.draining)) {
+    if (isInternalInput(item) && (this.admission !== "open" || this.draining)) {
       // Not started now, not refused either: after a drain it runs here, after a stop in the
       // next process (it stays pending in the inbox).
       if (this.admission === "open") this.heldForDrain.push(item);
@@ -465,7 +476,9 @@ export class Runner implements InboundSink {
   private pump(): void {
     if (this.admission !== "open" || this.holdStarts) return;
     for (const [key, lane] of this.lanes) {
-      if (this.running >= this.options.maxConcurrentTurns) return;
+      // A task's child runs even when its parent holds a slot waiting for it (no deadlock).
+      const capped = !this.options.tasks?.isChild(key);
+      if (capped && this.running >= this.options.maxConcurrentTurns) continue;
       if (lane.active || lane.queue.length === 0 || lane.commands || this.arriving.has(key))
         continue;
       // A cut-off turn's resume runs before anything else queued in its session.

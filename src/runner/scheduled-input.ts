@@ -13,6 +13,16 @@ export function isScheduledFire(item: { platform: string }): boolean {
   return item.platform === SCHEDULE_PLATFORM;
 }
 
+/**
+ * Inbox items that start a task's child session (src/tasks): platform `task`, chat = the task
+ * id, sender = who asked (`<platform>:<user id>`). Internal work like a fire: never refused.
+ */
+export const TASK_PLATFORM = "task";
+
+export function isInternalInput(item: { platform: string }): boolean {
+  return item.platform === SCHEDULE_PLATFORM || item.platform === TASK_PLATFORM;
+}
+
 /** True for the address of a job without a chat: nothing is sent there. */
 export function isDetachedAddress(address: ChatAddress): boolean {
   return address.platform === SCHEDULE_PLATFORM;

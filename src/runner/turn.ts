@@ -30,6 +30,7 @@ import type {
   IsReadOnlyTool,
   TurnApprovals,
   TurnJournal,
+  TurnTaskHooks,
 } from "./agent-run.js";
 import type { EventFanout } from "./events.js";
 import {
@@ -65,6 +66,8 @@ export interface TurnContext {
   progress?(update: ProgressUpdate): void;
   /** Whether the reply reaches `address` through the turn's own events (the API). */
   repliesInBand?(address: ChatAddress): boolean;
+  /** Tasks' child sessions (src/tasks). */
+  tasks?: TurnTaskHooks;
 }
 
 /** Runs `active.work` to its end. Throws only when the store fails (the turn stays `running`). */
@@ -149,7 +152,9 @@ async function beginTurn(ctx: TurnContext, active: ActiveTurn): Promise<BegunTur
   );
   const progress = ctx.progress;
   const show = (step: ProgressStep) => {
-    if (chat && progress) progress({ turnId: turn.id, address: chat, ...step });
+    if (chat && progress && !ctx.tasks?.isChild(active.sessionKey)) {
+      progress({ turnId: turn.id, address: chat, ...step });
+    }
   };
   const usage: TurnUsage = { promptTokens: 0, completionTokens: 0, estimated: false };
   return { turn, base, gateTurn, history, summary, usage, chat, show };
@@ -184,8 +189,11 @@ async function recordStart(
   { userContent, joined, clientResults }: TurnInput,
 ): Promise<StartedTurn | null> {
   const work = active.work;
+  // Background tasks that ended since this session's last message are recorded before it.
+  const taskNotes = work.kind === "message" ? await ctx.tasks?.notesFor(active.sessionKey) : null;
   const turn = await ctx.store
     .startTurn({
+      ...(taskNotes && { taskNotes }),
       sessionKey: active.sessionKey,
       inboxId: work.kind === "message" ? work.item.id : null,
       userMessage: userContent === null ? null : { role: "user", content: userContent },
@@ -234,6 +242,8 @@ async function runAgent(ctx: TurnContext, active: ActiveTurn, begun: BegunTurn) 
     journal: createJournal(ctx, active, turn.id, turn.sessionId, count),
     chat: begun.chat,
     sessionId: turn.sessionId,
+    sessionKey: active.sessionKey,
+    requester: active.requester,
     summary: begun.summary,
     compactionSink: createCompactionSink({
       store,
@@ -287,7 +297,6 @@ async function finishTurn(
   result: TurnResult,
 ): Promise<void> {
   const { store, events } = ctx;
-  const work = active.work;
   const state =
     result.stopReason === "aborted"
       ? "interrupted"
@@ -298,16 +307,20 @@ async function finishTurn(
   const plainReply = state === "interrupted" ? "" : result.reply;
   const replyText =
     plainReply && address ? withFileLinks(address, plainReply, active.sentFiles) : plainReply;
+  const outgoing =
+    replyText && address && !isDetachedAddress(address)
+      ? outgoingText(ctx, active, replyText, Boolean(result.awaitingApproval))
+      : null;
   const outbox = await store.finishTurn({
     turnId: turn.id,
     state,
     finalMessage: result.finalMessage,
     ...(result.usage && { usage: result.usage }),
     reply:
-      replyText && address && !isDetachedAddress(address)
+      outgoing && address
         ? {
             address,
-            text: labelled(work, replyText),
+            text: outgoing,
             ...(result.awaitingApproval && { approvalId: result.awaitingApproval }),
             ...(ctx.repliesInBand?.(address) && { inBand: true }),
           }
@@ -543,6 +556,22 @@ function withFileLinks(address: ChatAddress, text: string, files: OutboundFile[]
   if (address.platform !== "api" || files.length === 0) return text;
   const links = files.map((f) => `[${f.name.replace(/[[\]]/g, "")}](/files/${f.id})`);
   return `${text}\n\n${links.join("\n")}`;
+}
+
+/**
+ * The reply as it goes out: a scheduled run's carries the job's name, a task's child sends only
+ * its approval questions (its result is the task's to deliver); null: nothing is sent.
+ */
+function outgoingText(
+  ctx: TurnContext,
+  active: ActiveTurn,
+  text: string,
+  awaitingApproval: boolean,
+): string | null {
+  if (ctx.tasks?.isChild(active.sessionKey)) {
+    return ctx.tasks.childReply(active.sessionKey, text, awaitingApproval);
+  }
+  return labelled(active.work, text);
 }
 
 /** A scheduled run's reply carries the job's name; every other reply is sent as written. */

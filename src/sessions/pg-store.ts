@@ -28,6 +28,7 @@ import { pgSchedules } from "./schedules/pg.js";
 import { pgSessionState } from "./session-state/pg.js";
 import type { CommitObserver, Store, StoreHandle } from "./store.js";
 import { pgStreams } from "./streams/pg.js";
+import { pgTasks } from "./tasks/pg.js";
 import { pgTurns } from "./turns/pg.js";
 
 export interface PgStoreOptions {
@@ -174,6 +175,7 @@ export class PgStore {
       ...pgTurns(s),
       ...pgOutbox(s),
       ...pgStreams(s),
+      ...pgTasks(s),
       ...pgApprovals(s),
       ...pgPairing(s),
       ...pgPlatformData(s),

@@ -27,6 +27,8 @@ import { pgSessionState } from "./session-state/pg.js";
 import { sqliteSessionState } from "./session-state/sqlite.js";
 import { pgStreams } from "./streams/pg.js";
 import { sqliteStreams } from "./streams/sqlite.js";
+import { pgTasks } from "./tasks/pg.js";
+import { sqliteTasks } from "./tasks/sqlite.js";
 import { pgTurns } from "./turns/pg.js";
 import { sqliteTurns } from "./turns/sqlite.js";
 
@@ -77,6 +79,8 @@ describe("store roles", () => {
     ["OutboxStore", "pg", pgOutbox],
     ["StreamStore", "sqlite", sqliteStreams],
     ["StreamStore", "pg", pgStreams],
+    ["TaskStore", "sqlite", sqliteTasks],
+    ["TaskStore", "pg", pgTasks],
     ["ApprovalStore", "sqlite", sqliteApprovals],
     ["ApprovalStore", "pg", pgApprovals],
     ["PairingStore", "sqlite", sqlitePairing],

@@ -12,6 +12,7 @@ import type {
   ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
+  ChildTurn,
   CompactionInput,
   CompactionRecord,
   FinishTurnInput,
@@ -44,6 +45,10 @@ import type {
   StoredMessage,
   StreamMessage,
   StreamTurn,
+  TaskEnd,
+  TaskInput,
+  TaskRecord,
+  TaskState,
   ToolFinishInput,
   ToolStartInput,
   TurnHistory,
@@ -442,6 +447,42 @@ export interface ReportingStore {
   countSessions(): Promise<{ total: number; resumePending: number }>;
   /** The queues' sizes, for the metrics a scraper reads (one cheap query). */
   backlog(): Promise<StoreBacklog>;
+}
+
+/**
+ * Tasks (src/tasks): work a chat or a turn hands to a child session. The child's own work is
+ * ordinary inbox rows and journaled turns; this role holds the task's life and its delivery.
+ */
+export interface TaskStore {
+  /**
+   * Records a task, `queued`. A task asked for by a `delegate` call exists once per call: the
+   * same call again (re-run after a crash) gets the task it created (`created: false`).
+   */
+  createTask(input: TaskInput): Promise<{ task: TaskRecord; created: boolean }>;
+  getTask(id: number): Promise<TaskRecord | null>;
+  /** Oldest first; `chat` matches platform and chat id. */
+  listTasks(filter?: {
+    chat?: { platform: string; chatId: string };
+    states?: TaskState[];
+    parentSessionKey?: string;
+    limit?: number;
+  }): Promise<TaskRecord[]>;
+  /** `queued → running`; false when it is no longer queued (ended meanwhile). */
+  startTask(id: number): Promise<boolean>;
+  /**
+   * Ends a queued or running task, once: the first call wins (null for later ones). Its notice
+   * is queued to the task's chat in the same transaction (`background`: only when the task is
+   * background at that moment), so it is delivered once whatever crashes follow.
+   */
+  endTask(end: TaskEnd): Promise<TaskRecord | null>;
+  /** A waiting parent stopped waiting: a foreground task still active becomes background. */
+  detachTask(id: number): Promise<TaskRecord | null>;
+  /** Background tasks of this parent that ended and are not yet in its transcript. */
+  listTaskNotes(parentSessionKey: string): Promise<TaskRecord[]>;
+  /** Those tasks are in the parent's transcript now. */
+  markTasksNoted(ids: number[]): Promise<void>;
+  /** The latest turn of a child session, or null when it has none yet. */
+  childTurn(childKey: string): Promise<ChildTurn | null>;
 }
 
 /** The store as a whole: its backup, its health, its end. */

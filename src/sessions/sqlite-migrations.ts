@@ -365,4 +365,36 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX inbox_thread ON inbox(thread);
   ALTER TABLE sessions ADD COLUMN client_tools TEXT;
   `,
+  // 18 (issue 36): tasks, work handed to a child session by `delegate` or `/bg`. One task per
+  // delegate call ever (the unique index), its chat, its life and whether its ended result is
+  // already in the parent's transcript (`noted`).
+  `
+  CREATE TABLE tasks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    parent_session_key TEXT NOT NULL,
+    parent_session_id TEXT NOT NULL,
+    parent_tool_call_id TEXT,
+    root_session_id TEXT NOT NULL,
+    child_key TEXT NOT NULL,
+    chat_platform TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    chat TEXT NOT NULL,
+    requester TEXT,
+    prompt TEXT NOT NULL,
+    context TEXT,
+    depth INTEGER NOT NULL,
+    background INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    result TEXT,
+    noted INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER
+  );
+  CREATE UNIQUE INDEX tasks_call ON tasks(parent_session_id, parent_tool_call_id)
+    WHERE parent_tool_call_id IS NOT NULL;
+  CREATE INDEX tasks_chat ON tasks(chat_platform, chat_id, state);
+  CREATE INDEX tasks_root ON tasks(root_session_id);
+  CREATE INDEX tasks_parent ON tasks(parent_session_key) WHERE noted = 0;
+  `,
 ];

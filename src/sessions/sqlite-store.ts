@@ -30,6 +30,7 @@ import { MIGRATIONS } from "./sqlite-migrations.js";
 import type { SqliteContext } from "./sqlite-shared.js";
 import type { CommitObserver, Store, StoreHandle } from "./store.js";
 import { sqliteStreams } from "./streams/sqlite.js";
+import { sqliteTasks } from "./tasks/sqlite.js";
 import { TranscriptCache } from "./transcript-cache.js";
 import { sqliteTurns } from "./turns/sqlite.js";
 import { WalCheckpoint } from "./wal-checkpoint.js";
@@ -160,6 +161,7 @@ export class SqliteStore {
       ...sqliteTurns(s),
       ...sqliteOutbox(s),
       ...sqliteStreams(s),
+      ...sqliteTasks(s),
       ...sqliteApprovals(s),
       ...sqlitePairing(s),
       ...sqlitePlatformData(s),

@@ -19,6 +19,7 @@ import type {
   SessionStore,
   StoreHandle,
   StreamStore,
+  TaskStore,
   TurnStore,
 } from "./roles.js";
 
@@ -35,4 +36,5 @@ export interface Store
     ScheduleStore,
     ClusterStore,
     ReportingStore,
+    TaskStore,
     StoreHandle {}

@@ -24,6 +24,9 @@ export const MESSAGE_KINDS = [
   "read",
   "multi",
   "chain",
+  // Tasks (src/tasks): a waiting `delegate` whose child runs a tool, and `/bg` (sent as a command).
+  "delegate",
+  "bgtask",
 ] as const;
 export type MessageKind = (typeof MESSAGE_KINDS)[number];
 
@@ -32,6 +35,10 @@ export const READ_FILE_NAME = "notes.txt";
 export const READ_FILE_TEXT = "chaos notes: nothing to see";
 
 const ID_PATTERN = /\bc\d+\.\d+\b/g;
+/** How a background task's result starts in its parent's transcript (src/tasks/task-texts.ts). */
+const TASK_NOTE = "[Keel: background task";
+/** How a background task's result starts in the chat. */
+const TASK_DONE = /^🧵 task \d+ done\n/;
 const INTERRUPTED_TEXT = INTERRUPTED_MARK.trim();
 
 export interface ChaosModel {
@@ -88,8 +95,18 @@ export function createChaosModel(options: ChaosModelOptions): ChaosModel {
     toolCalls.set(id, "read_file");
     return { id, name: "read_file", arguments: { path: READ_FILE_NAME } };
   };
-  const stepsFor = (kind: MessageKind): (() => FakeToolCall[])[] => {
+  const delegate = (id: string): FakeToolCall => {
+    const callId = `call_chaos_${++nextCall}`;
+    toolCalls.set(callId, "delegate");
+    return { id: callId, name: "delegate", arguments: { task: `${id} child` } };
+  };
+  const stepsFor = (kind: MessageKind | "child", id: string): (() => FakeToolCall[])[] => {
     switch (kind) {
+      case "delegate":
+        return [() => [delegate(id)]];
+      // A task's child runs a side-effecting tool before it answers.
+      case "child":
+        return [() => [terminal(echo)]];
       case "tool":
         return [() => [terminal(echo)]];
       case "slowtool":
@@ -125,16 +142,19 @@ export function createChaosModel(options: ChaosModelOptions): ChaosModel {
     const lastAnswer = messages.findLastIndex(
       (m) => m.role === "assistant" && !(m.tool_calls as unknown[] | undefined)?.length,
     );
+    // A background task's result, recorded in its parent's transcript, is not a new request.
     const open = messages
       .map((m, index) => ({ m, index }))
-      .filter(({ m, index }) => index > lastAnswer && m.role === "user");
+      .filter(({ m, index }) => index > lastAnswer && m.role === "user")
+      .filter(({ m }) => !textOf(m).startsWith(TASK_NOTE));
     const ids = open.flatMap(({ m }) => textOf(m).match(ID_PATTERN) ?? []);
     const target = open.at(-1);
-    const kind = target ? kindOf(textOf(target.m)) : "plain";
+    const child = messages.some((m) => m.role === "user" && textOf(m).startsWith("[Task "));
+    const kind = child ? "child" : target ? kindOf(textOf(target.m)) : "plain";
     const stepsDone = target
       ? messages.slice(target.index + 1).filter((m) => m.role === "assistant").length
       : 0;
-    const steps = stepsFor(kind);
+    const steps = stepsFor(kind, ids.at(-1) ?? "");
     const key = `${options.seed}:${ids.join(",")}:${stepsDone}`;
     const jitter = hashString(key) % 150;
     if (stepsDone < steps.length) return { toolCalls: steps[stepsDone]!(), delayMs: jitter };
@@ -151,6 +171,8 @@ export function createChaosModel(options: ChaosModelOptions): ChaosModel {
  * notices, tool lines, and a streamed reply that was cut off (it carries the interrupted mark).
  */
 export function answeredIds(replyText: string): string[] {
-  if (!replyText.startsWith("re ") || replyText.includes(INTERRUPTED_TEXT)) return [];
-  return replyText.match(ID_PATTERN) ?? [];
+  // A background task's answer arrives as the task's result.
+  const text = replyText.replace(TASK_DONE, "");
+  if (!text.startsWith("re ") || text.includes(INTERRUPTED_TEXT)) return [];
+  return text.match(ID_PATTERN) ?? [];
 }

@@ -79,6 +79,9 @@ export interface ChaosFigures {
   edited_replies: number;
   /** Preview messages left saying they were cut off (by a kill or an interrupting message). */
   interrupted_previews: number;
+  /** Tasks (delegate, /bg) on record at the end, and how many of them ended `done`. */
+  tasks?: number;
+  tasks_done?: number;
 }
 
 export interface ChaosResult {
@@ -98,7 +101,8 @@ export function formatFigures(f: ChaosFigures): string {
     `replies_shown_twice=${f.replies_shown_twice} ` +
     `unresumed=${f.unresumed} duplicate_replies=${f.duplicate_replies} breaker_trips=${f.breaker_trips} ` +
     `held_resumes=${f.held_resumes} held_notices=${f.held_notices} dropped_notices=${f.dropped_notices} ` +
-    `edited_replies=${f.edited_replies} interrupted_previews=${f.interrupted_previews}`
+    `edited_replies=${f.edited_replies} interrupted_previews=${f.interrupted_previews}` +
+    (f.tasks === undefined ? "" : ` tasks=${f.tasks} tasks_done=${f.tasks_done ?? 0}`)
   );
 }
 
@@ -192,7 +196,9 @@ export async function drive(
       state.sent.push({ id: message.id, chatId: conversation.chatId, sentAt, stepStartedAt });
       rig.telegram.sendUserMessage({
         chatId: conversation.chatId,
-        text: `${message.id} ${message.kind}`,
+        // A background task is started with the chat command; its result answers the message.
+        text:
+          message.kind === "bgtask" ? `/bg ${message.id} child` : `${message.id} ${message.kind}`,
       });
     }
     await until(() => {
@@ -457,6 +463,9 @@ async function finish(
     botEntries,
     logs: [gatewayLog(rig.home)],
   });
+  const tasks = await rig.query("SELECT state FROM tasks");
+  figures.tasks = tasks.length;
+  figures.tasks_done = tasks.filter((t) => t.state === "done").length;
   const ok = passes(figures);
   await writeReport(state, options, record, figures, verdict);
   return { figures, verdict, crashPointsHit: record.crashPointsHit, dir: rig.dir, ok };

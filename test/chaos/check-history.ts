@@ -106,7 +106,9 @@ function repliesShownTwice(messages: BotMessage[]): string[] {
   const seenTexts = new Set<string>();
   const answered = new Set<string>();
   const again: string[] = [];
-  for (const message of messages) {
+  for (const original of messages) {
+    // A background task's result is a model reply under the task's line.
+    const message = { ...original, text: original.text.replace(/^🧵 task \d+ done\n/, "") };
     // A streamed reply marked interrupted answers nothing (lost is judged elsewhere).
     if (!message.text.startsWith("re ") || answeredIds(message.text).length === 0) {
       if (!isEmptyAnswer(message.text)) continue;

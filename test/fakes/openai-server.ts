@@ -175,7 +175,10 @@ export function defaultScript(request: FakeChatRequest): FakeStep {
       text: `Summary of the earlier conversation.${facts.map((f) => ` remember: ${f}.`).join("")}`,
     };
   }
-  const text = lastUserText(request).trim();
+  // A task's child gets its request under a header naming the task (src/tasks/task-texts.ts).
+  const text = lastUserText(request)
+    .replace(/^\[Task \d+:[^\]]*\]\s*/, "")
+    .trim();
   const recall = /^recall:\s*([A-Za-z0-9_-]+)$/.exec(text);
   if (recall) {
     const fact = factsIn(requestText(request)).findLast((f) => f.startsWith(`${recall[1]}=`));
@@ -200,6 +203,18 @@ const PHRASES: ReadonlyArray<
   [/^echo:\s?([\s\S]*)$/, ([x]) => ({ text: x })],
   [/^slow:\s*(\d+)\s?([\s\S]*)$/, ([ms, x]) => ({ delayMs: Number(ms), text: x })],
   [/^garbage$/, () => ({ garbage: true })],
+  [
+    // A sub-agent: waits for the child's answer (`delegate:`) or starts it in the background.
+    /^(delegate|bg-delegate):\s?([\s\S]*)$/,
+    ([how, task], result) =>
+      result !== undefined
+        ? { text: `delegated: ${firstLine(result)}` }
+        : {
+            toolCalls: [
+              { name: "delegate", arguments: { task, background: how === "bg-delegate" } },
+            ],
+          },
+  ],
   [
     /^memorise:\s?([\s\S]*)$/,
     ([text], result) =>

@@ -46,6 +46,11 @@ export interface ToolContext {
   memoryUser?: string | null;
   /** The session the turn belongs to (the `browser` tool keeps one browser context per session). */
   sessionId?: string | null;
+  /** The session key of the turn and who started it (`<platform>:<user id>`), when known. */
+  sessionKey?: string | null;
+  requester?: string | null;
+  /** This call's id (the `delegate` tool asks for one task per call, even when re-run). */
+  toolCallId?: string;
 }
 
 export interface ToolOutput {

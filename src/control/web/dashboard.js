@@ -144,6 +144,7 @@ function createDashboard() {
     const mcp = Object.entries(status.mcp ?? {}).map(([name, m]) => [`mcp ${name}`, m]);
     renderPlatforms({ ...(status.platforms ?? {}), ...Object.fromEntries(mcp) });
     renderTurns(status.turns ?? []);
+    renderTasks(status.tasks ?? []);
     renderInstances(status.instances);
   }
 
@@ -221,6 +222,24 @@ function createDashboard() {
       return row(sessionCell, cell(runningFor), cell(t.current_tool ?? "—"));
     });
     $("turns-body").replaceChildren(...(rows.length ? rows : [emptyRow(3, "No turn is running.")]));
+  }
+
+  /** Subagents and background tasks running or waiting for a slot. */
+  function renderTasks(tasks) {
+    const rows = tasks.map((t) => {
+      const kind = t.background ? "background" : "delegated";
+      const since = t.started_at ? duration((Date.now() - epochMs(t.started_at)) / 1000) : "—";
+      const tr = row(
+        cell(`${t.id} (${kind})`),
+        cell(t.state),
+        cell(t.chat),
+        cell(since),
+        cell(t.prompt),
+      );
+      tr.dataset.task = String(t.id);
+      return tr;
+    });
+    $("tasks-body").replaceChildren(...(rows.length ? rows : [emptyRow(5, "No task is running.")]));
   }
 
   /** Reads the SSE stream until it ends; each `data:` line is one status JSON. */

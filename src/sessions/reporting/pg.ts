@@ -65,9 +65,13 @@ export function pgReporting(s: PgContext): ReportingStore {
 
     sessionUsage(sessionId: string): Promise<UsageTotals> {
       return s.read(async (db) => {
-        const totals = (await first<UsageSumsRow>(db, `${USAGE_SUMS} WHERE session_id = $1`, [
-          sessionId,
-        ]))!;
+        // A task's model calls count toward the chat it was started from (its child sessions).
+        const totals = (await first<UsageSumsRow>(
+          db,
+          `${USAGE_SUMS} WHERE session_id = $1 OR session_id IN (SELECT s.session_id
+             FROM tasks t JOIN sessions s ON s.key = t.child_key WHERE t.root_session_id = $1)`,
+          [sessionId],
+        ))!;
         const last = await first<{ prompt_tokens: number }>(
           db,
           `SELECT prompt_tokens FROM model_usage WHERE session_id = $1 AND purpose = 'turn'

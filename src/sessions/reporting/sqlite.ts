@@ -72,7 +72,13 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
 
     sessionUsage(sessionId: string): Promise<UsageTotals> {
       return s.read(() => {
-        const totals = s.stmt(`${USAGE_SUMS} WHERE session_id = ?`).get(sessionId) as UsageSumsRow;
+        // A task's model calls count toward the chat it was started from (its child sessions).
+        const totals = s
+          .stmt(
+            `${USAGE_SUMS} WHERE session_id = ? OR session_id IN (SELECT s.session_id
+               FROM tasks t JOIN sessions s ON s.key = t.child_key WHERE t.root_session_id = ?)`,
+          )
+          .get(sessionId, sessionId) as UsageSumsRow;
         const last = s
           .stmt(
             `SELECT prompt_tokens FROM model_usage WHERE session_id = ? AND purpose = 'turn'

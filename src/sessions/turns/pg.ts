@@ -220,7 +220,12 @@ export function pgTurns(s: PgContext): TurnStore {
             if (taken === 0) throw new InboxItemTakenError(inboxId);
           }
         }
+        const notes = input.taskNotes;
+        if (notes?.ids.length) {
+          await db.query("UPDATE tasks SET noted = TRUE WHERE id = ANY($1)", [notes.ids]);
+        }
         const inputs = [
+          ...(notes?.messages ?? []),
           ...(input.userMessage ? [input.userMessage] : []),
           ...joined.map((j) => j.userMessage),
           ...(input.inputMessages ?? []),

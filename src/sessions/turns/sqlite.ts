@@ -236,7 +236,12 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
             if (take.run(turn.id, inboxId).changes === 0) throw new InboxItemTakenError(inboxId);
           }
         }
+        const notes = input.taskNotes;
+        for (const id of notes?.ids ?? []) {
+          s.stmt("UPDATE tasks SET noted = 1 WHERE id = ?").run(id);
+        }
         const inputs = [
+          ...(notes?.messages ?? []),
           ...(input.userMessage ? [input.userMessage] : []),
           ...joined.map((j) => j.userMessage),
           ...(input.inputMessages ?? []),

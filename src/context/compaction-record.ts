@@ -6,7 +6,7 @@
  */
 import type { ChatMessage } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
-import type { CompactionRecord, StoredMessage, TurnStore } from "../sessions/store.js";
+import type { CompactionRecord, StoredMessage, TurnStore, UsageScope } from "../sessions/store.js";
 import type { CompactionSink } from "./context-keeper.js";
 
 /** The stored messages a compaction has not replaced, in order. */
@@ -23,6 +23,8 @@ export function createCompactionSink(options: {
   sessionId: string;
   turnId: number | null;
   crashPoint?: CrashPoint;
+  /** Whose spend the summarising call counts as (budgets). */
+  scope?: UsageScope;
 }): CompactionSink {
   const { store, sessionId, turnId } = options;
   return {
@@ -40,7 +42,8 @@ export function createCompactionSink(options: {
         summary: input.summary,
         tokensBefore: input.tokensBefore,
         tokensAfter: input.tokensAfter,
-        usage: input.usage,
+        usage:
+          input.usage && options.scope ? { ...input.usage, scope: options.scope } : input.usage,
       });
       options.crashPoint?.("after_compaction");
       return true;

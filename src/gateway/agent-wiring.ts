@@ -177,6 +177,7 @@ export function createAgentParts(
         takeSteeredInput: input.takeSteeredInput,
         chat: input.chat ?? null,
         ...(input.gate && { gate: input.gate }),
+        ...(input.modelGate && { modelGate: input.modelGate }),
         ...(input.clientTools?.length && { clientTools: input.clientTools }),
       });
     },

@@ -37,6 +37,14 @@ import { Scheduler } from "../schedules/scheduler.js";
 import { queueNotice } from "../sessions/notices.js";
 import type { Store } from "../sessions/store.js";
 import type { AgentParts } from "./agent-wiring.js";
+import {
+  answerCommands,
+  type BudgetParts,
+  budgetRoutes,
+  createBudgetParts,
+  routedApprovals,
+  usageWithBudgets,
+} from "./budget-wiring.js";
 import { Cluster, type ClusterMembership } from "./cluster.js";
 import { PlatformEventClock } from "./event-clock.js";
 import { GatewaySurface } from "./gateway-surface.js";
@@ -77,6 +85,8 @@ export interface CoreInput {
 export interface GatewayCore {
   runner: Runner;
   approvals: Approvals;
+  /** Budgets (their pauses' deadlines start and stop with the gateway) and sender limits. */
+  budgetParts: BudgetParts;
   dispatcher: OutboxDispatcher;
   scheduler: Scheduler;
   schedules: ScheduleBook;
@@ -116,8 +126,15 @@ export function createCore(input: CoreInput): GatewayCore {
     continueSession: (key, sessionId, requester, asker) =>
       runner.continueAfterApproval(key, sessionId, requester, asker),
   });
+  const budgetParts = createBudgetParts(input, {
+    sendNotice,
+    platforms,
+    continueSession: (key, sessionId, requester) =>
+      runner.continueAfterBudget(key, sessionId, requester),
+  });
   const runner: Runner = createRunner(input, {
     approvals,
+    budgetParts,
     dispatcher,
     platforms,
     schedules: () => schedules,
@@ -146,7 +163,12 @@ export function createCore(input: CoreInput): GatewayCore {
     platforms,
   });
   const access = createAccess(config);
-  const http = createHttpServer(config, logger, access, routes(input, runner, approvals, surface));
+  const http = createHttpServer(
+    config,
+    logger,
+    access,
+    routes(input, runner, approvals, surface, budgetParts),
+  );
   for (const adapter of input.adapters({
     store,
     http,
@@ -159,6 +181,7 @@ export function createCore(input: CoreInput): GatewayCore {
   return {
     runner,
     approvals,
+    budgetParts,
     dispatcher,
     scheduler,
     schedules,
@@ -201,6 +224,7 @@ function createRunner(
   input: CoreInput,
   parts: {
     approvals: Approvals;
+    budgetParts: BudgetParts;
     dispatcher: OutboxDispatcher;
     platforms: PlatformRegistry;
     schedules(): ScheduleBook;
@@ -210,6 +234,7 @@ function createRunner(
 ): Runner {
   const { config, logger, store, agent, crashPoint, now, cluster: membership } = input;
   const { platforms } = parts;
+  const { budgets, senderLimits } = parts.budgetParts;
   // What the context chat commands (/usage, /model, /compact, /memory) need.
   const contextDeps = () => ({
     store,
@@ -218,8 +243,11 @@ function createRunner(
     prices: config.model.prices,
     busy: (key: string) => runner.activeTurns().some((t) => t.sessionKey === key),
   });
+  const context = contextCommands(contextDeps());
   const runner: Runner = new Runner({
-    approvals: parts.approvals,
+    approvals: routedApprovals(parts.approvals, budgets),
+    ...(config.budgets.length > 0 && { budgets }),
+    ...(senderLimits && { senderLimits }),
     statusLines: () => agent.mcp?.statusLines() ?? [],
     store,
     agent: agent.agent,
@@ -240,9 +268,9 @@ function createRunner(
     crashPoint,
     extraCommands: {
       schedules: (item, args) => schedulesCommand(parts.schedules(), item, args, now()),
-      ...contextCommands(contextDeps()),
-      approve: (item, args) => parts.approvals.chatCommand(item, args, "approve"),
-      deny: (item, args) => parts.approvals.chatCommand(item, args, "deny"),
+      ...context,
+      ...(context.usage && { usage: usageWithBudgets(context.usage, input, budgets) }),
+      ...answerCommands(parts.approvals, budgets, store),
     },
     media: createMediaSettings(config, platforms),
     modelStatusLines: (item) => modelStatusLines(contextDeps(), item),
@@ -313,6 +341,7 @@ function routes(
   runner: Runner,
   approvals: Approvals,
   surface: GatewaySurface,
+  budgetParts: BudgetParts,
 ): ConstructorParameters<typeof HttpServer>[0]["routes"] {
   const { config, logger, store } = input;
   return [
@@ -327,6 +356,8 @@ function routes(
       onError: (err) => logger.error({ err }, "computing the live status failed"),
     }),
     createFileRoutes(store),
+    // Before the approval routes: a budget pause's answer is taken here, any other goes on.
+    budgetRoutes(input, budgetParts.budgets),
     createApprovalRoutes({
       list: (state) => store.listApprovals(state ? { state } : {}),
       get: (id) => store.getApproval(id),

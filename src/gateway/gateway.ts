@@ -223,8 +223,15 @@ export class Gateway {
     if (resumed.held.length > 0) this.scheduleHeldResume(resumed.held);
     // Several gateways: only this one's items and those of gateways that died (cluster.ts).
     await this.runner.dispatchOpenInbox(cluster ? () => cluster.inboxAtStart() : undefined);
-    this.stopPath.arm("stop approval deadlines", () => this.approvals.stop());
+    // Budget pauses are answered like approvals: their period checks stop in the same step.
+    const { budgets, senderLimits } = this.deps.core.budgetParts;
+    this.stopPath.arm("stop approval deadlines", () => {
+      this.approvals.stop();
+      budgets.stop();
+      senderLimits?.stop();
+    });
     await this.approvals.start();
+    await budgets.start();
     await this.greetAfterRestart(resumed.breakerTripped);
     this.lifecycle.moveTo("running");
     // A drain requested before this start (marker left in place) holds from the first moment.

@@ -2,6 +2,7 @@
 
 import type {
   ChatMessage,
+  ModelCallGate,
   ToolGate,
   ToolSpec,
   TurnEvent,
@@ -10,6 +11,7 @@ import type {
 } from "../agent/types.js";
 import type { CompactionSink } from "../context/context-keeper.js";
 import type { ChatAddress } from "../contract/platform.js";
+import type { InboxItem, UsageScope } from "../sessions/store.js";
 
 // The journal is the agent loop's contract; the runner implements it over the store.
 export type { TurnJournal };
@@ -36,6 +38,8 @@ export interface AgentRunInput {
   memoryUser?: string | null;
   /** Approvals for this turn's tool calls; absent: every call runs. */
   gate?: ToolGate;
+  /** Budgets for this turn's model calls; absent: every call goes ahead. */
+  modelGate?: ModelCallGate;
   /** Functions the `/v1` client offers; the turn ends at a call to one (`clientToolCalls`). */
   clientTools?: ToolSpec[];
 }
@@ -56,6 +60,18 @@ export interface GateTurn {
   requester: string | null;
   /** The person or credential the turn runs for: "approve for session" grants to them alone. */
   asker: string | null;
+}
+
+/** What the runner needs from budgets (src/budgets implements it). */
+export interface TurnBudgets {
+  /** The gate for the turn's model calls; `scope`: whose spend the turn counts as. */
+  gateFor(turn: GateTurn, scope: UsageScope): ModelCallGate;
+}
+
+/** Per-sender rate limits (src/budgets implements it). */
+export interface SenderGate {
+  /** True when the stored message must wait; `release` starts it later, in its chat's order. */
+  hold(item: InboxItem, release: (item: InboxItem) => void): boolean;
 }
 
 /** What the runner needs from approvals (src/approvals implements it). */

@@ -30,7 +30,13 @@ import type {
   StoreHandle,
   TurnStore,
 } from "../sessions/store.js";
-import type { AgentRun, IsReadOnlyTool, TurnApprovals } from "./agent-run.js";
+import type {
+  AgentRun,
+  IsReadOnlyTool,
+  SenderGate,
+  TurnApprovals,
+  TurnBudgets,
+} from "./agent-run.js";
 import {
   type Admission,
   type ChatCommand,
@@ -41,7 +47,7 @@ import {
   parseChatCommand,
 } from "./chat-commands.js";
 import { EventFanout, type RunnerEventListener } from "./events.js";
-import { hasOpenToolCalls } from "./history.js";
+import { hasOpenToolCalls, needsAnswer } from "./history.js";
 import {
   type AbortCause,
   type ActiveTurn,
@@ -110,6 +116,10 @@ export interface RunnerOptions {
   approvals?: TurnApprovals & {
     press(press: ApprovalPress): Promise<ApprovalPressResult>;
   };
+  /** Budgets that hold model calls once spent (src/budgets); absent: no budgets. */
+  budgets?: TurnBudgets;
+  /** Per-sender rate limits: messages over the rate wait in the inbox (src/budgets). */
+  senderLimits?: SenderGate;
   /** Lines about the model and its latest calls, added to `/status`. */
   modelStatusLines?(item: InboxItem): Promise<string[]>;
   /**
@@ -297,6 +307,14 @@ export class Runner implements InboundSink {
     this.enqueue(sessionKey, { kind: "continue", sessionId, requester, asker }, false);
   }
 
+  /** Queues the turn that acts on the answer to a budget pause (an internal event, like a resume). */
+  continueAfterBudget(sessionKey: string, sessionId: string, requester: string | null): void {
+    const lane = this.lanes.get(sessionKey);
+    if (lane?.queue.some((w) => w.kind === "continue" && w.sessionId === sessionId)) return;
+    const work: Work = { kind: "continue", sessionId, requester, asker: null, budget: true };
+    this.enqueue(sessionKey, work, false);
+  }
+
   /** Queues a synthetic turn that continues an interrupted session (an internal event: allowed while draining). */
   resume(session: SessionRecord): void {
     this.cutOff.delete(session.key);
@@ -392,6 +410,10 @@ export class Runner implements InboundSink {
       this.emitRefused(item, refusal);
       return;
     }
+    // Over a sender's rate: it waits in the inbox and comes back here when the window allows.
+    const release = (next: InboxItem) =>
+      void this.dispatch(next).catch((err: unknown) => this.logFailure(err, next));
+    if (this.options.senderLimits?.hold(item, release)) return;
     const session = await this.options.store.getSession(item.sessionKey);
     const reset = await this.freshStart(item, session);
     // A request an interruption left unanswered (e.g. held back by the restart-loop breaker) runs
@@ -818,8 +840,12 @@ export class Runner implements InboundSink {
     session: SessionRecord | null,
   ): Promise<boolean> {
     if (session?.sessionId !== work.sessionId) return false;
-    const transcript = await this.options.store.loadTranscript(work.sessionId);
-    return hasOpenToolCalls(transcript.map((m) => m.message));
+    const transcript = (await this.options.store.loadTranscript(work.sessionId)).map(
+      (m) => m.message,
+    );
+    // After a budget pause: unless a newer turn already answered what waited.
+    if (work.budget) return needsAnswer(transcript);
+    return hasOpenToolCalls(transcript);
   }
 
   private finish(sessionKey: string, lane: Lane, active: ActiveTurn): void {
@@ -859,9 +885,10 @@ export class Runner implements InboundSink {
 
   private turnContext(agent: AgentRun) {
     const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress } = this.options;
-    const { approvals, repliesInBand } = this.options;
+    const { approvals, repliesInBand, budgets } = this.options;
     return {
       ...(approvals && { approvals }),
+      ...(budgets && { budgets }),
       ...(repliesInBand && { repliesInBand }),
       store,
       agent,

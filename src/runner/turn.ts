@@ -22,12 +22,14 @@ import {
   type OutboxStore,
   type ResumeReason,
   type TurnStore,
+  type UsageScope,
 } from "../sessions/store.js";
 import type {
   AgentRun,
   GateTurn,
   IsReadOnlyTool,
   TurnApprovals,
+  TurnBudgets,
   TurnJournal,
 } from "./agent-run.js";
 import type { EventFanout } from "./events.js";
@@ -47,6 +49,7 @@ import {
 } from "./media-input.js";
 import { isDetachedAddress, isScheduledFire, labelScheduledReply } from "./scheduled-input.js";
 import { UNKNOWN_OUTCOME } from "./texts.js";
+import { usageScopeOf } from "./usage-scope.js";
 
 export interface TurnContext {
   store: TurnStore & InboxStore & OutboxStore;
@@ -60,6 +63,8 @@ export interface TurnContext {
   /** How a message's files are fetched and read; null: files are named to the model, unread. */
   media?: MediaSettings | null;
   approvals?: TurnApprovals;
+  /** Budgets that hold the turn's model calls once spent. */
+  budgets?: TurnBudgets;
   /** Shows the turn's progress on its chat's platform (streamed reply, tool lines). */
   progress?(update: ProgressUpdate): void;
   /** Whether the reply reaches `address` through the turn's own events (the API). */
@@ -157,6 +162,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
   );
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
+  const scope = usageScopeOf(active);
   const usage: TurnUsage = { promptTokens: 0, completionTokens: 0, estimated: false };
   const count = (call: CallUsage | undefined) => {
     if (!call) return;
@@ -173,7 +179,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
   const result = await ctx.agent({
     history,
     signal: active.controller.signal,
-    journal: createJournal(ctx, active, turn.id, turn.sessionId, count),
+    journal: createJournal(ctx, active, turn.id, turn.sessionId, count, scope),
     chat,
     sessionId: turn.sessionId,
     summary,
@@ -182,6 +188,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
       sessionId: turn.sessionId,
       turnId: turn.id,
       crashPoint: ctx.crashPoint,
+      scope,
     }),
     preferredModel: session.model,
     memoryUser: session.memoryUser,
@@ -207,6 +214,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
         .catch((err: unknown) => ctx.logger.warn({ err }, "no-vision notice not queued"));
     },
     ...(ctx.approvals && { gate: ctx.approvals.gateFor(gateTurn) }),
+    ...(ctx.budgets && { modelGate: ctx.budgets.gateFor(gateTurn, scope) }),
     ...(session.clientTools?.length && { clientTools: session.clientTools }),
   });
 
@@ -225,7 +233,7 @@ export async function runJournaledTurn(ctx: TurnContext, active: ActiveTurn): Pr
     turnId: turn.id,
     state,
     finalMessage: result.finalMessage,
-    ...(result.usage && { usage: result.usage }),
+    ...(result.usage && { usage: { ...result.usage, scope } }),
     reply:
       replyText && address && !isDetachedAddress(address)
         ? {
@@ -386,6 +394,7 @@ function createJournal(
   turnId: number,
   sessionId: string,
   countUsage: (usage: CallUsage | undefined) => void,
+  scope: UsageScope,
 ): TurnJournal {
   return {
     recordMessages: async (messages, usage) => {
@@ -397,7 +406,7 @@ function createJournal(
         turnId,
         messages,
         steered,
-        usage,
+        usage && { ...usage, scope },
         active.lease ?? undefined,
       );
       countUsage(usage);

@@ -82,7 +82,7 @@ export class Budgets implements TurnBudgets {
   }
 
   gateFor(turn: GateTurn, scope: UsageScope): ModelCallGate {
-    // "Approve once" lets the rest of this turn go on; the next turn is checked again.
+    // "Approve once" (and a raise) lets the rest of this turn go on; the next turn is checked again.
     let allowed = false;
     return {
       check: async () => {
@@ -105,17 +105,23 @@ export class Budgets implements TurnBudgets {
    */
   private async answered(turn: GateTurn): Promise<ModelCallVerdict | "allowed" | null> {
     const { store } = this.options;
-    const pauses = await store.listBudgetPauses({ sessionId: turn.sessionId });
+    let pauses = await store.listBudgetPauses({ sessionId: turn.sessionId });
     const waiting = pauses.find((p) => p.state === "pending");
-    if (waiting) {
+    if (waiting && waiting.periodEnd > this.now()) {
       return { kind: "wait", pauseId: waiting.id, question: stillPausedText(waiting) };
+    }
+    if (waiting) {
+      // Its period ended before the deadline check saw it: the budget starts afresh now.
+      await this.expire(waiting);
+      pauses = await store.listBudgetPauses({ sessionId: turn.sessionId });
     }
     let result: ModelCallVerdict | "allowed" | null = null;
     // Oldest first: the latest answer decides.
     for (const pause of pauses.filter((p) => !p.applied).reverse()) {
       await store.markBudgetPauseApplied(pause.id);
       if (pause.state === "denied") result = { kind: "stop", reply: deniedReply(pause) };
-      else if (pause.state === "approved") result = "allowed";
+      // A raise counts in every later reading of the budget, and lets this turn go on.
+      else if (pause.state === "approved" || pause.state === "raised") result = "allowed";
       else result = null;
     }
     return result;
@@ -263,19 +269,21 @@ export class Budgets implements TurnBudgets {
     this.checking = true;
     try {
       const { store } = this.options;
-      for (const due of await store.listBudgetPauses({ dueBy: this.now() })) {
-        const decided = await store.decideBudgetPause({
-          id: due.id,
-          decision: "expire",
-          decidedBy: null,
-        });
-        if (decided?.changed) await this.settled(decided.record, true, true);
-      }
+      for (const due of await store.listBudgetPauses({ dueBy: this.now() })) await this.expire(due);
     } catch (err) {
       this.options.logger.error({ err }, "checking budget periods failed");
     } finally {
       this.checking = false;
     }
+  }
+
+  private async expire(due: BudgetPauseRecord): Promise<void> {
+    const decided = await this.options.store.decideBudgetPause({
+      id: due.id,
+      decision: "expire",
+      decidedBy: null,
+    });
+    if (decided?.changed) await this.settled(decided.record, true, true);
   }
 
   private async settled(record: BudgetPauseRecord, announce: boolean, card: boolean) {

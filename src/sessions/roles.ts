@@ -9,13 +9,13 @@ import type { ChatAddress, InboundMessage } from "../contract/platform.js";
 import type {
   AcceptInboundResult,
   ApprovalDecisionInput,
+  ApprovalFilter,
+  ApprovalRecord,
+  ApprovalRequestInput,
   BudgetDecision,
   BudgetPauseFilter,
   BudgetPauseInput,
   BudgetPauseRecord,
-  ApprovalFilter,
-  ApprovalRecord,
-  ApprovalRequestInput,
   CompactionInput,
   CompactionRecord,
   FinishTurnInput,
@@ -330,7 +330,11 @@ export interface BudgetStore {
   /** A turn acted on the decision: it is not applied again after a restart. */
   markBudgetPauseApplied(id: string): Promise<void>;
   /** How often the budget was raised for this key in the period starting at `periodStart`. */
-  countBudgetRaises(budgetId: string, scopeKey: string | null, periodStart: number): Promise<number>;
+  countBudgetRaises(
+    budgetId: string,
+    scopeKey: string | null,
+    periodStart: number,
+  ): Promise<number>;
 }
 
 /** Who may talk to the gateway through pairing codes. */

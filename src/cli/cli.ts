@@ -29,6 +29,7 @@ import {
   sessionsList,
   sessionsShow,
 } from "./store-commands.js";
+import { registerUsageCommand } from "./usage-commands.js";
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   let result: Promise<number> = Promise.resolve(EXIT.ok);
@@ -143,6 +144,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
 
   registerScheduleCommands(program, io, global, run);
   registerApprovalCommands(program, io, global, run);
+  registerUsageCommand(program, io, global, run);
   registerMcpCommands(program, io, global, run);
 
   program

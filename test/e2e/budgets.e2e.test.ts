@@ -12,6 +12,7 @@ import {
   bootedPids,
   freePort,
   type GatewayProcess,
+  runKeel,
   startGatewayProcess,
 } from "../helpers/gateway-process.js";
 import { createTempDir } from "../helpers/temp-home.js";
@@ -135,5 +136,58 @@ describe("budgets (real process, stand-in Telegram)", () => {
       .flatMap((r) => r.messages)
       .filter((m) => m.content === "echo: second");
     expect(asked.length).toBeGreaterThan(0);
+  });
+
+  it("keel usage shows each budget per key and the pause; keel approvals raise and deny answer pauses", async () => {
+    const gateway = await start();
+    const cli = (args: string[]) =>
+      runKeel({ home: home.path, args, env: { KEEL_HTTP_PORT: String(port) } });
+    telegram.sendUserMessage({ chatId: USER, text: "echo: first" });
+    await reply("first");
+    telegram.sendUserMessage({ chatId: USER, text: "echo: second" });
+    await waitFor(() => cards().length === 1, { timeoutMs: 20_000, message: "pause card" });
+    const json = await cli(["usage", "--json"]);
+    expect(json.code).toBe(0);
+    const report = JSON.parse(json.stdout) as {
+      budgets: {
+        id: string;
+        standings: { key: string; used_up: boolean; left_tokens: number }[];
+      }[];
+      chats: { key: string; day_tokens: number }[];
+      pauses: { id: string; budget: string; key: string }[];
+    };
+    expect(report.budgets[0]!.id).toBe("chat:day");
+    expect(report.budgets[0]!.standings).toMatchObject([
+      { key: `telegram:${USER}`, used_up: true, left_tokens: 0 },
+    ]);
+    expect(report.chats[0]!.key).toBe(`telegram:${USER}`);
+    expect(report.chats[0]!.day_tokens).toBeGreaterThan(1);
+    const id = report.pauses[0]!.id;
+    expect(report.pauses[0]).toMatchObject({ budget: "chat:day", key: `telegram:${USER}` });
+    const text = await cli(["usage"]);
+    expect(text.stdout).toContain("chat per day (1 tokens):");
+    expect(text.stdout).toContain("USED UP");
+    expect(text.stdout).toContain(id);
+
+    const raised = await cli(["approvals", "approve", id, "--raise"]);
+    expect(raised.code, raised.stderr).toBe(0);
+    await reply("second");
+    expect((await cli(["approvals", "deny", id])).code).toBe(1); // already answered
+
+    telegram.sendUserMessage({ chatId: USER, text: "echo: third" });
+    await waitFor(() => cards().length === 2, { timeoutMs: 20_000, message: "second pause" });
+    const next = /approve:(b-[0-9a-f]{10})/.exec(
+      cards()[1]!
+        .sentButtons!.flat()
+        .map((b) => b.callback_data)
+        .join(" "),
+    )![1]!;
+    expect((await cli(["approvals", "deny", next])).code).toBe(0);
+    await waitFor(() => texts().some((t) => t.startsWith("🚫 Stopped")), {
+      timeoutMs: 20_000,
+      message: `denied; chat: ${JSON.stringify(texts())}`,
+    });
+    expect(texts()).not.toContain("third");
+    await gateway.stop();
   });
 });

@@ -33,6 +33,7 @@ import { type DeliveryReport, OutboxDispatcher } from "../runner/outbox-dispatch
 import { Runner } from "../runner/runner.js";
 import { ScheduleBook } from "../schedules/book.js";
 import { schedulesCommand } from "../schedules/chat-command.js";
+import { jobSessionKey } from "../schedules/fire-message.js";
 import { Scheduler } from "../schedules/scheduler.js";
 import { queueNotice } from "../sessions/notices.js";
 import type { Store } from "../sessions/store.js";
@@ -129,8 +130,11 @@ export function createCore(input: CoreInput): GatewayCore {
   const budgetParts = createBudgetParts(input, {
     sendNotice,
     platforms,
-    continueSession: (key, sessionId, requester) =>
-      runner.continueAfterBudget(key, sessionId, requester),
+    continueSession: (key, sessionId, requester) => {
+      runner.continueAfterBudget(key, sessionId, requester);
+      // A job held by the pause looks at its missed slots again (misfire policy).
+      scheduler.kick();
+    },
   });
   const runner: Runner = createRunner(input, {
     approvals,
@@ -145,6 +149,9 @@ export function createCore(input: CoreInput): GatewayCore {
     store,
     intake: (message, advance) => runner.receive(message, advance),
     notify: (address, text) => sendNotice(address, text),
+    held: async (name) =>
+      (await store.listBudgetPauses({ state: "pending", sessionKey: jobSessionKey(name) }))
+        .length > 0,
     logger: logger.child({ component: "scheduler" }),
     now,
   });

@@ -6,6 +6,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { BudgetParts } from "../../src/gateway/budget-wiring.js";
 import type { Store } from "../../src/sessions/store.js";
@@ -199,6 +200,90 @@ describe("budgets (in-process gateway, stand-in model)", () => {
     expect(standing.used_up).toBe(true); // February's first call spent February's token.
   });
 });
+
+describe("a scheduled run paused by a budget (in-process gateway)", () => {
+  let home: ReturnType<typeof createTempDir>;
+  let model: FakeOpenAI;
+  let gw: InProcessGateway | undefined;
+
+  beforeEach(async () => {
+    home = createTempDir("keel-budget-sched-");
+    model = await startFakeOpenAI();
+  });
+  afterEach(async () => {
+    await gw?.shutdown();
+    gw = undefined;
+    await model.close();
+    home.cleanup();
+  });
+
+  it("is reported in its chat; its slots wait while paused and the misfire policy decides them after the answer", async () => {
+    writeFileSync(
+      join(home.path, "config.yaml"),
+      "budgets:\n  - { scope: schedule, period: day, tokens: 1 }\n",
+    );
+    gw = await startInProcessGateway({ home: home.path, modelBaseUrl: model.baseUrl });
+    const { gateway } = gw;
+    const store = gateway.store;
+    await gateway.schedules.create({
+      name: "tick",
+      every: "1s",
+      prompt: "tock",
+      chat: { platform: "test", chatId: "1" },
+      misfire: "skip",
+      createdBy: "cli",
+    });
+    const card = await waitFor(
+      () => gw!.platform.delivered.find((d) => d.address.chatId === "1" && d.approvalId),
+      { timeoutMs: 20_000, message: "the pause in the job's chat" },
+    );
+    expect(card.text).toMatch(/^⏰ tick\n⏸ Paused: the schedule budget per day \(tick\)/);
+    const fires = async () => scheduleFires(home.path).length;
+    expect(await fires()).toBe(2);
+    // Slots come due while it waits: none fires (the cursor stays where the pause found it).
+    const cursor = (await store.getScheduleJob("tick"))!.nextFireAt!;
+    await waitFor(() => Date.now() > cursor + 2_500, { timeoutMs: 10_000 });
+    expect((await store.getScheduleJob("tick"))!.nextFireAt).toBe(cursor);
+    expect(await fires()).toBe(2);
+
+    const answeredAt = Date.now();
+    const before = gw.platform.texts("1").length;
+    const res = await fetch(`${gw.url}/api/approvals/${card.approvalId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.controlToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ decision: "approve" }),
+    });
+    expect(res.status).toBe(200);
+    // The paused run answers, then misfire "skip": the missed slots are not run; the next fire
+    // is a slot after the answer.
+    await waitFor(async () => (await fires()) >= 3, { timeoutMs: 20_000, message: "next fire" });
+    const third = scheduleFires(home.path)[2]!;
+    expect(Date.parse(third.platformMessageId)).toBeGreaterThanOrEqual(answeredAt - 1000);
+    // The paused run itself was answered (after the operator's answer was announced).
+    await waitFor(
+      () =>
+        gw!.platform
+          .texts("1")
+          .slice(before)
+          .some((t) => t.startsWith("ok: ")),
+      { timeoutMs: 20_000, message: "the paused run's reply" },
+    );
+  });
+});
+
+/** The scheduled fires in the inbox (open and closed), oldest first, read from state.db. */
+function scheduleFires(home: string): { platformMessageId: string }[] {
+  const db = new Database(join(home, "state.db"), { readonly: true });
+  try {
+    return (
+      db
+        .prepare("SELECT platform_message_id FROM inbox WHERE platform = 'schedule' ORDER BY id")
+        .all() as { platform_message_id: string }[]
+    ).map((r) => ({ platformMessageId: r.platform_message_id }));
+  } finally {
+    db.close();
+  }
+}
 
 describe("per-sender limits (in-process gateway)", () => {
   let home: ReturnType<typeof createTempDir>;

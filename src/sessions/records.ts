@@ -103,6 +103,8 @@ export interface StoreBacklog {
   /** When the oldest of those was queued (epoch ms), or null when there is none. */
   outboxOldestAt: number | null;
   approvalsPending: number;
+  /** Turns a used-up budget holds until an operator answers. */
+  budgetPausesPending: number;
 }
 
 /** Called with each write transaction's duration in seconds (the commit-duration histogram). */

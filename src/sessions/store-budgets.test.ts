@@ -127,6 +127,7 @@ describe.each(storeHarnesses())("the $name store: budgets", (harness) => {
     expect(first).toMatchObject({ id: pause.id, state: "pending", applied: false, turnId });
     expect(again.summary).toBe(pause.summary);
     expect(await store.listBudgetPauses({ state: "pending", sessionKey: KEY })).toHaveLength(1);
+    expect((await store.backlog()).budgetPausesPending).toBe(1);
     expect(await store.countBudgetRaises("chat:day", "telegram:42", 0)).toBe(0);
 
     const decided = await store.decideBudgetPause({
@@ -141,6 +142,7 @@ describe.each(storeHarnesses())("the $name store: budgets", (harness) => {
       decidedBy: "x",
     });
     expect(second).toMatchObject({ changed: false, record: { state: "raised" } });
+    expect((await store.backlog()).budgetPausesPending).toBe(0);
     expect(
       await store.decideBudgetPause({ id: "b-none", decision: "deny", decidedBy: null }),
     ).toBeNull();

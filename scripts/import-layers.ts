@@ -32,6 +32,8 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: "runner", paths: ["src/runner/"] },
   // Approvals implement the runner's gate contract (runner/agent-run.ts).
   { name: "approvals", paths: ["src/approvals/"] },
+  // Budgets and sender limits implement the runner's model-call and intake gates.
+  { name: "budgets", paths: ["src/budgets/"] },
   { name: "schedules", paths: ["src/schedules/"] },
   // Subagents and background tasks: child sessions the runner runs, started and ended here.
   { name: "tasks", paths: ["src/tasks/"] },

@@ -8,6 +8,7 @@ import type {
   ChatMessage,
   GateVerdict,
   LlmResult,
+  ModelCallVerdict,
   PreparedPrompt,
   RunTurnOptions,
   ToolCall,
@@ -46,6 +47,8 @@ export async function runAgentLoop(options: RunTurnOptions): Promise<TurnResult>
   for (;;) {
     if (options.signal.aborted) return aborted(iterations);
     if (iterations >= options.maxIterations) return outOfIterations(iterations);
+    const verdict = options.modelGate ? await options.modelGate.check() : null;
+    if (verdict && verdict.kind !== "go") return heldBeforeCall(verdict, iterations);
     iterations++;
     const called = await callModel(messages, options);
     if (options.signal.aborted) return aborted(iterations);
@@ -209,6 +212,31 @@ function stoppedAt(
     reply: outcome.question ?? "",
     finalMessage: null,
     awaitingApproval: outcome.approvalId,
+    iterations,
+  };
+}
+
+/**
+ * A budget held the model call: the turn waits for an operator (its question is the reply, the
+ * transcript unchanged for the turn that continues), or ends with the denial recorded.
+ */
+function heldBeforeCall(
+  verdict: Exclude<ModelCallVerdict, { kind: "go" }>,
+  iterations: number,
+): TurnResult {
+  if (verdict.kind === "wait") {
+    return {
+      stopReason: "stop",
+      reply: verdict.question ?? "",
+      finalMessage: null,
+      awaitingApproval: verdict.pauseId,
+      iterations,
+    };
+  }
+  return {
+    stopReason: "stop",
+    reply: verdict.reply,
+    finalMessage: { role: "assistant", content: verdict.reply },
     iterations,
   };
 }

@@ -13,6 +13,7 @@ import type {
   ChatMessage,
   CompactionSink,
   LlmResult,
+  ModelCallGate,
   PromptKeeper,
   ToolGate,
   ToolRegistry,
@@ -48,6 +49,8 @@ export interface TurnInput {
   memoryUser?: string | null;
   /** Approvals for this turn's tool calls; absent: every call runs. */
   gate?: ToolGate;
+  /** Budgets for this turn's model calls; absent: every call goes ahead. */
+  modelGate?: ModelCallGate;
   /** Functions the `/v1` client offers; the turn ends at a call to one (`clientToolCalls`). */
   clientTools?: ToolSpec[];
 }
@@ -125,6 +128,7 @@ export class Agent {
       takeSteeredInput: input.takeSteeredInput,
       chat: input.chat ?? null,
       ...(input.gate && { gate: input.gate }),
+      ...(input.modelGate && { modelGate: input.modelGate }),
       ...(input.clientTools?.length && { clientTools: input.clientTools }),
     });
   }

@@ -38,7 +38,8 @@ export interface TurnResult {
   usage?: CallUsage;
   /**
    * The turn stopped at a tool call that waits for a human (stopReason `stop`): `reply` asks
-   * for it, or is empty when the question was already asked (a resumed turn).
+   * for it, or is empty when the question was already asked (a resumed turn). A budget pause
+   * (before a model call) ends a turn the same way, with the pause's id.
    */
   awaitingApproval?: string;
   /**
@@ -209,6 +210,20 @@ export type GateVerdict =
   | { kind: "skip"; output: string }
   | { kind: "wait"; approvalId: string; question: string | null };
 
+/**
+ * What happens before a model call (budgets): it goes ahead, the turn stops here until a human
+ * answers (`wait`: the turn that continues it calls the model), or the turn ends with `reply`.
+ */
+export type ModelCallVerdict =
+  | { kind: "go" }
+  | { kind: "wait"; pauseId: string; question: string | null }
+  | { kind: "stop"; reply: string };
+
+/** Decides each model call of a turn before it starts. */
+export interface ModelCallGate {
+  check(): Promise<ModelCallVerdict>;
+}
+
 /** Decides each tool call of a turn before it is journaled as started. */
 export interface ToolGate {
   check(call: ToolCall, tool: Tool | undefined): Promise<GateVerdict>;
@@ -245,6 +260,8 @@ export interface RunTurnOptions {
   requester?: string | null;
   /** Approvals: consulted before each tool call; absent means every call runs. */
   gate?: ToolGate;
+  /** Budgets: consulted before each model call; absent means every call goes ahead. */
+  modelGate?: ModelCallGate;
   /**
    * Functions a `/v1` client defines, offered beside the registry's tools: a call to one is not
    * run here; the turn ends with it (`clientToolCalls`) and the client runs it.

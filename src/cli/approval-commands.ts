@@ -11,6 +11,7 @@ import type { ApprovalDecision } from "../sessions/store.js";
 import { callControlApi, liveGateway } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
+import { budgetPauseAnswer, isBudgetPauseId } from "./usage-commands.js";
 
 type Answer = Extract<ApprovalDecision, "approve" | "approve_session" | "deny">;
 type ApprovalJson = ReturnType<typeof approvalJson>;
@@ -44,13 +45,24 @@ export function registerApprovalCommands(
       "run the waiting call (--session: also allow exactly it, for its asker, in the session)",
     )
     .option("--session", "let its asker run the same command unasked for the rest of the session")
-    .action((id: string, opts: { session?: boolean }) =>
-      run(() => approvalsAnswer(id, opts.session ? "approve_session" : "approve", global(), io)),
+    .option("--raise", "a budget pause (b-…): raise the budget for the rest of its period")
+    .action((id: string, opts: { session?: boolean; raise?: boolean }) =>
+      run(() =>
+        isBudgetPauseId(id)
+          ? budgetPauseAnswer(id, opts.raise ? "raise" : "approve", global(), io)
+          : approvalsAnswer(id, opts.session ? "approve_session" : "approve", global(), io),
+      ),
     );
   approvals
     .command("deny <id>")
-    .description("do not run the waiting call; the agent is told")
-    .action((id: string) => run(() => approvalsAnswer(id, "deny", global(), io)));
+    .description("do not run the waiting call (the agent is told), or end a turn a budget paused")
+    .action((id: string) =>
+      run(() =>
+        isBudgetPauseId(id)
+          ? budgetPauseAnswer(id, "deny", global(), io)
+          : approvalsAnswer(id, "deny", global(), io),
+      ),
+    );
 }
 
 export async function approvalsList(

@@ -30,6 +30,7 @@ import {
   sessionsShow,
 } from "./store-commands.js";
 import { registerTaskCommands } from "./task-commands.js";
+import { registerUsageCommand } from "./usage-commands.js";
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   let result: Promise<number> = Promise.resolve(EXIT.ok);
@@ -56,6 +57,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   registerScheduleCommands(program, io, global, run);
   registerTaskCommands(program, io, global, run);
   registerApprovalCommands(program, io, global, run);
+  registerUsageCommand(program, io, global, run);
   registerMcpCommands(program, io, global, run);
 
   registerLocalCommands(program, io, global, run);

@@ -6,7 +6,7 @@
  */
 import type { ChatMessage, CompactionSink } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
-import type { CompactionRecord, StoredMessage, TurnStore } from "../sessions/store.js";
+import type { CompactionRecord, StoredMessage, TurnStore, UsageScope } from "../sessions/store.js";
 
 /** The stored messages a compaction has not replaced, in order. */
 export function visibleMessages(
@@ -22,6 +22,8 @@ export function createCompactionSink(options: {
   sessionId: string;
   turnId: number | null;
   crashPoint?: CrashPoint;
+  /** Whose spend the summarising call counts as (budgets). */
+  scope?: UsageScope;
 }): CompactionSink {
   const { store, sessionId, turnId } = options;
   return {
@@ -39,7 +41,8 @@ export function createCompactionSink(options: {
         summary: input.summary,
         tokensBefore: input.tokensBefore,
         tokensAfter: input.tokensAfter,
-        usage: input.usage,
+        usage:
+          input.usage && options.scope ? { ...input.usage, scope: options.scope } : input.usage,
       });
       options.crashPoint?.("after_compaction");
       return true;

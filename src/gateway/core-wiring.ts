@@ -33,12 +33,21 @@ import { type DeliveryReport, OutboxDispatcher } from "../runner/outbox-dispatch
 import { Runner } from "../runner/runner.js";
 import { ScheduleBook } from "../schedules/book.js";
 import { schedulesCommand } from "../schedules/chat-command.js";
+import { jobSessionKey } from "../schedules/fire-message.js";
 import { Scheduler } from "../schedules/scheduler.js";
 import { queueNotice } from "../sessions/notices.js";
 import type { Store } from "../sessions/store.js";
 import { bgCommand, tasksCommand } from "../tasks/task-commands.js";
 import { Tasks } from "../tasks/task-manager.js";
 import type { AgentParts } from "./agent-wiring.js";
+import {
+  answerCommands,
+  type BudgetParts,
+  budgetRoutes,
+  createBudgetParts,
+  routedApprovals,
+  usageWithBudgets,
+} from "./budget-wiring.js";
 import { Cluster, type ClusterMembership } from "./cluster.js";
 import { PlatformEventClock } from "./event-clock.js";
 import { GatewaySurface } from "./gateway-surface.js";
@@ -79,6 +88,8 @@ export interface CoreInput {
 export interface GatewayCore {
   runner: Runner;
   approvals: Approvals;
+  /** Budgets (their pauses' deadlines start and stop with the gateway) and sender limits. */
+  budgetParts: BudgetParts;
   dispatcher: OutboxDispatcher;
   scheduler: Scheduler;
   schedules: ScheduleBook;
@@ -136,8 +147,18 @@ export function createCore(input: CoreInput): GatewayCore {
     now,
   });
   agent.bindTasks?.(tasks);
+  const budgetParts = createBudgetParts(input, {
+    sendNotice,
+    platforms,
+    continueSession: (key, sessionId, requester) => {
+      runner.continueAfterBudget(key, sessionId, requester);
+      // A job held by the pause looks at its missed slots again (misfire policy).
+      scheduler.kick();
+    },
+  });
   const runner: Runner = createRunner(input, {
     approvals,
+    budgetParts,
     dispatcher,
     platforms,
     tasks,
@@ -149,6 +170,9 @@ export function createCore(input: CoreInput): GatewayCore {
     store,
     intake: (message, advance) => runner.receive(message, advance),
     notify: (address, text) => sendNotice(address, text),
+    held: async (name) =>
+      (await store.listBudgetPauses({ state: "pending", sessionKey: jobSessionKey(name) })).length >
+      0,
     logger: logger.child({ component: "scheduler" }),
     now,
   });
@@ -168,7 +192,12 @@ export function createCore(input: CoreInput): GatewayCore {
     platforms,
   });
   const access = createAccess(config);
-  const http = createHttpServer(config, logger, access, routes(input, runner, approvals, surface));
+  const http = createHttpServer(
+    config,
+    logger,
+    access,
+    routes(input, runner, approvals, surface, budgetParts),
+  );
   for (const adapter of input.adapters({
     store,
     http,
@@ -181,6 +210,7 @@ export function createCore(input: CoreInput): GatewayCore {
   return {
     runner,
     approvals,
+    budgetParts,
     dispatcher,
     scheduler,
     schedules,
@@ -224,6 +254,7 @@ function createRunner(
   input: CoreInput,
   parts: {
     approvals: Approvals;
+    budgetParts: BudgetParts;
     dispatcher: OutboxDispatcher;
     platforms: PlatformRegistry;
     tasks: Tasks;
@@ -234,6 +265,7 @@ function createRunner(
 ): Runner {
   const { config, logger, store, agent, crashPoint, now, cluster: membership } = input;
   const { platforms } = parts;
+  const { budgets, senderLimits } = parts.budgetParts;
   // What the context chat commands (/usage, /model, /compact, /memory) need.
   const contextDeps = () => ({
     store,
@@ -243,8 +275,11 @@ function createRunner(
     busy: (key: string) => runner.activeTurns().some((t) => t.sessionKey === key),
   });
   const taskDeps = { tasks: parts.tasks, store, now };
+  const context = contextCommands(contextDeps());
   const runner: Runner = new Runner({
-    approvals: parts.approvals,
+    approvals: routedApprovals(parts.approvals, budgets),
+    ...(config.budgets.length > 0 && { budgets }),
+    ...(senderLimits && { senderLimits }),
     statusLines: () => agent.mcp?.statusLines() ?? [],
     store,
     agent: agent.agent,
@@ -265,9 +300,9 @@ function createRunner(
     crashPoint,
     extraCommands: {
       schedules: (item, args) => schedulesCommand(parts.schedules(), item, args, now()),
-      ...contextCommands(contextDeps()),
-      approve: (item, args) => parts.approvals.chatCommand(item, args, "approve"),
-      deny: (item, args) => parts.approvals.chatCommand(item, args, "deny"),
+      ...context,
+      ...(context.usage && { usage: usageWithBudgets(context.usage, input, budgets) }),
+      ...answerCommands(parts.approvals, budgets, store),
       bg: (item, args) => bgCommand(taskDeps, item, args),
       tasks: (item, args) => tasksCommand(taskDeps, item, args),
     },
@@ -341,6 +376,7 @@ function routes(
   runner: Runner,
   approvals: Approvals,
   surface: GatewaySurface,
+  budgetParts: BudgetParts,
 ): ConstructorParameters<typeof HttpServer>[0]["routes"] {
   const { config, logger, store } = input;
   return [
@@ -355,6 +391,8 @@ function routes(
       onError: (err) => logger.error({ err }, "computing the live status failed"),
     }),
     createFileRoutes(store),
+    // Before the approval routes: a budget pause's answer is taken here, any other goes on.
+    budgetRoutes(input, budgetParts.budgets),
     createApprovalRoutes({
       list: (state) => store.listApprovals(state ? { state } : {}),
       get: (id) => store.getApproval(id),

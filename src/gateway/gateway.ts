@@ -228,8 +228,15 @@ export class Gateway {
     await this.runner.dispatchOpenInbox(cluster ? () => cluster.inboxAtStart() : undefined);
     this.stopPath.arm("stop tasks", () => this.deps.core.tasks.stop());
     await this.deps.core.tasks.start();
-    this.stopPath.arm("stop approval deadlines", () => this.approvals.stop());
+    // Budget pauses are answered like approvals: their period checks stop in the same step.
+    const { budgets, senderLimits } = this.deps.core.budgetParts;
+    this.stopPath.arm("stop approval deadlines", () => {
+      this.approvals.stop();
+      budgets.stop();
+      senderLimits?.stop();
+    });
     await this.approvals.start();
+    await budgets.start();
     await this.greetAfterRestart(resumed.breakerTripped);
     this.lifecycle.moveTo("running");
     // A drain requested before this start (marker left in place) holds from the first moment.

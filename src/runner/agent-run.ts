@@ -1,8 +1,15 @@
 /** What the runner needs from the agent: one call that runs a turn to its end. */
 
 import type { TurnInput } from "../agent/agent.js";
-import type { ChatMessage, ToolGate, TurnJournal, TurnResult } from "../agent/types.js";
+import type {
+  ChatMessage,
+  ModelCallGate,
+  ToolGate,
+  TurnJournal,
+  TurnResult,
+} from "../agent/types.js";
 import type { ChatAddress } from "../contract/platform.js";
+import type { InboxItem, UsageScope } from "../sessions/store.js";
 
 // The journal is the agent loop's contract; the runner implements it over the store.
 export type { TurnJournal };
@@ -41,6 +48,18 @@ export interface TurnTaskHooks {
   notesFor(sessionKey: string): Promise<{ ids: number[]; messages: ChatMessage[] } | null>;
   /** False once the child's task has ended (cancelled, expired, timed out): nothing more runs. */
   admits(sessionKey: string): Promise<boolean>;
+}
+
+/** What the runner needs from budgets (src/budgets implements it). */
+export interface TurnBudgets {
+  /** The gate for the turn's model calls; `scope`: whose spend the turn counts as. */
+  gateFor(turn: GateTurn, scope: UsageScope): ModelCallGate;
+}
+
+/** Per-sender rate limits (src/budgets implements it). */
+export interface SenderGate {
+  /** True when the stored message must wait; `release` starts it later, in its chat's order. */
+  hold(item: InboxItem, release: (item: InboxItem) => void): boolean;
 }
 
 /** What the runner needs from approvals (src/approvals implements it). */

@@ -52,6 +52,13 @@ export function hasOpenToolCalls(messages: readonly ChatMessage[]): boolean {
   return last.tool_calls.some((call) => !answered.has(call.id));
 }
 
+/** True when the transcript does not end with the model's answer (a user message, tool results). */
+export function needsAnswer(messages: readonly ChatMessage[]): boolean {
+  const last = messages.at(-1);
+  if (!last) return false;
+  return last.role !== "assistant" || hasOpenToolCalls(messages);
+}
+
 /**
  * What the user asked since the transcript's last reply (an assistant message with text), oldest
  * first: more than one message when others came in while its turn was cut off. Empty when the

@@ -18,8 +18,14 @@ export type Work =
     }
   | { kind: "resume"; session: SessionRecord }
   | { kind: "retry"; text: UserContent; address: ChatAddress; sessionKey: string }
-  /** A human answered an approval: continue the transcript that waited for it. */
-  | { kind: "continue"; sessionId: string; requester: string | null; asker: string | null };
+  /** A human answered an approval (or a budget pause): continue the transcript that waited. */
+  | {
+      kind: "continue";
+      sessionId: string;
+      requester: string | null;
+      asker: string | null;
+      budget?: boolean;
+    };
 
 export type { AbortCause };
 

@@ -7,7 +7,7 @@ import type { InboxItem, SessionRecord } from "../sessions/store.js";
 import type { AgentRun } from "./agent-run.js";
 import type { CutOffSessions } from "./cut-off.js";
 import type { EventFanout } from "./events.js";
-import { hasOpenToolCalls } from "./history.js";
+import { hasOpenToolCalls, needsAnswer } from "./history.js";
 import type { ActiveTurn, Work } from "./lane.js";
 import { batchItems } from "./lane-batch.js";
 import type { Replies } from "./replies.js";
@@ -112,8 +112,12 @@ async function continues(
   session: SessionRecord | null,
 ): Promise<boolean> {
   if (session?.sessionId !== work.sessionId) return false;
-  const transcript = await host.options.store.loadTranscript(work.sessionId);
-  return hasOpenToolCalls(transcript.map((m) => m.message));
+  const transcript = (await host.options.store.loadTranscript(work.sessionId)).map(
+    (m) => m.message,
+  );
+  // After a budget pause: unless a newer turn already answered what waited.
+  if (work.budget) return needsAnswer(transcript);
+  return hasOpenToolCalls(transcript);
 }
 
 /**
@@ -134,9 +138,10 @@ async function answerWithoutModel(host: WorkHost, active: ActiveTurn): Promise<v
 
 function turnContext(host: WorkHost, agent: AgentRun): TurnContext {
   const { store, isReadOnlyTool, logger, crashPoint, onReplyQueued, progress } = host.options;
-  const { approvals, repliesInBand, tasks } = host.options;
+  const { approvals, repliesInBand, tasks, budgets } = host.options;
   return {
     ...(approvals && { approvals }),
+    ...(budgets && { budgets }),
     ...(tasks && { tasks }),
     ...(repliesInBand && { repliesInBand }),
     store,

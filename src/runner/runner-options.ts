@@ -17,7 +17,14 @@ import type {
   StoreHandle,
   TurnStore,
 } from "../sessions/store.js";
-import type { AgentRun, IsReadOnlyTool, TurnApprovals, TurnTaskHooks } from "./agent-run.js";
+import type {
+  AgentRun,
+  IsReadOnlyTool,
+  SenderGate,
+  TurnApprovals,
+  TurnBudgets,
+  TurnTaskHooks,
+} from "./agent-run.js";
 import type { ExtraChatCommand, GatewayControl } from "./chat-commands.js";
 import type { MediaSettings } from "./media-input.js";
 
@@ -54,6 +61,10 @@ export interface RunnerOptions {
   approvals?: TurnApprovals & {
     press(press: ApprovalPress): Promise<ApprovalPressResult>;
   };
+  /** Budgets that hold model calls once spent (src/budgets); absent: no budgets. */
+  budgets?: TurnBudgets;
+  /** Per-sender rate limits: messages over the rate wait in the inbox (src/budgets). */
+  senderLimits?: SenderGate;
   /** Lines about the model and its latest calls, added to `/status`. */
   modelStatusLines?(item: InboxItem): Promise<string[]>;
   /**

@@ -203,6 +203,14 @@ export class Runner implements InboundSink {
     this.enqueue(sessionKey, { kind: "continue", sessionId, requester, asker }, false);
   }
 
+  /** Queues the turn that acts on the answer to a budget pause (an internal event, like a resume). */
+  continueAfterBudget(sessionKey: string, sessionId: string, requester: string | null): void {
+    const lane = this.lanes.get(sessionKey);
+    if (lane?.queue.some((w) => w.kind === "continue" && w.sessionId === sessionId)) return;
+    const work: Work = { kind: "continue", sessionId, requester, asker: null, budget: true };
+    this.enqueue(sessionKey, work, false);
+  }
+
   /** Queues a synthetic turn that continues an interrupted session (an internal event: allowed while draining). */
   resume(session: SessionRecord): void {
     this.cutOff.delete(session.key);
@@ -309,6 +317,10 @@ export class Runner implements InboundSink {
       this.replies.emitRefused(item, refusal);
       return;
     }
+    // Over a sender's rate: it waits in the inbox and comes back here when the window allows.
+    const release = (next: InboxItem) =>
+      void this.dispatch(next).catch((err: unknown) => this.logFailure(err, next));
+    if (this.options.senderLimits?.hold(item, release)) return;
     const session = await this.options.store.getSession(item.sessionKey);
     const reset = await this.freshStart(item, session);
     // A request an interruption left unanswered (e.g. held back by the restart-loop breaker) runs

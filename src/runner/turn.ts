@@ -23,12 +23,14 @@ import {
   type ResumeReason,
   type StartedTurn,
   type TurnStore,
+  type UsageScope,
 } from "../sessions/store.js";
 import type {
   AgentRun,
   GateTurn,
   IsReadOnlyTool,
   TurnApprovals,
+  TurnBudgets,
   TurnJournal,
   TurnTaskHooks,
 } from "./agent-run.js";
@@ -49,6 +51,7 @@ import {
 } from "./media-input.js";
 import { isDetachedAddress, isScheduledFire, labelScheduledReply } from "./scheduled-input.js";
 import { UNKNOWN_OUTCOME } from "./texts.js";
+import { usageScopeOf } from "./usage-scope.js";
 
 export interface TurnContext {
   store: TurnStore & InboxStore & OutboxStore;
@@ -62,6 +65,8 @@ export interface TurnContext {
   /** How a message's files are fetched and read; null: files are named to the model, unread. */
   media?: MediaSettings | null;
   approvals?: TurnApprovals;
+  /** Budgets that hold the turn's model calls once spent. */
+  budgets?: TurnBudgets;
   /** Shows the turn's progress on its chat's platform (streamed reply, tool lines). */
   progress?(update: ProgressUpdate): void;
   /** Whether the reply reaches `address` through the turn's own events (the API). */
@@ -234,12 +239,13 @@ async function runAgent(ctx: TurnContext, active: ActiveTurn, begun: BegunTurn) 
   const session = turn.session;
   // From here the model is working on it: a stop notifies this chat and marks it for resume.
   active.agentStarted = true;
+  const scope = usageScopeOf(active);
   const count = (call: CallUsage | undefined) => countUsage(usage, call);
   show({ type: "turn_start" });
   const result = await ctx.agent({
     history: begun.history,
     signal: active.controller.signal,
-    journal: createJournal(ctx, active, turn.id, turn.sessionId, count),
+    journal: createJournal(ctx, active, turn.id, turn.sessionId, count, scope),
     chat: begun.chat,
     sessionId: turn.sessionId,
     sessionKey: active.sessionKey,
@@ -250,6 +256,7 @@ async function runAgent(ctx: TurnContext, active: ActiveTurn, begun: BegunTurn) 
       sessionId: turn.sessionId,
       turnId: turn.id,
       crashPoint: ctx.crashPoint,
+      scope,
     }),
     preferredModel: session.model,
     memoryUser: session.memoryUser,
@@ -275,6 +282,7 @@ async function runAgent(ctx: TurnContext, active: ActiveTurn, begun: BegunTurn) 
         .catch((err: unknown) => ctx.logger.warn({ err }, "no-vision notice not queued"));
     },
     ...(ctx.approvals && { gate: ctx.approvals.gateFor(begun.gateTurn) }),
+    ...(ctx.budgets && { modelGate: ctx.budgets.gateFor(begun.gateTurn, scope) }),
     ...(session.clientTools?.length && { clientTools: session.clientTools }),
   });
   count(result.usage);
@@ -315,7 +323,7 @@ async function finishTurn(
     turnId: turn.id,
     state,
     finalMessage: result.finalMessage,
-    ...(result.usage && { usage: result.usage }),
+    ...(result.usage && { usage: { ...result.usage, scope: usageScopeOf(active) } }),
     reply:
       outgoing && address
         ? {
@@ -476,6 +484,7 @@ function createJournal(
   turnId: number,
   sessionId: string,
   countUsage: (usage: CallUsage | undefined) => void,
+  scope: UsageScope,
 ): TurnJournal {
   return {
     recordMessages: async (messages, usage) => {
@@ -487,7 +496,7 @@ function createJournal(
         turnId,
         messages,
         steered,
-        usage,
+        usage && { ...usage, scope },
         active.lease ?? undefined,
       );
       countUsage(usage);

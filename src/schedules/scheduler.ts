@@ -47,6 +47,11 @@ export interface SchedulerOptions {
   rescanMs?: number;
   /** Failed runs in a row that pause a job (default 3). */
   pauseAfterFailures?: number;
+  /**
+   * True while the job's last run waits for an answer (a budget pause): its due slots wait too,
+   * and once it is answered the misfire policy decides them, as slots missed while down.
+   */
+  held?(jobName: string): Promise<boolean>;
 }
 
 export const DEFAULT_RESCAN_MS = 5000;
@@ -147,6 +152,7 @@ export class Scheduler {
       }
       // The previous fire still waits or runs: this one waits for it (its end kicks the loop).
       if (await store.hasOpenInbox(SCHEDULE_PLATFORM, job.name)) continue;
+      if (await this.options.held?.(job.name)) continue;
       const next = await this.fire(job, now);
       if (next !== null) wakeAt = Math.min(wakeAt, next);
     }

@@ -16,6 +16,7 @@ import pg from "pg";
 import { describeStoreTarget } from "../config/store-target.js";
 import { errorMessage } from "../lib/errors.js";
 import { pgApprovals } from "./approvals/pg.js";
+import { pgBudgets } from "./budgets/pg.js";
 import { pgCluster } from "./cluster/pg.js";
 import { pgInbox } from "./inbox/pg.js";
 import { pgOutbox } from "./outbox/pg.js";
@@ -177,6 +178,7 @@ export class PgStore {
       ...pgStreams(s),
       ...pgTasks(s),
       ...pgApprovals(s),
+      ...pgBudgets(s),
       ...pgPairing(s),
       ...pgPlatformData(s),
       ...pgSchedules(s),

@@ -9,6 +9,8 @@ import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { pgApprovals } from "./approvals/pg.js";
 import { sqliteApprovals } from "./approvals/sqlite.js";
+import { pgBudgets } from "./budgets/pg.js";
+import { sqliteBudgets } from "./budgets/sqlite.js";
 import { pgCluster } from "./cluster/pg.js";
 import { sqliteCluster } from "./cluster/sqlite.js";
 import { pgInbox } from "./inbox/pg.js";
@@ -83,6 +85,8 @@ describe("store roles", () => {
     ["TaskStore", "pg", pgTasks],
     ["ApprovalStore", "sqlite", sqliteApprovals],
     ["ApprovalStore", "pg", pgApprovals],
+    ["BudgetStore", "sqlite", sqliteBudgets],
+    ["BudgetStore", "pg", pgBudgets],
     ["PairingStore", "sqlite", sqlitePairing],
     ["PairingStore", "pg", pgPairing],
     ["PlatformDataStore", "sqlite", sqlitePlatformData],

@@ -12,6 +12,10 @@ import type {
   ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
+  BudgetDecision,
+  BudgetPauseFilter,
+  BudgetPauseInput,
+  BudgetPauseRecord,
   ChildTurn,
   CompactionInput,
   CompactionRecord,
@@ -39,6 +43,9 @@ import type {
   SessionLease,
   SessionRecord,
   SessionSummary,
+  SpendQuery,
+  SpendScope,
+  SpendTotals,
   StartedTurn,
   StartTurnInput,
   StoreBacklog,
@@ -303,6 +310,36 @@ export interface ApprovalStore {
    * still uses: the decision still has to be applied by a turn (after a crash, at start).
    */
   listUnappliedDecisions(): Promise<ApprovalRecord[]>;
+}
+
+/** Budgets: spend per period and scope key, and the pauses a spent budget holds turns in. */
+export interface BudgetStore {
+  /** Tokens of the model calls recorded since `query.since` under the query's key. */
+  spend(query: SpendQuery): Promise<SpendTotals>;
+  /** The same per key of `scope` (keys with calls only), most tokens first. */
+  spendByKey(scope: SpendScope, since: number): Promise<(SpendTotals & { key: string })[]>;
+  /** Records a pause as pending (idempotent per id: an existing one is returned as it is). */
+  requestBudgetPause(input: BudgetPauseInput): Promise<BudgetPauseRecord>;
+  getBudgetPause(id: string): Promise<BudgetPauseRecord | null>;
+  /** Newest first (the latest 500 unless a filter narrows them). */
+  listBudgetPauses(filter?: BudgetPauseFilter): Promise<BudgetPauseRecord[]>;
+  /**
+   * Answers a pending pause once; a second answer changes nothing (`changed: false`, the record
+   * as first decided); null for an unknown id.
+   */
+  decideBudgetPause(input: {
+    id: string;
+    decision: BudgetDecision;
+    decidedBy: string | null;
+  }): Promise<{ record: BudgetPauseRecord; changed: boolean } | null>;
+  /** A turn acted on the decision: it is not applied again after a restart. */
+  markBudgetPauseApplied(id: string): Promise<void>;
+  /** How often the budget was raised for this key in the period starting at `periodStart`. */
+  countBudgetRaises(
+    budgetId: string,
+    scopeKey: string | null,
+    periodStart: number,
+  ): Promise<number>;
 }
 
 /** Who may talk to the gateway through pairing codes. */

@@ -397,4 +397,33 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX tasks_root ON tasks(root_session_id);
   CREATE INDEX tasks_parent ON tasks(parent_session_key) WHERE noted = 0;
   `,
+  // 19 (issue 40, budgets): whose spend each model call counts for (chat, user, task, schedule
+  // keys, each when known), read per period by time; budget pauses, answered like approvals.
+  `
+  ALTER TABLE model_usage ADD COLUMN chat_key TEXT;
+  ALTER TABLE model_usage ADD COLUMN user_key TEXT;
+  ALTER TABLE model_usage ADD COLUMN task_key TEXT;
+  ALTER TABLE model_usage ADD COLUMN schedule_key TEXT;
+  CREATE INDEX model_usage_created ON model_usage(created_at);
+  CREATE TABLE budget_pauses (
+    id TEXT PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    turn_id INTEGER,
+    budget_id TEXT NOT NULL,
+    scope_key TEXT,
+    period_start INTEGER NOT NULL,
+    period_end INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    address TEXT,
+    requester TEXT,
+    state TEXT NOT NULL,
+    decided_by TEXT,
+    decided_at INTEGER,
+    applied INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX budget_pauses_state ON budget_pauses(state, period_end);
+  CREATE INDEX budget_pauses_session ON budget_pauses(session_id);
+  `,
 ];

@@ -17,6 +17,7 @@ import { closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import type Database from "better-sqlite3";
 import { sqliteApprovals } from "./approvals/sqlite.js";
+import { sqliteBudgets } from "./budgets/sqlite.js";
 import { sqliteCluster } from "./cluster/sqlite.js";
 import { sqliteInbox } from "./inbox/sqlite.js";
 import { sqliteOutbox } from "./outbox/sqlite.js";
@@ -163,6 +164,7 @@ export class SqliteStore {
       ...sqliteStreams(s),
       ...sqliteTasks(s),
       ...sqliteApprovals(s),
+      ...sqliteBudgets(s),
       ...sqlitePairing(s),
       ...sqlitePlatformData(s),
       ...sqliteSchedules(s),

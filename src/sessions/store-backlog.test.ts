@@ -39,6 +39,7 @@ describe.each(storeHarnesses())("the $name store: backlog", (harness) => {
       outboxPending: 0,
       outboxOldestAt: null,
       approvalsPending: 0,
+      budgetPausesPending: 0,
     });
   });
 
@@ -93,6 +94,7 @@ describe.each(storeHarnesses())("the $name store: backlog", (harness) => {
       outboxPending: 2,
       outboxOldestAt: 10_000,
       approvalsPending: 1,
+      budgetPausesPending: 0,
     });
   });
 

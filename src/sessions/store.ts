@@ -9,6 +9,7 @@ export type * from "./roles.js";
 
 import type {
   ApprovalStore,
+  BudgetStore,
   ClusterStore,
   InboxStore,
   OutboxStore,
@@ -31,6 +32,7 @@ export interface Store
     OutboxStore,
     StreamStore,
     ApprovalStore,
+    BudgetStore,
     PairingStore,
     PlatformDataStore,
     ScheduleStore,

@@ -13,6 +13,7 @@ function metricsWith(connections: Record<string, ConnectionReport>, now = 100_00
         outboxPending: 2,
         outboxOldestAt: 40_000,
         approvalsPending: 1,
+        budgetPausesPending: 2,
       }),
       connections: () => connections,
       tasksRunning: () => 0,
@@ -77,6 +78,7 @@ describe("GatewayMetrics", () => {
     expect(sampleValue(text, "keel_outbox_pending")).toBe(2);
     expect(sampleValue(text, "keel_outbox_oldest_age_seconds")).toBe(60);
     expect(sampleValue(text, "keel_approvals_pending")).toBe(1);
+    expect(sampleValue(text, "keel_budget_pauses_pending")).toBe(2);
     expect(sampleValue(text, "keel_tasks_running")).toBe(0);
     expect(sampleValue(text, "keel_platform_connected", { platform: "telegram" })).toBe(1);
     expect(sampleValue(text, "keel_platform_connected", { platform: "slack" })).toBe(0);

@@ -199,6 +199,11 @@ export class GatewayMetrics {
       "Tool calls waiting for a human's approval",
       (b) => b.approvalsPending,
     );
+    fromBacklog(
+      "keel_budget_pauses_pending",
+      "Turns a used-up budget holds until an operator answers",
+      (b) => b.budgetPausesPending,
+    );
     new Gauge({
       name: "keel_tasks_running",
       help: "Background tasks running (Keel has none yet: always 0)",

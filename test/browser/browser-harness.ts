@@ -3,7 +3,7 @@
  * temporary home, and headless Chromium (Debian's `/usr/bin/chromium` driven by
  * playwright-core). `close()` stops all of them; call it in `afterEach`.
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
@@ -71,9 +71,14 @@ export interface Harness {
  * Starts the fake model, the gateway (ready) and Chromium; `extraEnv` goes to the gateway too
  * (e.g. a Postgres store).
  */
-export async function startHarness(extraEnv: Record<string, string> = {}): Promise<Harness> {
+export async function startHarness(
+  extraEnv: Record<string, string> = {},
+  /** Written to `<home>/config.yaml` before the gateway starts. */
+  configYaml?: string,
+): Promise<Harness> {
   const fake = await startFakeOpenAI();
   const temp = createTempDir("keel-browser-");
+  if (configYaml !== undefined) writeFileSync(join(temp.path, "config.yaml"), configYaml);
   const port = await freePort();
   const env = {
     OPENAI_BASE_URL: fake.baseUrl,

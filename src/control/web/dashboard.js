@@ -5,6 +5,8 @@
  * cookie (set by the login link); the page never holds a token.
  */
 
+import { createBudgetsPanel } from "./dashboard-budgets.js";
+
 const POLL_MS = 2_000;
 const STREAM_RETRY_MS = 15_000;
 const SESSIONS_REFRESH_MS = 10_000;
@@ -535,9 +537,20 @@ function createDashboard() {
     const signal = state.abort.signal;
     route();
     liveStatus(signal);
-    loadSessions().then(loadApprovals);
+    const budgets = createBudgetsPanel({
+      api,
+      getJson,
+      onError: (err) => {
+        if (!(err instanceof AuthError) && err.name !== "AbortError")
+          banner("Could not load budgets.");
+      },
+    });
+    loadSessions().then(loadApprovals).then(budgets.load);
     const sessionsTimer = setInterval(loadSessions, SESSIONS_REFRESH_MS);
-    const approvalsTimer = setInterval(loadApprovals, APPROVALS_REFRESH_MS);
+    const approvalsTimer = setInterval(() => {
+      loadApprovals();
+      budgets.load();
+    }, APPROVALS_REFRESH_MS);
     const uptimeTimer = setInterval(() => {
       renderUptime();
       if (state.status) renderTurns(state.status.turns ?? []);

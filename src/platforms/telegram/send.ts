@@ -297,11 +297,13 @@ export class TelegramSender {
  * process must still be understood, so it does not change.
  */
 export function approvalKeyboard(approvalId: string): InlineKeyboardMarkup {
+  // A budget pause (id `b-…`): its middle answer raises the budget for the period.
+  const middle = approvalId.startsWith("b-") ? "⬆ Raise for the period" : "✅ This session";
   return {
     inline_keyboard: [
       [
         { text: "✅ Approve once", callback_data: `approve:${approvalId}` },
-        { text: "✅ This session", callback_data: `approve_session:${approvalId}` },
+        { text: middle, callback_data: `approve_session:${approvalId}` },
       ],
       [{ text: "🚫 Deny", callback_data: `deny:${approvalId}` }],
     ],

@@ -19,7 +19,8 @@ const BACKLOG = `SELECT
     (SELECT COUNT(*) FROM inbox WHERE state = 'pending') AS inbox,
     (SELECT COUNT(*) FROM outbox WHERE state = 'pending') AS outbox,
     (SELECT MIN(created_at) FROM outbox WHERE state = 'pending') AS oldest,
-    (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals`;
+    (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals,
+    (SELECT COUNT(*) FROM budget_pauses WHERE state = 'pending') AS pauses`;
 
 const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
     COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
@@ -106,12 +107,14 @@ export function pgReporting(s: PgContext): ReportingStore {
           outbox: string | number;
           oldest: string | number | null;
           approvals: string | number;
+          pauses: string | number;
         }>(db, BACKLOG);
         return {
           inboxPending: Number(row!.inbox),
           outboxPending: Number(row!.outbox),
           outboxOldestAt: row!.oldest === null ? null : Number(row!.oldest),
           approvalsPending: Number(row!.approvals),
+          budgetPausesPending: Number(row!.pauses),
         };
       });
     },

@@ -19,13 +19,15 @@ const BACKLOG = `SELECT
     (SELECT COUNT(*) FROM inbox WHERE state = 'pending') AS inbox,
     (SELECT COUNT(*) FROM outbox WHERE state = 'pending') AS outbox,
     (SELECT MIN(created_at) FROM outbox WHERE state = 'pending') AS oldest,
-    (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals`;
+    (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals,
+    (SELECT COUNT(*) FROM budget_pauses WHERE state = 'pending') AS pauses`;
 
 interface BacklogRow {
   inbox: number;
   outbox: number;
   oldest: number | null;
   approvals: number;
+  pauses: number;
 }
 
 const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
@@ -115,6 +117,7 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
           outboxPending: row.outbox,
           outboxOldestAt: row.oldest,
           approvalsPending: row.approvals,
+          budgetPausesPending: row.pauses,
         };
       });
     },

@@ -65,8 +65,8 @@ async function insertUsage(
 ): Promise<void> {
   await db.query(
     `INSERT INTO model_usage (session_id, turn_id, model, purpose, prompt_tokens,
-         completion_tokens, estimated, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+         completion_tokens, estimated, created_at, chat_key, user_key, task_key, schedule_key)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
     [
       sessionId,
       turnId,
@@ -76,6 +76,10 @@ async function insertUsage(
       Math.round(usage.completionTokens),
       usage.estimated,
       s.now(),
+      usage.scope?.chat ?? null,
+      usage.scope?.user ?? null,
+      usage.scope?.task ?? null,
+      usage.scope?.schedule ?? null,
     ],
   );
 }

@@ -61,8 +61,8 @@ function insertUsage(
 ): void {
   s.stmt(
     `INSERT INTO model_usage (session_id, turn_id, model, purpose, prompt_tokens,
-         completion_tokens, estimated, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+         completion_tokens, estimated, created_at, chat_key, user_key, task_key, schedule_key)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     sessionId,
     turnId,
@@ -72,6 +72,10 @@ function insertUsage(
     Math.round(usage.completionTokens),
     usage.estimated ? 1 : 0,
     s.now(),
+    usage.scope?.chat ?? null,
+    usage.scope?.user ?? null,
+    usage.scope?.task ?? null,
+    usage.scope?.schedule ?? null,
   );
 }
 

@@ -1,0 +1,82 @@
+/** The `budget_pauses` row and the spend queries both stores share. */
+import type { ChatAddress } from "../../contract/platform.js";
+import type {
+  BudgetDecision,
+  BudgetPauseRecord,
+  BudgetPauseState,
+  SpendScope,
+  SpendTotals,
+} from "../records.js";
+
+export interface BudgetPauseRow {
+  id: string;
+  session_key: string;
+  session_id: string;
+  turn_id: number | null;
+  budget_id: string;
+  scope_key: string | null;
+  period_start: number;
+  period_end: number;
+  summary: string;
+  address: string | null;
+  requester: string | null;
+  state: string;
+  decided_by: string | null;
+  decided_at: number | null;
+  applied: number | boolean;
+  created_at: number;
+}
+
+export function toBudgetPause(r: BudgetPauseRow): BudgetPauseRecord {
+  return {
+    id: r.id,
+    sessionKey: r.session_key,
+    sessionId: r.session_id,
+    turnId: r.turn_id === null ? null : Number(r.turn_id),
+    budgetId: r.budget_id,
+    scopeKey: r.scope_key,
+    periodStart: Number(r.period_start),
+    periodEnd: Number(r.period_end),
+    summary: r.summary,
+    address: r.address ? (JSON.parse(r.address) as ChatAddress) : null,
+    requester: r.requester,
+    state: r.state as BudgetPauseState,
+    decidedBy: r.decided_by,
+    decidedAt: r.decided_at === null ? null : Number(r.decided_at),
+    applied: r.applied === true || r.applied === 1,
+    createdAt: Number(r.created_at),
+  };
+}
+
+export const BUDGET_STATE_OF: Record<BudgetDecision, BudgetPauseState> = {
+  approve: "approved",
+  raise: "raised",
+  deny: "denied",
+  expire: "expired",
+};
+
+/** The `model_usage` column each scope's key is kept in (never user input: a fixed map). */
+export const SPEND_COLUMN: Record<SpendScope, string> = {
+  chat: "chat_key",
+  user: "user_key",
+  task: "task_key",
+  schedule: "schedule_key",
+};
+
+export interface SpendRow {
+  key?: string;
+  calls: number | string;
+  prompt: number | string;
+  completion: number | string;
+}
+
+export function toSpend(r: SpendRow | undefined): SpendTotals {
+  return {
+    calls: Number(r?.calls ?? 0),
+    promptTokens: Number(r?.prompt ?? 0),
+    completionTokens: Number(r?.completion ?? 0),
+  };
+}
+
+export const SPEND_SUMS = `COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
+    COALESCE(SUM(completion_tokens), 0) AS completion`;

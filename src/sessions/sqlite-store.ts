@@ -23,6 +23,7 @@ import { sqliteOutbox } from "./outbox/sqlite.js";
 import { sqlitePairing } from "./pairing/sqlite.js";
 import { sqlitePlatformData } from "./platform-data/sqlite.js";
 import { sqliteReporting } from "./reporting/sqlite.js";
+import { sqliteRetention } from "./retention/sqlite.js";
 import { sqliteSchedules } from "./schedules/sqlite.js";
 import { sqliteSessionState } from "./session-state/sqlite.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
@@ -166,6 +167,7 @@ export class SqliteStore {
       ...sqliteSchedules(s),
       ...sqliteCluster(s),
       ...sqliteReporting(s),
+      ...sqliteRetention(s),
     };
     Object.assign(this, roles);
   }
@@ -229,6 +231,9 @@ export class SqliteStore {
     try {
       if (!this.wal) return Promise.resolve(fn());
       if (this.wal.failed) throw this.wal.failed;
+      // Before the read too: a `keel prune` or `keel user forget` may have changed transcripts
+      // this process holds parsed (noteOtherCommits drops them).
+      this.noteOtherCommits(this.wal);
       const value = fn();
       this.noteOtherCommits(this.wal);
       const durable = this.wal.untilReadable();
@@ -247,6 +252,7 @@ export class SqliteStore {
     const version = this.dataVersionNow();
     if (version !== this.dataVersion) {
       this.dataVersion = version;
+      this.transcripts.clear();
       wal.committedOne();
     }
   }

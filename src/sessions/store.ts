@@ -5,6 +5,7 @@
  * (store*.test.ts), so nothing here may assume either. Times are epoch milliseconds.
  */
 export * from "./records.js";
+export * from "./retention-records.js";
 export type * from "./roles.js";
 
 import type {
@@ -15,6 +16,7 @@ import type {
   PairingStore,
   PlatformDataStore,
   ReportingStore,
+  RetentionStore,
   ScheduleStore,
   SessionStore,
   StoreHandle,
@@ -35,4 +37,5 @@ export interface Store
     ScheduleStore,
     ClusterStore,
     ReportingStore,
+    RetentionStore,
     StoreHandle {}

@@ -600,6 +600,37 @@ const alerts = z
   })
   .prefault({});
 
+const days = (what: string) =>
+  z.number().positive().optional().describe(`Days ${what} are kept; unset: kept forever`);
+
+/** Data lifecycle (issue 41): how long things are kept; every kind is kept forever by default. */
+const retention = z
+  .strictObject({
+    transcripts_days: days("conversation messages (and the inbox, outbox and web chat rows)"),
+    uploads_days: days("files users sent and files the agent sent"),
+    tool_output_days: days("tool results (then replaced by a short 'pruned' marker)"),
+    sessions_idle_days: days("a session with no activity"),
+  })
+  .prefault({});
+
+const backup = z
+  .strictObject({
+    every: z
+      .number()
+      .positive()
+      .optional()
+      .describe("Seconds between the gateway's own backups; unset: none"),
+    keep: z.number().int().positive().default(7).describe("Scheduled backups kept (the newest)"),
+    dir: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Folder of `keel backup` without PATH and of scheduled backups (default <home>/backups)",
+      ),
+  })
+  .prefault({});
+
 export const ConfigSchema = z.strictObject({
   model,
   agent,
@@ -633,6 +664,8 @@ export const ConfigSchema = z.strictObject({
   store,
   cluster,
   alerts,
+  retention,
+  backup,
   logging: z
     .strictObject({
       level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

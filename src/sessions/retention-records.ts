@@ -39,7 +39,7 @@ export function emptyPruneCounts(): PruneCounts {
 }
 
 export function addPruneCounts(into: PruneCounts, more: PruneCounts): PruneCounts {
-  for (const key of Object.keys(into) as (keyof PruneCounts)[]) into[key] += more[key];
+  for (const key of Object.keys(more) as (keyof PruneCounts)[]) into[key] += more[key];
   return into;
 }
 
@@ -77,12 +77,30 @@ export interface PersonData {
   person: PersonRef;
   transcripts: PersonTranscript[];
   /** Their inbound messages, every chat. */
-  inbox: { id: number; chatId: string; text: string; senderName: string | null; receivedAt: number; sessionId: string }[];
+  inbox: {
+    id: number;
+    chatId: string;
+    text: string;
+    senderName: string | null;
+    receivedAt: number;
+    sessionId: string;
+  }[];
   /** Replies and notices to the chats that are theirs alone. */
   outbox: { id: number; text: string; kind: string; state: string; createdAt: number }[];
-  pairing: { code: string; userName: string | null; createdAt: number; approvedAt: number | null }[];
+  pairing: {
+    code: string;
+    userName: string | null;
+    createdAt: number;
+    approvedAt: number | null;
+  }[];
   /** Approvals they asked for or answered. */
-  approvals: { id: string; summary: string; state: string; decision: string | null; createdAt: number }[];
+  approvals: {
+    id: string;
+    summary: string;
+    state: string;
+    decision: string | null;
+    createdAt: number;
+  }[];
   usage: { calls: number; promptTokens: number; completionTokens: number };
   /** Transcript ids of their own chats (their upload folders are `workspace/inbox/<id>/`). */
   ownTranscripts: string[];
@@ -90,7 +108,17 @@ export interface PersonData {
 
 /** What forgetting one person did in the store. */
 export type ForgetResult =
-  | { ok: true; sessions: number; messages: number; redacted: number; inbox: number; outbox: number; approvals: number; pairing: number; ownTranscripts: string[] }
+  | {
+      ok: true;
+      sessions: number;
+      messages: number;
+      redacted: number;
+      inbox: number;
+      outbox: number;
+      approvals: number;
+      pairing: number;
+      ownTranscripts: string[];
+    }
   /** They have work in progress (a running turn, pending messages or replies, an open approval). */
   | { ok: false; busy: string };
 

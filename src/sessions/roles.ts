@@ -463,7 +463,11 @@ export interface RetentionStore {
    * Up to `limit` transcript ids after `after` (in id order) holding messages or tool results
    * older than the cut-offs; the caller prunes each with `pruneTranscript`.
    */
-  pruneCandidates(cutoffs: RetentionCutoffs, after: string | null, limit: number): Promise<string[]>;
+  pruneCandidates(
+    cutoffs: RetentionCutoffs,
+    after: string | null,
+    limit: number,
+  ): Promise<string[]>;
   /**
    * One transaction: in one transcript, unless it is held (a running turn, pending inbox or
    * outbox rows, an open approval or journal row, resume pending), removes the messages before
@@ -471,7 +475,11 @@ export interface RetentionStore {
    * transcript row too when no session points at it) and replaces tool results older than
    * `toolOutputBefore` with the pruned marker. `dryRun`: counts, then rolls back.
    */
-  pruneTranscript(sessionId: string, cutoffs: RetentionCutoffs, dryRun: boolean): Promise<PruneCounts>;
+  pruneTranscript(
+    sessionId: string,
+    cutoffs: RetentionCutoffs,
+    dryRun: boolean,
+  ): Promise<PruneCounts>;
   /** Up to `limit` session keys after `after` not updated since `before`. */
   idleSessions(before: number, after: string | null, limit: number): Promise<string[]>;
   /**

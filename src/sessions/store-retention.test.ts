@@ -1,12 +1,7 @@
 /** The store contract for the data lifecycle (issue 41), on every implementation (store.test.ts). */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { storeHarnesses } from "../../test/helpers/store-harness.js";
-import {
-  FORGOTTEN_TEXT,
-  PRUNED_TOOL_OUTPUT,
-  type RetentionCutoffs,
-  type Store,
-} from "./store.js";
+import { FORGOTTEN_TEXT, PRUNED_TOOL_OUTPUT, type RetentionCutoffs, type Store } from "./store.js";
 
 const DAY = 86_400_000;
 const dm = (user: string) => `agent:main:telegram:dm:${user}`;
@@ -58,7 +53,11 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
         role: "assistant",
         content: null,
         tool_calls: [
-          { id: call, type: "function", function: { name: "terminal", arguments: '{"command":"ls"}' } },
+          {
+            id: call,
+            type: "function",
+            function: { name: "terminal", arguments: '{"command":"ls"}' },
+          },
         ],
       },
     ]);
@@ -148,7 +147,12 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
     expect(real).toEqual(dry);
     const left = (await bodies()).join("\n");
     expect(left).not.toContain("old words of one");
-    for (const kept of ["old words of two", "still running", "old words of three", "needs approval"]) {
+    for (const kept of [
+      "old words of two",
+      "still running",
+      "old words of three",
+      "needs approval",
+    ]) {
       expect(left).toContain(kept);
     }
     // Usage totals survive the messages they were spent on.
@@ -163,7 +167,9 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
     await exchange("1", "recent");
     now += 1 * DAY;
     await pruneAll({ toolOutputBefore: now - 5 * DAY }, false);
-    const results = await harness.rows("SELECT name, arguments, result FROM tool_calls ORDER BY id");
+    const results = await harness.rows(
+      "SELECT name, arguments, result FROM tool_calls ORDER BY id",
+    );
     expect(results).toEqual([
       { name: "terminal", arguments: '{"command":"ls"}', result: PRUNED_TOOL_OUTPUT },
       { name: "terminal", arguments: '{"command":"ls"}', result: "secret listing of 1" },
@@ -185,7 +191,9 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
     for (const key of idle) await store.pruneSession(key, now - 30 * DAY, false);
     expect(await store.getSession(dm("1"))).toBeNull();
     for (const user of ["2", "3", "4"]) expect(await store.getSession(dm(user))).not.toBeNull();
-    expect(await harness.rows("SELECT * FROM inbox WHERE session_key = 'agent:main:telegram:dm:1'")).toEqual([]);
+    expect(
+      await harness.rows("SELECT * FROM inbox WHERE session_key = 'agent:main:telegram:dm:1'"),
+    ).toEqual([]);
     expect(await store.totalUsage()).toEqual(usage);
   });
 
@@ -204,7 +212,9 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
     const states = (await harness.rows("SELECT state FROM inbox ORDER BY id")).map((r) => r.state);
     expect(states).toEqual(["running", "pending"]);
     const holds = await store.retentionHolds();
-    const held = [dm("2"), dm("3"), dm("4")].map(async (k) => (await store.getSession(k))!.sessionId);
+    const held = [dm("2"), dm("3"), dm("4")].map(
+      async (k) => (await store.getSession(k))!.sessionId,
+    );
     expect(holds.transcripts.sort()).toEqual((await Promise.all(held)).sort());
   });
 
@@ -219,6 +229,7 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
       userName: "name-5",
       chatId: "5",
       ttlMs: DAY,
+      maxPending: 3,
     });
     const data = await store.personData({ platform: "telegram", userId: "5" });
     const text = JSON.stringify(data);

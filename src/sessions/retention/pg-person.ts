@@ -10,7 +10,7 @@ import {
   type PersonRef,
   type PersonTranscript,
 } from "../retention-records.js";
-import { pgRemoveSession, pgRun as run, pgSessionHeld } from "./pg-remove.js";
+import { pgRemoveSession, pgSessionHeld, pgRun as run } from "./pg-remove.js";
 
 const THEIR_INBOX = "SELECT id FROM inbox WHERE platform = $1 AND sender_id = $2";
 /** Session keys where this person wrote and nobody else did. */

@@ -4,7 +4,6 @@
  * same work and rolls it back.
  */
 import { type Db, first, type PgContext } from "../pg-shared.js";
-import type { RetentionStore } from "../roles.js";
 import {
   emptyPruneCounts,
   PRUNED_TOOL_OUTPUT,
@@ -13,9 +12,10 @@ import {
   type RetentionHolds,
   type StoreCounts,
 } from "../retention-records.js";
+import type { RetentionStore } from "../roles.js";
 import { DryRunRollback, settleDryRun } from "./dry-run.js";
 import { pgForgetPerson, pgPersonData } from "./pg-person.js";
-import { pgRemoveSession, pgRun as run, pgSessionHeld } from "./pg-remove.js";
+import { pgRemoveSession, pgSessionHeld, pgRun as run } from "./pg-remove.js";
 
 async function pruneMessages(db: Db, id: string, before: number, counts: PruneCounts) {
   // The history kept starts at a user message, so no tool result is left without its call.
@@ -80,9 +80,17 @@ async function pruneLooseRows(db: Db, before: number, limit: number): Promise<Pr
       `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT $2)`,
       [before, limit],
     );
-  counts.outbox = await batch("outbox", "id", "state IN ('delivered', 'failed') AND created_at < $1");
+  counts.outbox = await batch(
+    "outbox",
+    "id",
+    "state IN ('delivered', 'failed') AND created_at < $1",
+  );
   counts.events = await batch("channel_events", "seq", "created_at < $1");
-  counts.events += await batch("stream_messages", "turn_id, piece", "state <> 'open' AND updated_at < $1");
+  counts.events += await batch(
+    "stream_messages",
+    "turn_id, piece",
+    "state <> 'open' AND updated_at < $1",
+  );
   counts.approvals = await batch(
     "approvals",
     "id",

@@ -36,7 +36,11 @@ interface MessageRow {
 function transcriptMessages(s: SqliteContext, id: string, own: boolean, person: PersonRef) {
   const rows = (
     own
-      ? s.stmt("SELECT seq, role, body, created_at FROM messages WHERE session_id = ? ORDER BY seq").all(id)
+      ? s
+          .stmt(
+            "SELECT seq, role, body, created_at FROM messages WHERE session_id = ? ORDER BY seq",
+          )
+          .all(id)
       : s
           .stmt(
             `SELECT seq, role, body, created_at FROM messages WHERE session_id = @id
@@ -176,7 +180,9 @@ export function sqliteForgetPerson(s: SqliteContext, person: PersonRef): ForgetR
          client_tools = NULL WHERE platform = @p AND sender_id = @u`,
     )
     .run({ ...b, gone: FORGOTTEN_TEXT }).changes;
-  result.pairing = s.stmt("DELETE FROM pairing WHERE platform = @p AND user_id = @u").run(b).changes;
+  result.pairing = s
+    .stmt("DELETE FROM pairing WHERE platform = @p AND user_id = @u")
+    .run(b).changes;
   result.approvals += s
     .stmt("DELETE FROM approvals WHERE requester = @pu OR asker = @pu")
     .run(b).changes;

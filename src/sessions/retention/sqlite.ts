@@ -3,7 +3,7 @@
  * one group-commit method on one transcript, one session or one batch of loose rows, so pruning
  * never holds the write lock for long. A dry run does the same work and rolls it back.
  */
-import type { RetentionStore } from "../roles.js";
+
 import {
   emptyPruneCounts,
   PRUNED_TOOL_OUTPUT,
@@ -12,6 +12,7 @@ import {
   type RetentionHolds,
   type StoreCounts,
 } from "../retention-records.js";
+import type { RetentionStore } from "../roles.js";
 import type { SqliteContext } from "../sqlite-shared.js";
 import { DryRunRollback, settleDryRun } from "./dry-run.js";
 import { sqliteForgetPerson, sqlitePersonData } from "./sqlite-person.js";
@@ -69,16 +70,16 @@ function deleteBatch(
   limit: number,
 ): number {
   return s
-    .stmt(`DELETE FROM ${table} WHERE ${key} IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT ?)`)
+    .stmt(
+      `DELETE FROM ${table} WHERE ${key} IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT ?)`,
+    )
     .run(before, limit).changes;
 }
 
 function pruneLooseRows(s: SqliteContext, before: number, limit: number): PruneCounts {
   const counts = emptyPruneCounts();
   const inbox = s
-    .stmt(
-      "SELECT id FROM inbox WHERE state IN ('done', 'cancelled') AND received_at < ? LIMIT ?",
-    )
+    .stmt("SELECT id FROM inbox WHERE state IN ('done', 'cancelled') AND received_at < ? LIMIT ?")
     .pluck()
     .all(before, limit) as number[];
   for (const id of inbox) {

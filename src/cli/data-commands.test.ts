@@ -36,13 +36,14 @@ const keel = (...args: string[]) => runCliInProcess(["--home", home, ...args]);
 
 /** One answered message from `user` in their DM, written `at`. */
 async function talk(user: string, text: string, at = Date.now(), chat = user, key?: string) {
+  messageNumber += 1;
   const store = new SqliteStore(join(home, "state.db"), { now: () => at });
   const sessionKey = key ?? `agent:main:telegram:dm:${user}`;
   const address = { platform: "telegram", chatId: chat };
   const { item } = await store.acceptInbound({
     platform: "telegram",
     chatId: chat,
-    platformMessageId: String((messageNumber += 1)),
+    platformMessageId: String(messageNumber),
     sessionKey,
     text,
     senderId: user,

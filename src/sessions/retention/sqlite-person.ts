@@ -11,7 +11,7 @@ import {
   type PersonTranscript,
 } from "../retention-records.js";
 import type { SqliteContext } from "../sqlite-shared.js";
-import { sqliteRemoveSession, sqliteSessionHeld } from "./sqlite-remove.js";
+import { markRewrite, sqliteRemoveSession, sqliteSessionHeld } from "./sqlite-remove.js";
 
 const THEIR_INBOX = "SELECT id FROM inbox WHERE platform = @p AND sender_id = @u";
 /** Session keys where this person wrote and nobody else did. */
@@ -171,6 +171,7 @@ export function sqliteForgetPerson(s: SqliteContext, person: PersonRef): ForgetR
     });
   }
   for (const id of touched) s.transcripts.forget(id);
+  markRewrite(s);
   for (const table of ["media_steps", "idempotency_keys"]) {
     s.stmt(`DELETE FROM ${table} WHERE inbox_id IN (${THEIR_INBOX})`).run(b);
   }

@@ -46,5 +46,22 @@ export function sqliteRemoveSession(s: SqliteContext, key: string): PruneCounts 
   s.stmt("DELETE FROM sent_files WHERE session_key = ?").run(key);
   s.stmt("DELETE FROM transcripts WHERE session_key = ?").run(key);
   counts.sessions = s.stmt("DELETE FROM sessions WHERE key = ?").run(key).changes;
+  markRewrite(s);
   return counts;
+}
+
+/**
+ * A counter in `platform_state` that every pruning or erasing write moves, in its transaction:
+ * another process holding parsed transcripts (the gateway, while `keel prune` runs) sees it move
+ * and drops them. Appends by others need no mark: the cache reads what follows what it holds.
+ */
+export const REWRITE_MARK_KEY = "store:transcripts_rewritten";
+export const REWRITE_MARK_SQL = "SELECT value FROM platform_state WHERE key = ?";
+
+export function markRewrite(s: SqliteContext): void {
+  s.stmt(
+    `INSERT INTO platform_state (key, value, updated_at) VALUES (?, '1', ?)
+     ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT),
+       updated_at = excluded.updated_at`,
+  ).run(REWRITE_MARK_KEY, s.now());
 }

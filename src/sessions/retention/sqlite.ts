@@ -16,7 +16,7 @@ import type { RetentionStore } from "../roles.js";
 import type { SqliteContext } from "../sqlite-shared.js";
 import { DryRunRollback, settleDryRun } from "./dry-run.js";
 import { sqliteForgetPerson, sqlitePersonData } from "./sqlite-person.js";
-import { sqliteRemoveSession, sqliteSessionHeld } from "./sqlite-remove.js";
+import { markRewrite, sqliteRemoveSession, sqliteSessionHeld } from "./sqlite-remove.js";
 
 function pruneMessages(s: SqliteContext, id: string, before: number, counts: PruneCounts): void {
   // The history kept starts at a user message, so no tool result is left without its call.
@@ -143,9 +143,10 @@ export function sqliteRetention(s: SqliteContext): RetentionStore {
           if (cutoffs.toolOutputBefore !== undefined) {
             pruneToolOutput(s, sessionId, cutoffs.toolOutputBefore, counts);
           }
-          // The cached parse of this transcript no longer matches its rows.
-          s.transcripts.forget(sessionId);
           if (dryRun) throw new DryRunRollback(counts);
+          // The parse of this transcript held here (and in other processes) no longer matches.
+          s.transcripts.forget(sessionId);
+          if (counts.messages + counts.toolOutputs > 0) markRewrite(s);
           return counts;
         }),
       );

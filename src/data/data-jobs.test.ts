@@ -2,12 +2,13 @@
 import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
+import { waitFor } from "../../test/helpers/wait-for.js";
 import { loadConfig } from "../config/load-config.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import { withoutSecrets } from "./config-secrets.js";
-import { readBackupState, scheduledBackup } from "./data-jobs.js";
+import { readBackupState, scheduledBackup, startDataJobs } from "./data-jobs.js";
 
 let dir: ReturnType<typeof createTempDir>;
 beforeEach(() => {
@@ -79,5 +80,36 @@ describe("a backup's config.yaml", () => {
       "mcp.servers.files.env.GITHUB_PAT",
       "store.url (password)",
     ]);
+  });
+});
+
+describe("the gateway's retention pass", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("runs a minute after start and then hourly, removing what retention.* says", async () => {
+    writeFileSync(join(dir.path, "config.yaml"), "retention:\n  sessions_idle_days: 30\n");
+    const { config } = loadConfig({ home: dir.path, env: {} });
+    const old = Date.now() - 60 * 86_400_000;
+    const seed = new SqliteStore(join(dir.path, "state.db"), { now: () => old });
+    await seed.ensureSession("agent:main:telegram:dm:1", { platform: "telegram", chatId: "1" });
+    await seed.close();
+    const store = new SqliteStore(join(dir.path, "state.db"));
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const jobs = startDataJobs({ store, config, logger: pino({ level: "silent" }), now: Date.now });
+    try {
+      await vi.advanceTimersByTimeAsync(59_000);
+      expect(await store.getSession("agent:main:telegram:dm:1")).not.toBeNull();
+      await vi.advanceTimersByTimeAsync(1_000);
+      vi.useRealTimers();
+      await waitFor(async () => (await store.getSession("agent:main:telegram:dm:1")) === null, {
+        timeoutMs: 5000,
+        message: "the idle session pruned",
+      });
+    } finally {
+      await jobs.stop();
+      await store.close();
+    }
   });
 });

@@ -108,6 +108,37 @@ export async function pgPersonData(db: Db, person: PersonRef): Promise<PersonDat
   };
 }
 
+/** Shared chats: the chat stays, their words (and the replies to them) do not. */
+async function redactShared(db: Db, pu: string[]) {
+  // Every message of the turns that answered them: a reply may quote what they said.
+  const redacted = await run(
+    db,
+    `UPDATE messages SET body = jsonb_set(body::jsonb, '{content}', to_jsonb($3::text))::text
+      WHERE turn_id IN (${THEIR_TURNS})`,
+    [...pu, FORGOTTEN_TEXT],
+  );
+  for (const [table, column] of [
+    ["outbox", "text"],
+    ["stream_messages", "text"],
+    ["tool_calls", "result"],
+  ]) {
+    await run(db, `UPDATE ${table} SET ${column} = $3 WHERE turn_id IN (${THEIR_TURNS})`, [
+      ...pu,
+      FORGOTTEN_TEXT,
+    ]);
+  }
+  for (const table of ["media_steps", "idempotency_keys"]) {
+    await run(db, `DELETE FROM ${table} WHERE inbox_id IN (${THEIR_INBOX})`, pu);
+  }
+  const inbox = await run(
+    db,
+    `UPDATE inbox SET text = $3, sender_id = NULL, sender_name = NULL, attachments = NULL,
+       client_tools = NULL WHERE platform = $1 AND sender_id = $2`,
+    [...pu, FORGOTTEN_TEXT],
+  );
+  return { redacted, inbox };
+}
+
 export async function pgForgetPerson(db: Db, person: PersonRef): Promise<ForgetResult> {
   const p = params(person);
   // Their chats and rows are locked against a message arriving meanwhile.
@@ -154,34 +185,10 @@ export async function pgForgetPerson(db: Db, person: PersonRef): Promise<ForgetR
     result.outbox += removed.outbox;
     result.approvals += removed.approvals;
   }
-  // Shared chats: the chat stays, their words do not.
   const pu = p.slice(0, 2);
-  // Every message of the turns that answered them: a reply may quote what they said.
-  result.redacted = await run(
-    db,
-    `UPDATE messages SET body = jsonb_set(body::jsonb, '{content}', to_jsonb($3::text))::text
-      WHERE turn_id IN (${THEIR_TURNS})`,
-    [...pu, FORGOTTEN_TEXT],
-  );
-  for (const [table, column] of [
-    ["outbox", "text"],
-    ["stream_messages", "text"],
-    ["tool_calls", "result"],
-  ]) {
-    await run(db, `UPDATE ${table} SET ${column} = $3 WHERE turn_id IN (${THEIR_TURNS})`, [
-      ...pu,
-      FORGOTTEN_TEXT,
-    ]);
-  }
-  for (const table of ["media_steps", "idempotency_keys"]) {
-    await run(db, `DELETE FROM ${table} WHERE inbox_id IN (${THEIR_INBOX})`, pu);
-  }
-  result.inbox += await run(
-    db,
-    `UPDATE inbox SET text = $3, sender_id = NULL, sender_name = NULL, attachments = NULL,
-       client_tools = NULL WHERE platform = $1 AND sender_id = $2`,
-    [...pu, FORGOTTEN_TEXT],
-  );
+  const shared = await redactShared(db, pu);
+  result.redacted = shared.redacted;
+  result.inbox += shared.inbox;
   result.pairing = await run(db, "DELETE FROM pairing WHERE platform = $1 AND user_id = $2", pu);
   result.approvals += await run(db, "DELETE FROM approvals WHERE requester = $1 OR asker = $1", [
     p[2],

@@ -110,6 +110,43 @@ export function sqlitePersonData(s: SqliteContext, person: PersonRef): PersonDat
   };
 }
 
+/** Shared chats: the chat stays, their words (and the replies to them) do not. */
+function redactShared(s: SqliteContext, b: ReturnType<typeof bind>) {
+  const touched = s
+    .stmt(`SELECT DISTINCT session_id FROM inbox WHERE id IN (${THEIR_INBOX})`)
+    .pluck()
+    .all(b) as string[];
+  // Every message of the turns that answered them: a reply may quote what they said.
+  const redacted = s
+    .stmt(
+      `UPDATE messages SET body = json_set(body, '$.content', @gone)
+        WHERE turn_id IN (${THEIR_TURNS})`,
+    )
+    .run({ ...b, gone: FORGOTTEN_TEXT }).changes;
+  for (const [table, column] of [
+    ["outbox", "text"],
+    ["stream_messages", "text"],
+    ["tool_calls", "result"],
+  ]) {
+    s.stmt(`UPDATE ${table} SET ${column} = @gone WHERE turn_id IN (${THEIR_TURNS})`).run({
+      ...b,
+      gone: FORGOTTEN_TEXT,
+    });
+  }
+  for (const id of touched) s.transcripts.forget(id);
+  markRewrite(s);
+  for (const table of ["media_steps", "idempotency_keys"]) {
+    s.stmt(`DELETE FROM ${table} WHERE inbox_id IN (${THEIR_INBOX})`).run(b);
+  }
+  const inbox = s
+    .stmt(
+      `UPDATE inbox SET text = @gone, sender_id = NULL, sender_name = NULL, attachments = NULL,
+         client_tools = NULL WHERE platform = @p AND sender_id = @u`,
+    )
+    .run({ ...b, gone: FORGOTTEN_TEXT }).changes;
+  return { redacted, inbox };
+}
+
 export function sqliteForgetPerson(s: SqliteContext, person: PersonRef): ForgetResult {
   const b = bind(person);
   const ownKeys = s.stmt(OWN_KEYS).pluck().all(b) as string[];
@@ -148,39 +185,9 @@ export function sqliteForgetPerson(s: SqliteContext, person: PersonRef): ForgetR
     result.outbox += removed.outbox;
     result.approvals += removed.approvals;
   }
-  // Shared chats: the chat stays, their words do not.
-  const touched = s
-    .stmt(`SELECT DISTINCT session_id FROM inbox WHERE id IN (${THEIR_INBOX})`)
-    .pluck()
-    .all(b) as string[];
-  // Every message of the turns that answered them: a reply may quote what they said.
-  result.redacted = s
-    .stmt(
-      `UPDATE messages SET body = json_set(body, '$.content', @gone)
-        WHERE turn_id IN (${THEIR_TURNS})`,
-    )
-    .run({ ...b, gone: FORGOTTEN_TEXT }).changes;
-  for (const [table, column] of [
-    ["outbox", "text"],
-    ["stream_messages", "text"],
-    ["tool_calls", "result"],
-  ]) {
-    s.stmt(`UPDATE ${table} SET ${column} = @gone WHERE turn_id IN (${THEIR_TURNS})`).run({
-      ...b,
-      gone: FORGOTTEN_TEXT,
-    });
-  }
-  for (const id of touched) s.transcripts.forget(id);
-  markRewrite(s);
-  for (const table of ["media_steps", "idempotency_keys"]) {
-    s.stmt(`DELETE FROM ${table} WHERE inbox_id IN (${THEIR_INBOX})`).run(b);
-  }
-  result.inbox += s
-    .stmt(
-      `UPDATE inbox SET text = @gone, sender_id = NULL, sender_name = NULL, attachments = NULL,
-         client_tools = NULL WHERE platform = @p AND sender_id = @u`,
-    )
-    .run({ ...b, gone: FORGOTTEN_TEXT }).changes;
+  const shared = redactShared(s, b);
+  result.redacted = shared.redacted;
+  result.inbox += shared.inbox;
   result.pairing = s
     .stmt("DELETE FROM pairing WHERE platform = @p AND user_id = @u")
     .run(b).changes;

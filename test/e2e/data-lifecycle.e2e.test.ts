@@ -19,6 +19,8 @@ import { waitFor } from "../helpers/wait-for.js";
 
 const TOKEN = "123456:E2E-token";
 const USER = 4242;
+/** Five people in their own chats. */
+const USERS = [4242, 4243, 4244, 4245, 4246];
 
 describe("backup and restore (real processes)", () => {
   let home: ReturnType<typeof createTempDir>;
@@ -47,7 +49,7 @@ describe("backup and restore (real processes)", () => {
   const env = {
     TELEGRAM_BOT_TOKEN: TOKEN,
     TELEGRAM_API_ROOT: "",
-    TELEGRAM_ALLOWED_USERS: String(USER),
+    TELEGRAM_ALLOWED_USERS: USERS.join(","),
     OPENAI_BASE_URL: "",
     KEEL_MODEL: "fake-model",
   };
@@ -63,30 +65,33 @@ describe("backup and restore (real processes)", () => {
     return gateway;
   }
 
-  async function say(text: string): Promise<void> {
-    telegram.sendUserMessage({ chatId: USER, userId: USER, text: `echo: ${text}` });
-    await waitFor(() => telegram.chatLog(USER).some((e) => e.from === "bot" && e.text === text), {
-      timeoutMs: 15_000,
+  async function say(text: string, user = USER): Promise<void> {
+    telegram.sendUserMessage({ chatId: user, userId: user, text: `echo: ${text}` });
+    await waitFor(() => telegram.chatLog(user).some((e) => e.from === "bot" && e.text === text), {
+      timeoutMs: 20_000,
       message: `reply "${text}"`,
     });
   }
 
   const keel = (...args: string[]) => runKeel({ home: home.path, args, timeoutMs: 60_000 });
 
-  async function transcript(): Promise<string> {
+  async function transcript(user = USER): Promise<string> {
     const list = await keel("sessions", "list", "--json");
     const sessions = JSON.parse(list.stdout) as { sessionId: string; key: string }[];
-    const dm = sessions.find((s) => s.key.endsWith(`:dm:${USER}`))!;
+    const dm = sessions.find((s) => s.key.endsWith(`:dm:${user}`))!;
     return (await keel("sessions", "show", dm.sessionId)).stdout;
   }
 
   it("backs up a running gateway, restores into the stopped home, and the chat goes on", async () => {
     const first = await start();
-    await say("before the backup");
+    await Promise.all(USERS.map((u) => say(`before the backup ${u}`, u)));
     const backup = join(elsewhere.path, "drill.tar.gz");
     const startedAt = performance.now();
+    // Under load: every chat talks while the copy is made.
+    const load = Promise.all(USERS.map((u) => say(`during the backup ${u}`, u)));
     const made = await keel("backup", backup);
     const backupMs = performance.now() - startedAt;
+    await load;
     expect(made.code, made.stderr).toBe(0);
     expect(made.stdout).toContain("OK (sqlite");
 
@@ -107,10 +112,12 @@ describe("backup and restore (real processes)", () => {
     );
 
     await start();
-    await say("after the restore");
-    const history = await transcript();
-    expect(history).toContain("before the backup");
-    expect(history).toContain("after the restore");
-    expect(history).not.toContain("after the backup");
-  });
+    for (const u of USERS) {
+      await say(`after the restore ${u}`, u);
+      const history = await transcript(u);
+      expect(history).toContain(`before the backup ${u}`);
+      expect(history).toContain(`after the restore ${u}`);
+      expect(history).not.toContain("after the backup");
+    }
+  }, 120_000);
 });

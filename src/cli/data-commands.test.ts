@@ -220,6 +220,7 @@ describe("keel backup / restore", () => {
     const aside = readdirSync(home).find((f) => f.startsWith("restore-aside-"))!;
     expect(readFileSync(join(home, aside, "memory", "telegram-5.md"), "utf8")).toBe("changed");
     expect(existsSync(join(home, aside, "state.db"))).toBe(true);
+    expect(readFileSync(join(home, "logs", "audit.log"), "utf8")).toContain('"action":"restore"');
   });
 
   it("refuses while a gateway runs on the home", async () => {

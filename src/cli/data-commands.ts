@@ -10,7 +10,7 @@ import type { Config } from "../config/schema.js";
 import { storeTarget } from "../config/store-target.js";
 import { backupFileName, writeBackup } from "../data/backup.js";
 import { type HomeData, homeData } from "../data/home-data.js";
-import { exportPerson, forgetPerson, parsePerson } from "../data/person.js";
+import { audit, exportPerson, forgetPerson, parsePerson } from "../data/person.js";
 import { describePrune, prune } from "../data/prune.js";
 import { restoreBackup } from "../data/restore.js";
 import { type Verification, verifyBackup } from "../data/verify.js";
@@ -193,6 +193,13 @@ export async function restoreCommand(
       return EXIT.failure;
     case "restored": {
       const m = outcome.verification.manifest!;
+      audit(paths, {
+        at: new Date().toISOString(),
+        action: "restore",
+        file: resolve(file),
+        made: m.created_at,
+        aside: outcome.aside,
+      });
       io.out(
         `Restored ${file}: ${m.counts.sessions} sessions, ${m.counts.messages} messages, ${m.files.length} files. The replaced data is in ${outcome.aside}.`,
       );

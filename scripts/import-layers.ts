@@ -39,6 +39,8 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: "tasks", paths: ["src/tasks/"] },
   { name: "recovery", paths: ["src/recovery/"] },
   { name: "lifecycle", paths: ["src/lifecycle/"] },
+  // The data lifecycle: retention, one person's export and erasure, backups and restore.
+  { name: "data", paths: ["src/data/"] },
   { name: "alerts", paths: ["src/alerts/"] },
   // Metrics and traces, fed from the parts' events; wired by the gateway.
   { name: "telemetry", paths: ["src/telemetry/"] },

@@ -3,6 +3,13 @@ import { Command, CommanderError } from "commander";
 import { KEEL_VERSION } from "../lib/version.js";
 import { registerApprovalCommands } from "./approval-commands.js";
 import { chat } from "./chat.js";
+import {
+  backupCommand,
+  pruneCommand,
+  restoreCommand,
+  userExport,
+  userForget,
+} from "./data-commands.js";
 import { doctor } from "./doctor.js";
 import {
   type ControlOptions,
@@ -22,7 +29,6 @@ import { type OpenOptions, open } from "./open.js";
 import { registerScheduleCommands } from "./schedule-commands.js";
 import { type SetupOptions, setup } from "./setup.js";
 import {
-  backup,
   pairingApprove,
   pairingList,
   pairingRevoke,
@@ -61,6 +67,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   registerMcpCommands(program, io, global, run);
 
   registerLocalCommands(program, io, global, run);
+  registerDataCommands(program, io, global, run);
 
   try {
     await program.parseAsync(argv, { from: "user" });
@@ -180,7 +187,7 @@ function registerStoreCommands(
     .action((user: string) => run(() => pairingRevoke(user, global(), io)));
 }
 
-/** `keel chat`, `open`, `setup`, `memory`, `doctor` and `backup`. */
+/** `keel chat`, `open`, `setup`, `memory` and `doctor`. */
 function registerLocalCommands(
   program: Command,
   io: CliIo,
@@ -229,9 +236,44 @@ function registerLocalCommands(
     .command("doctor")
     .description("check config, home folder, model endpoint and platform tokens")
     .action(() => run(() => doctor(global(), io)));
+}
 
+/** `keel backup`, `restore`, `prune` and `user export|forget`: the data lifecycle. */
+function registerDataCommands(
+  program: Command,
+  io: CliIo,
+  global: () => GlobalOptions,
+  run: (fn: () => Promise<number>) => void,
+): void {
   program
-    .command("backup <path>")
-    .description("online copy of state.db")
-    .action((path: string) => run(() => backup(path, global(), io)));
+    .command("backup [path]")
+    .description(
+      "verified backup (store, memory, uploads, config without secrets) to PATH or backup.dir",
+    )
+    .option("--with-secrets", "include config.yaml's secrets and control_token")
+    .option("--verify <file>", "check a backup: checksums, database integrity, schema, counts")
+    .action((path: string | undefined, opts: { withSecrets?: boolean; verify?: string }) =>
+      run(() => backupCommand(path, { ...global(), ...opts }, io)),
+    );
+  program
+    .command("restore <file>")
+    .description("restore a backup into this stopped home (the replaced data is kept aside)")
+    .action((file: string) => run(() => restoreCommand(file, global(), io)));
+  program
+    .command("prune")
+    .description("remove what retention.* says is too old (the gateway also does this hourly)")
+    .option("--dry-run", "only say what would be removed")
+    .action((opts: { dryRun?: boolean }) => run(() => pruneCommand({ ...global(), ...opts }, io)));
+  const user = program.command("user").description("one person's data: export or erase it");
+  user
+    .command("export <person>")
+    .description("write everything Keel holds about PLATFORM:ID to a zip")
+    .option("--out <file>", "the zip to write (default keel-export-<platform>-<id>.zip)")
+    .action((person: string, opts: { out?: string }) =>
+      run(() => userExport(person, { ...global(), ...opts }, io)),
+    );
+  user
+    .command("forget <person>")
+    .description("erase PLATFORM:ID: their chats, messages, memory, uploads, pairing, approvals")
+    .action((person: string) => run(() => userForget(person, global(), io)));
 }

@@ -3,9 +3,11 @@
  * API when it answers and from `gateway.pid` + `gateway_state.json` otherwise. Exit 0 when it
  * runs, 3 when it does not (as `systemctl status` and LSB init scripts do).
  */
+
 import type { Config } from "../config/schema.js";
 import { storeTarget } from "../config/store-target.js";
 import type { GatewayStatus } from "../control/control-surface.js";
+import { type BackupState, readBackupState } from "../data/data-jobs.js";
 import { describeInstances } from "../gateway/instance-registry.js";
 import { maskUrlCredentials } from "../lib/url-credentials.js";
 import { readDrainRequest } from "../lifecycle/markers.js";
@@ -47,6 +49,8 @@ export interface StatusReport {
    * from the store when this home's gateway does not answer.
    */
   instances?: NonNullable<GatewayStatus["instances"]>;
+  /** The last scheduled backup (`backup.every`): when, whether it was written and verified. */
+  last_backup?: BackupState;
 }
 
 /** What {@link buildStatusReport} combines. */
@@ -234,12 +238,21 @@ export async function gatewayStatus(
 ): Promise<number> {
   const { config } = await loadForControl(options, io);
   const report = await readStatusReport(config);
+  const backup = readBackupState(config.home);
+  if (backup) report.last_backup = backup;
   // Platform errors are other systems' words: a URL with a password in them is masked.
   if (options.json) {
     io.out(maskUrlCredentials(JSON.stringify(report)));
   } else {
     for (const line of formatStatusLines(report, gatewayBaseUrl(config.http))) {
       io.out(maskUrlCredentials(line));
+    }
+    if (backup) {
+      io.out(
+        backup.ok
+          ? `Last backup: ${backup.at}, ${backup.path} (${Math.round((backup.bytes ?? 0) / 1024)} KiB, verified)`
+          : `Last backup: ${backup.at} FAILED: ${backup.error}`,
+      );
     }
     await printServiceLine(config, io);
   }

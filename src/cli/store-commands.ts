@@ -1,8 +1,5 @@
-/** Commands that read or copy the store directly: sessions, pairing, backup. */
-import { chmodSync, closeSync, existsSync, openSync, rmSync, statSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+/** Commands that read the store directly: sessions, pairing (backups: data-commands.ts). */
 import { storeTarget } from "../config/store-target.js";
-import { errorMessage } from "../lib/errors.js";
 import { PAIRING_APPROVED_NOTICE } from "../platforms/telegram/access.js";
 import { openCommandStore } from "../sessions/open-store.js";
 import type {
@@ -11,7 +8,6 @@ import type {
   ReportingStore,
   SessionStore,
   Store,
-  StoreHandle,
   TurnStore,
 } from "../sessions/store.js";
 import { type CliIo, EXIT } from "./io.js";
@@ -192,48 +188,4 @@ export function pairingRevoke(user: string, options: GlobalOptions, io: CliIo): 
     io.out(`Revoked ${platform} user ${userId}: their next message gets a new pairing code.`);
     return EXIT.ok;
   });
-}
-
-/**
- * `keel backup PATH`: a consistent copy of state.db, private (0600) from its first byte. PATH
- * must be new and its folder must exist; either failing is a message, exit 1.
- */
-export function backup(path: string, options: GlobalOptions, io: CliIo): Promise<number> {
-  const target = resolve(path);
-  const folder = dirname(target);
-  if (!isFolder(folder)) {
-    io.err(`keel: the folder ${folder} does not exist; create it first or choose another path.`);
-    return Promise.resolve(EXIT.failure);
-  }
-  if (existsSync(target)) {
-    io.err(`${target} already exists; choose a new path.`);
-    return Promise.resolve(EXIT.failure);
-  }
-  return withStore(options, io, async (store: StoreHandle) => {
-    try {
-      // Created empty and private first: SQLite would create the copy 0644.
-      closeSync(openSync(target, "wx", 0o600));
-    } catch (err) {
-      io.err(`keel: cannot create ${target}: ${errorMessage(err)}`);
-      return EXIT.failure;
-    }
-    try {
-      await store.backup(target);
-      chmodSync(target, 0o600);
-    } catch (err) {
-      rmSync(target, { force: true });
-      io.err(`keel: the backup to ${target} failed: ${errorMessage(err)}`);
-      return EXIT.failure;
-    }
-    io.out(`Backed up state.db to ${target}.`);
-    return EXIT.ok;
-  });
-}
-
-function isFolder(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }

@@ -13,6 +13,7 @@ import type { ChatAddress } from "../contract/platform.js";
 import type { PlatformRegistry } from "../contract/registry.js";
 import type { GatewayStatus } from "../control/control-surface.js";
 import type { HttpServer } from "../control/http-server.js";
+import { startDataJobs } from "../data/data-jobs.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import { startDrainWatcher } from "../lifecycle/drain-watcher.js";
 import { describeModeFix, enforceHomeModes } from "../lifecycle/home-modes.js";
@@ -299,6 +300,8 @@ export class Gateway {
         logger,
       }),
     ];
+    // Retention and scheduled backups (retention.*, backup.every): small transactions, hourly.
+    watchers.push(startDataJobs({ store: this.store, config, logger, now: this.now }));
     const alerts = this.createAlerts();
     if (alerts) {
       alerts.start();

@@ -25,6 +25,7 @@ import { PG_MIGRATIONS } from "./pg-migrations.js";
 import { type Db, first, type PgContext } from "./pg-shared.js";
 import { pgPlatformData } from "./platform-data/pg.js";
 import { pgReporting } from "./reporting/pg.js";
+import { pgRetention } from "./retention/pg.js";
 import { pgSchedules } from "./schedules/pg.js";
 import { pgSessionState } from "./session-state/pg.js";
 import type { CommitObserver, Store, StoreHandle } from "./store.js";
@@ -184,6 +185,7 @@ export class PgStore {
       ...pgSchedules(s),
       ...pgCluster(s),
       ...pgReporting(s),
+      ...pgRetention(s),
     };
     Object.assign(this, roles);
   }

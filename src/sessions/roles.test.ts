@@ -23,6 +23,8 @@ import { pgPlatformData } from "./platform-data/pg.js";
 import { sqlitePlatformData } from "./platform-data/sqlite.js";
 import { pgReporting } from "./reporting/pg.js";
 import { sqliteReporting } from "./reporting/sqlite.js";
+import { pgRetention } from "./retention/pg.js";
+import { sqliteRetention } from "./retention/sqlite.js";
 import { pgSchedules } from "./schedules/pg.js";
 import { sqliteSchedules } from "./schedules/sqlite.js";
 import { pgSessionState } from "./session-state/pg.js";
@@ -97,6 +99,8 @@ describe("store roles", () => {
     ["ClusterStore", "pg", pgCluster],
     ["ReportingStore", "sqlite", sqliteReporting],
     ["ReportingStore", "pg", pgReporting],
+    ["RetentionStore", "sqlite", sqliteRetention],
+    ["RetentionStore", "pg", pgRetention],
   ];
 
   it.each(modules)(

@@ -63,6 +63,15 @@ import type {
   UsageInput,
   UsageTotals,
 } from "./records.js";
+import type {
+  ForgetResult,
+  PersonData,
+  PersonRef,
+  PruneCounts,
+  RetentionCutoffs,
+  RetentionHolds,
+  StoreCounts,
+} from "./retention-records.js";
 
 /**
  * What comes in: inbound messages committed before they are acknowledged, their idempotency keys,
@@ -520,6 +529,59 @@ export interface TaskStore {
   markTasksNoted(ids: number[]): Promise<void>;
   /** The latest turn of a child session, or null when it has none yet. */
   childTurn(childKey: string): Promise<ChildTurn | null>;
+}
+
+/**
+ * The data lifecycle (issue 41): pruning by age in small transactions that leave work in progress
+ * alone, one person's data for export and erasure, and the counts a backup records. Pruning
+ * never touches `model_usage` (usage totals survive without content) nor `session_leases`.
+ */
+export interface RetentionStore {
+  /**
+   * Up to `limit` transcript ids after `after` (in id order) holding messages or tool results
+   * older than the cut-offs; the caller prunes each with `pruneTranscript`.
+   */
+  pruneCandidates(
+    cutoffs: RetentionCutoffs,
+    after: string | null,
+    limit: number,
+  ): Promise<string[]>;
+  /**
+   * One transaction: in one transcript, unless it is held (a running turn, pending inbox or
+   * outbox rows, an open approval or journal row, resume pending), removes the messages before
+   * its first user message newer than `transcriptsBefore` (all of them when there is none; the
+   * transcript row too when no session points at it) and replaces tool results older than
+   * `toolOutputBefore` with the pruned marker. `dryRun`: counts, then rolls back.
+   */
+  pruneTranscript(
+    sessionId: string,
+    cutoffs: RetentionCutoffs,
+    dryRun: boolean,
+  ): Promise<PruneCounts>;
+  /** Up to `limit` session keys after `after` not updated since `before`. */
+  idleSessions(before: number, after: string | null, limit: number): Promise<string[]>;
+  /**
+   * One transaction: removes an idle session whole (row, transcripts, turns, journal, inbox,
+   * outbox, approvals), unless it is held or a scheduled job uses it.
+   */
+  pruneSession(key: string, before: number, dryRun: boolean): Promise<PruneCounts>;
+  /**
+   * One transaction: up to `limit` finished rows of each loose table (inbox, outbox, web chat
+   * events, stream messages, decided approvals) older than `before`.
+   */
+  pruneLoose(before: number, limit: number, dryRun: boolean): Promise<PruneCounts>;
+  /** What the file sweep must leave alone. */
+  retentionHolds(): Promise<RetentionHolds>;
+  /** Everything stored about one person, in one snapshot. */
+  personData(person: PersonRef): Promise<PersonData>;
+  /**
+   * One transaction: removes the person's own chats whole, redacts their messages in shared
+   * ones, removes their pairing rows and the approvals they asked for; refuses (nothing
+   * changed) while they have work in progress.
+   */
+  forgetPerson(person: PersonRef): Promise<ForgetResult>;
+  /** Schema version and row counts, for a backup's manifest. */
+  storeCounts(): Promise<StoreCounts>;
 }
 
 /** The store as a whole: its backup, its health, its end. */

@@ -5,6 +5,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import type { InboundMessage } from "../contract/platform.js";
+import { PRUNED_TOOL_OUTPUT } from "./retention-records.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
 import { MIGRATIONS } from "./sqlite-migrations.js";
 import { SqliteStore } from "./sqlite-store.js";
@@ -95,6 +96,25 @@ describe("SqliteStore", () => {
     expect(second[0]).toBe(first[0]);
     const tail = await store.loadTranscript(turn.sessionId, second[1]!.seq);
     expect(tail.map((m) => m.message.content)).toEqual(["three"]);
+  });
+
+  it("reads afresh a transcript another process pruned (keel prune beside the gateway)", async () => {
+    const turn = await store.startTurn({
+      sessionKey: "agent:main:telegram:dm:42",
+      inboxId: null,
+      userMessage: { role: "user", content: "one" },
+    });
+    await store.appendMessages(turn.sessionId, turn.id, [
+      { role: "tool", tool_call_id: "c1", content: "long output" },
+    ]);
+    await store.finishTurn({ turnId: turn.id, state: "done", finalMessage: null, reply: null });
+    expect((await store.loadTranscript(turn.sessionId))[1]?.message.content).toBe("long output");
+    const other = new SqliteStore(path, { now: () => Date.now() + 86_400_000 });
+    const cutoffs = { toolOutputBefore: Date.now() + 1000 };
+    await other.pruneTranscript(turn.sessionId, cutoffs, false);
+    await other.close();
+    const after = await store.loadTranscript(turn.sessionId);
+    expect(after[1]?.message.content).toBe(PRUNED_TOOL_OUTPUT);
   });
 
   it("runs in WAL mode and is at the latest schema version", async () => {

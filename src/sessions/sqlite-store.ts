@@ -24,6 +24,8 @@ import { sqliteOutbox } from "./outbox/sqlite.js";
 import { sqlitePairing } from "./pairing/sqlite.js";
 import { sqlitePlatformData } from "./platform-data/sqlite.js";
 import { sqliteReporting } from "./reporting/sqlite.js";
+import { sqliteRetention } from "./retention/sqlite.js";
+import { REWRITE_MARK_KEY, REWRITE_MARK_SQL } from "./retention/sqlite-remove.js";
 import { sqliteSchedules } from "./schedules/sqlite.js";
 import { sqliteSessionState } from "./session-state/sqlite.js";
 import { openSqliteDatabase } from "./sqlite-database.js";
@@ -91,6 +93,8 @@ export class SqliteStore {
   private readonly checkpoints: WalCheckpoint | null = null;
   /** SQLite's data_version when a read last looked: it moves when another connection commits. */
   private dataVersion = 0;
+  /** The rewrite mark (retention/sqlite-remove.ts) last seen: another process pruned when it moves. */
+  private rewriteMark: unknown = null;
   /**
    * The group commit's transactions, made once: better-sqlite3 builds a wrapper with four variants
    * for every `transaction()` call, which per method call was ~12 KB of garbage a turn.
@@ -170,6 +174,7 @@ export class SqliteStore {
       ...sqliteSchedules(s),
       ...sqliteCluster(s),
       ...sqliteReporting(s),
+      ...sqliteRetention(s),
     };
     Object.assign(this, roles);
   }
@@ -233,6 +238,9 @@ export class SqliteStore {
     try {
       if (!this.wal) return Promise.resolve(fn());
       if (this.wal.failed) throw this.wal.failed;
+      // Before the read too: a `keel prune` or `keel user forget` may have rewritten transcripts
+      // this process holds parsed (noteOtherCommits then drops them).
+      this.noteOtherCommits(this.wal);
       const value = fn();
       this.noteOtherCommits(this.wal);
       const durable = this.wal.untilReadable();
@@ -251,6 +259,13 @@ export class SqliteStore {
     const version = this.dataVersionNow();
     if (version !== this.dataVersion) {
       this.dataVersion = version;
+      // Pruning or erasure in another process (`keel prune`, `keel user forget`) rewrote
+      // transcripts this process may hold parsed: drop them (appends need nothing, see read).
+      const mark = this.stmt(REWRITE_MARK_SQL).pluck().get(REWRITE_MARK_KEY) ?? null;
+      if (mark !== this.rewriteMark) {
+        this.rewriteMark = mark;
+        this.transcripts.clear();
+      }
       wal.committedOne();
     }
   }

@@ -5,6 +5,7 @@
  * (store*.test.ts), so nothing here may assume either. Times are epoch milliseconds.
  */
 export * from "./records.js";
+export * from "./retention-records.js";
 export type * from "./roles.js";
 
 import type {
@@ -16,6 +17,7 @@ import type {
   PairingStore,
   PlatformDataStore,
   ReportingStore,
+  RetentionStore,
   ScheduleStore,
   SessionStore,
   StoreHandle,
@@ -39,4 +41,5 @@ export interface Store
     ClusterStore,
     ReportingStore,
     TaskStore,
+    RetentionStore,
     StoreHandle {}

@@ -73,6 +73,17 @@ export class TranscriptCache {
     return entry.rows.map((row) => row.message);
   }
 
+  /** Drops what is held of a transcript whose rows changed underneath (pruning, erasure). */
+  forget(sessionId: string): void {
+    this.take(sessionId);
+  }
+
+  /** Drops everything held (another process changed the database). */
+  clear(): void {
+    this.entries.clear();
+    this.bytes = 0;
+  }
+
   /** Removes and returns the session's entry (re-inserted by `keep`, which makes it the newest). */
   private take(sessionId: string): Entry | undefined {
     const entry = this.entries.get(sessionId);

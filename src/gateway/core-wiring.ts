@@ -170,9 +170,11 @@ export function createCore(input: CoreInput): GatewayCore {
     store,
     intake: (message, advance) => runner.receive(message, advance),
     notify: (address, text) => sendNotice(address, text),
-    held: async (name) =>
-      (await store.listBudgetPauses({ state: "pending", sessionKey: jobSessionKey(name) })).length >
-      0,
+    // A job whose last run waits for a budget's answer fires no more meanwhile.
+    held: async (name) => {
+      const sessionKey = jobSessionKey(name);
+      return (await store.listBudgetPauses({ state: "pending", sessionKey })).length > 0;
+    },
     logger: logger.child({ component: "scheduler" }),
     now,
   });

@@ -17,6 +17,7 @@ import { loadConfig } from "../src/config/load-config.js";
 import type { ConnectionLease, PlatformAdapter } from "../src/contract/platform.js";
 import type { Gateway } from "../src/gateway/gateway.js";
 import { DiscordAdapter } from "../src/platforms/discord/adapter.js";
+import { EmailAdapter } from "../src/platforms/email/adapter.js";
 import { TelegramAdapter } from "../src/platforms/telegram/adapter.js";
 import { SUBPROTOCOL } from "../src/platforms/webchat/adapter.js";
 import { TOKEN_SUBPROTOCOL_PREFIX } from "../src/platforms/webchat/upgrade-auth.js";
@@ -30,6 +31,7 @@ import { type FakeSlack, startFakeSlack } from "./fakes/slack-server.js";
 import { type FakeTelegram, startFakeTelegram } from "./fakes/telegram-server.js";
 import { type FakeWhatsapp, startFakeWhatsapp } from "./fakes/whatsapp-server.js";
 import { createTestGateway, stopTestGateway } from "./helpers/in-process-gateway.js";
+import { type MailWorld, startMailWorld } from "./helpers/mail-world.js";
 import { postgresHarness } from "./helpers/store-harness.js";
 import { StoreSink } from "./helpers/store-sink.js";
 import { createTempDir } from "./helpers/temp-home.js";
@@ -445,8 +447,62 @@ const matrix: PlatformEntry = {
   },
 };
 
-/** Every platform the contract covers. Email joins here. */
-const PLATFORMS: PlatformEntry[] = [telegram, discord, slack, webchat, whatsapp, matrix];
+const email: PlatformEntry = {
+  name: "email",
+  ack: "marked seen and moved out of INBOX",
+  none: {
+    rateLimit:
+      "an SMTP server's temporary refusal (4xx) names no wait to honour: the outbox retries it on its own backoff",
+    typing: "mail has no typing indicator, and a reply cannot be edited: it is sent once, final",
+  },
+  async standIn() {
+    const world: MailWorld = await startMailWorld();
+    const user = world.address("alice");
+    // No subject: the body alone is the message (a new thread's subject would lead it).
+    const send = (text: string) => world.send({ from: user, subject: "", text });
+    return {
+      env: world.env([user]),
+      say(text) {
+        const sent = send(text);
+        return {
+          acked: async () => world.filed((await sent).messageId),
+          // A copy of the same mail arrives again (a provider's redelivery, a restored backup).
+          redeliver: () => void sent.then((mail) => world.redeliver(mail.raw)),
+        };
+      },
+      seen: () =>
+        world.smtp.mails.filter((m) => !m.refused && m.to.includes(user)).map((m) => m.text),
+      sigil: "/",
+      lease: {
+        holds: "the IMAP session on the mailbox",
+        key: connectionLeaseKey("email", `keel@127.0.0.1:${world.dovecot.imapPort}`),
+        adapter: (store, lease) =>
+          new EmailAdapter({
+            imap: {
+              host: "127.0.0.1",
+              port: world.dovecot.imapPort,
+              user: "keel",
+              password: world.dovecot.user("keel").password,
+              folder: "Keel",
+            },
+            smtp: { host: "127.0.0.1", port: world.smtp.port },
+            address: world.keelAddress,
+            allowedSenders: [user],
+            adminSenders: [],
+            store,
+            logger: silent,
+            timing: { backoffBaseMs: 20, backoffMaxMs: 100 },
+            connection: lease,
+          }),
+        say: (text) => void send(text),
+      },
+      close: () => world.close(),
+    };
+  },
+};
+
+/** Every platform the contract covers. */
+const PLATFORMS: PlatformEntry[] = [telegram, discord, slack, webchat, whatsapp, matrix, email];
 
 // ---------------------------------------------------------------------------------------------
 // The cases

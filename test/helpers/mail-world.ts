@@ -46,6 +46,8 @@ export interface MailWorld {
   redeliver(raw: Buffer): Promise<void>;
   /** What `user` has received, oldest first. */
   received(user: string): Promise<SeenMail[]>;
+  /** The mail is marked seen and filed in Keel's handled folder (the mailbox's acknowledgement). */
+  filed(messageId: string, folder?: string): Promise<boolean>;
   /** How many messages a folder of Keel's mailbox holds, and how many of them are unseen. */
   keelFolder(path: string): Promise<{ messages: number; unseen: number }>;
   close(): Promise<void>;
@@ -144,10 +146,21 @@ export async function startMailWorld(): Promise<MailWorld> {
           lock.release();
         }
       }),
+    filed: (messageId, folder = "Keel") =>
+      withMailbox("keel", async (client) => {
+        const lock = await client.getMailboxLock(folder).catch(() => null);
+        if (!lock) return false;
+        try {
+          const uids = await client.search({ header: { "message-id": messageId }, seen: true });
+          return Array.isArray(uids) && uids.length > 0;
+        } finally {
+          lock.release();
+        }
+      }),
     keelFolder: (path) =>
       withMailbox("keel", async (client) => {
         const status = await client.status(path, { messages: true, unseen: true }).catch(() => false);
-        if (!status) return { messages: 0, unseen: 0 };
+        if (typeof status !== "object") return { messages: 0, unseen: 0 };
         return { messages: status.messages ?? 0, unseen: status.unseen ?? 0 };
       }),
     async close() {

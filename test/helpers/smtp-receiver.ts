@@ -16,6 +16,9 @@ export interface ReceivedMail {
   raw: Buffer;
   /** Refused with a temporary failure instead of accepted. */
   refused: boolean;
+  /** The text part as the recipient reads it (parsed on arrival). */
+  text: string;
+  messageId: string;
 }
 
 export interface SmtpReceiver {
@@ -47,12 +50,21 @@ export async function startSmtpReceiver(dovecot: PrivateDovecot | null): Promise
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-      stream.on("end", () => {
+      stream.on("end", async () => {
         const raw = Buffer.concat(chunks);
+        const mail = await simpleParser(raw);
         const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : "";
         const to = session.envelope.rcptTo.map((r) => r.address);
         const refused = refuse > 0;
-        mails.push({ at: Date.now(), from, to, raw, refused });
+        mails.push({
+          at: Date.now(),
+          from,
+          to,
+          raw,
+          refused,
+          text: (mail.text ?? "").trim(),
+          messageId: mail.messageId ?? "",
+        });
         if (refused) {
           refuse -= 1;
           const err = new Error("Too many messages, try again later") as Error & {
@@ -87,9 +99,4 @@ export async function startSmtpReceiver(dovecot: PrivateDovecot | null): Promise
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
-}
-
-/** The accepted mail as parsed headers and text, for assertions. */
-export async function parsed(mail: ReceivedMail) {
-  return simpleParser(mail.raw);
 }

@@ -358,12 +358,6 @@ export class EmailAdapter implements PlatformAdapter {
     }
     const operator = this.access.isOperator(from);
     if (await this.answeredApproval(mail, operator)) return;
-    const key = threadStateKey(from, mail.root);
-    const known = (await this.options.store.getPlatformState(key)) as ThreadState | null;
-    await this.options.store.setPlatformState(key, {
-      subject: known?.subject ?? mail.subject,
-      chain: trimChain(mail.chain),
-    } satisfies ThreadState);
     const inbound: InboundMessage = {
       platform: "email",
       chatId: from,
@@ -381,7 +375,13 @@ export class EmailAdapter implements PlatformAdapter {
       ...(mail.attachments.length > 0 && { attachments: mail.attachments }),
       ...(operator && { operator: true }),
     };
-    await this.sink!.receive(inbound);
+    // The thread's subject and chain (for the reply's headers) go with the message, in the same
+    // batch of commits: not one more flush before the message is stored.
+    const thread: ThreadState = { subject: mail.subject, chain: trimChain(mail.chain) };
+    await Promise.all([
+      this.options.store.setPlatformState(threadStateKey(from, mail.root), thread),
+      this.sink!.receive(inbound),
+    ]);
   }
 
   /** A one-word answer to an approval question mail (approval-reply.ts). */

@@ -159,7 +159,9 @@ export async function startMailWorld(): Promise<MailWorld> {
       }),
     keelFolder: (path) =>
       withMailbox("keel", async (client) => {
-        const status = await client.status(path, { messages: true, unseen: true }).catch(() => false);
+        const status = await client
+          .status(path, { messages: true, unseen: true })
+          .catch(() => false);
         if (typeof status !== "object") return { messages: 0, unseen: 0 };
         return { messages: status.messages ?? 0, unseen: status.unseen ?? 0 };
       }),

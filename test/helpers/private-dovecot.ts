@@ -68,7 +68,9 @@ function listening(port: number): Promise<boolean> {
 function mailOwner(): { uid: number; gid: number; asRoot: boolean; username: string } {
   const me = userInfo();
   if (me.uid !== 0) return { uid: me.uid, gid: me.gid, asRoot: false, username: me.username };
-  const [, , uid, gid] = execFileSync("getent", ["passwd", "dovecot"], { encoding: "utf8" }).split(":");
+  const [, , uid, gid] = execFileSync("getent", ["passwd", "dovecot"], { encoding: "utf8" }).split(
+    ":",
+  );
   return { uid: Number(uid), gid: Number(gid), asRoot: true, username: "dovecot" };
 }
 
@@ -126,11 +128,9 @@ export async function startPrivateDovecot(users: string[]): Promise<PrivateDovec
   for (const sub of ["mail", "home"]) chownSync(join(dir, sub), owner.uid, owner.gid);
   const domain = "example.test";
   const passwords = new Map(users.map((u) => [u, `secret-${u}`]));
-  writeFileSync(
-    join(dir, "users"),
-    [...passwords].map(([u, p]) => `${u}:${p}::::::\n`).join(""),
-    { mode: 0o644 },
-  );
+  writeFileSync(join(dir, "users"), [...passwords].map(([u, p]) => `${u}:${p}::::::\n`).join(""), {
+    mode: 0o644,
+  });
   const imapPort = await freePort();
   const conf = join(dir, "dovecot.conf");
   writeFileSync(conf, config(dir, imapPort));

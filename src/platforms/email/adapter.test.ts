@@ -174,16 +174,22 @@ describe.runIf(dovecotInstalled())("EmailAdapter against Dovecot and an SMTP ser
     await world.redeliver(mail.raw);
     await world.send({ from: alice, text: "and then this" });
     await filed(3);
-    expect(sink.texts()).toEqual(["Subject: Hello\n\nonly once", "Subject: Hello\n\nand then this"]);
+    expect(sink.texts()).toEqual([
+      "Subject: Hello\n\nonly once",
+      "Subject: Hello\n\nand then this",
+    ]);
   });
 
   it("answers a stranger with a pairing code by mail and stores nothing", async () => {
     await open();
     await world.send({ from: bob, subject: "Hi there", text: "let me in" });
-    const [answer] = await waitFor(async () => {
-      const got = await world.received("bob");
-      return got.length > 0 ? got : null;
-    }, { timeoutMs: 15_000, message: "bob's pairing code" });
+    const [answer] = await waitFor(
+      async () => {
+        const got = await world.received("bob");
+        return got.length > 0 ? got : null;
+      },
+      { timeoutMs: 15_000, message: "bob's pairing code" },
+    );
     expect(answer!.text).toMatch(/pairing code is \w+/);
     expect(answer!.subject).toBe("Re: Hi there");
     await filed(1);
@@ -248,10 +254,13 @@ describe.runIf(dovecotInstalled())("EmailAdapter against Dovecot and an SMTP ser
       text: "The numbers",
       file: { id: "f1", path: filePath, name: "numbers.csv", mime: "text/csv", size: 8 },
     });
-    const got = await waitFor(async () => {
-      const mails = await world.received("alice");
-      return mails.length >= 2 ? mails : null;
-    }, { timeoutMs: 15_000, message: "two replies" });
+    const got = await waitFor(
+      async () => {
+        const mails = await world.received("alice");
+        return mails.length >= 2 ? mails : null;
+      },
+      { timeoutMs: 15_000, message: "two replies" },
+    );
     const [text, file] = got;
     expect(text!.subject).toBe("Re: Numbers");
     expect(text!.inReplyTo).toBe(first.messageId);
@@ -266,10 +275,13 @@ describe.runIf(dovecotInstalled())("EmailAdapter against Dovecot and an SMTP ser
     ]);
     // The same outbox row sent again carries the same Message-ID (a resend after a crash).
     await adapter.deliver(reply);
-    const again = await waitFor(async () => {
-      const mails = await world.received("alice");
-      return mails.length >= 3 ? mails : null;
-    }, { timeoutMs: 15_000, message: "the resend" });
+    const again = await waitFor(
+      async () => {
+        const mails = await world.received("alice");
+        return mails.length >= 3 ? mails : null;
+      },
+      { timeoutMs: 15_000, message: "the resend" },
+    );
     expect(again[2]!.messageId).toBe(text!.messageId);
   });
 
@@ -287,10 +299,13 @@ describe.runIf(dovecotInstalled())("EmailAdapter against Dovecot and an SMTP ser
       kind: "notice",
       approvalId: "ap1",
     });
-    const [question] = await waitFor(async () => {
-      const got = await world.received("alice");
-      return got.length > 0 ? got : null;
-    }, { timeoutMs: 15_000, message: "the question" });
+    const [question] = await waitFor(
+      async () => {
+        const got = await world.received("alice");
+        return got.length > 0 ? got : null;
+      },
+      { timeoutMs: 15_000, message: "the question" },
+    );
     expect(question!.text).toContain("approve, session");
     await world.send({
       from: alice,
@@ -299,12 +314,20 @@ describe.runIf(dovecotInstalled())("EmailAdapter against Dovecot and an SMTP ser
       inReplyTo: question!.messageId,
       references: question!.references.concat(question!.messageId),
     });
-    const outcome = await waitFor(async () => {
-      const got = await world.received("alice");
-      return got.length > 1 ? got[1] : null;
-    }, { timeoutMs: 15_000, message: "the outcome" });
+    const outcome = await waitFor(
+      async () => {
+        const got = await world.received("alice");
+        return got.length > 1 ? got[1] : null;
+      },
+      { timeoutMs: 15_000, message: "the outcome" },
+    );
     expect(sink.presses).toEqual([
-      expect.objectContaining({ approvalId: "ap1", decision: "approve", userId: alice, chatId: alice }),
+      expect.objectContaining({
+        approvalId: "ap1",
+        decision: "approve",
+        userId: alice,
+        chatId: alice,
+      }),
     ]);
     expect(outcome!.text).toBe("Decided: approve");
     expect(sink.messages).toHaveLength(1);
@@ -315,7 +338,9 @@ describe.runIf(dovecotInstalled())("EmailAdapter against Dovecot and an SMTP ser
     await world.send({
       from: alice,
       text: "see attached",
-      attachments: [{ filename: "notes.txt", content: "remember the milk", contentType: "text/plain" }],
+      attachments: [
+        { filename: "notes.txt", content: "remember the milk", contentType: "text/plain" },
+      ],
     });
     await stored(1);
     await filed(1);

@@ -27,7 +27,13 @@ import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
 import { answerByReply, approvalKey } from "./approval-reply.js";
-import { composeReply, replySubject, type ThreadState, threadStateKey, trimChain } from "./compose.js";
+import {
+  composeReply,
+  replySubject,
+  type ThreadState,
+  threadStateKey,
+  trimChain,
+} from "./compose.js";
 import {
   isLoopback,
   Mailbox,
@@ -181,7 +187,9 @@ export class EmailAdapter implements PlatformAdapter {
     }
     const to = reply.address.chatId;
     const key = reply.address.threadId ? threadStateKey(to, reply.address.threadId) : null;
-    const thread = key ? ((await this.options.store.getPlatformState(key)) as ThreadState | null) : null;
+    const thread = key
+      ? ((await this.options.store.getPlatformState(key)) as ThreadState | null)
+      : null;
     const mail = composeReply(reply, thread, this.options.address);
     let text = reply.text;
     const attachments: { filename: string; content: Buffer; contentType: string }[] = [];

@@ -200,7 +200,10 @@ export class Mailbox {
     for (const path of [this.settings.folder, "INBOX"]) {
       const lock = await this.client.getMailboxLock(path, { readOnly: true });
       try {
-        const uids = await this.client.search({ header: { "message-id": messageId } }, { uid: true });
+        const uids = await this.client.search(
+          { header: { "message-id": messageId } },
+          { uid: true },
+        );
         const uid = (uids || [])[0];
         if (uid === undefined) continue;
         const message = await this.client.fetchOne(String(uid), { source: true }, { uid: true });

@@ -27,6 +27,8 @@ export interface SmtpReceiver {
   readonly password: string;
   /** Every message offered, accepted or refused, oldest first. */
   readonly mails: ReceivedMail[];
+  /** Calls `listener` with each accepted mail; returns the unsubscribe. */
+  onMail(listener: (mail: ReceivedMail) => void): () => void;
   /** Refuses the next `count` messages with `451 4.7.1` (try again later). */
   refuseNext(count?: number): void;
   close(): Promise<void>;
@@ -37,6 +39,7 @@ export async function startSmtpReceiver(dovecot: PrivateDovecot | null): Promise
   const user = "keel-smtp";
   const password = "smtp-secret";
   let refuse = 0;
+  const listeners = new Set<(mail: ReceivedMail) => void>();
   const server = new SMTPServer({
     secure: false,
     disabledCommands: ["STARTTLS"],
@@ -56,7 +59,7 @@ export async function startSmtpReceiver(dovecot: PrivateDovecot | null): Promise
         const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : "";
         const to = session.envelope.rcptTo.map((r) => r.address);
         const refused = refuse > 0;
-        mails.push({
+        const received: ReceivedMail = {
           at: Date.now(),
           from,
           to,
@@ -64,7 +67,8 @@ export async function startSmtpReceiver(dovecot: PrivateDovecot | null): Promise
           refused,
           text: (mail.text ?? "").trim(),
           messageId: mail.messageId ?? "",
-        });
+        };
+        mails.push(received);
         if (refused) {
           refuse -= 1;
           const err = new Error("Too many messages, try again later") as Error & {
@@ -77,7 +81,10 @@ export async function startSmtpReceiver(dovecot: PrivateDovecot | null): Promise
         const local = dovecot ? to.filter((a) => a.endsWith(`@${dovecot.domain}`)) : [];
         const delivered = local.length > 0 ? dovecot!.deliver(raw, local, from) : Promise.resolve();
         delivered.then(
-          () => callback(),
+          () => {
+            callback();
+            for (const listener of listeners) listener(received);
+          },
           (err: Error) => callback(err),
         );
       });
@@ -94,6 +101,10 @@ export async function startSmtpReceiver(dovecot: PrivateDovecot | null): Promise
     user,
     password,
     mails,
+    onMail(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     refuseNext(count = 1) {
       refuse += count;
     },

@@ -35,6 +35,7 @@ import {
   trimChain,
 } from "./compose.js";
 import {
+  type FetchedMail,
   isLoopback,
   Mailbox,
   MailboxAuthError,
@@ -130,6 +131,9 @@ export class EmailAdapter implements PlatformAdapter {
           secure: smtp.tls ?? smtp.port === 465,
           requireTLS: !(smtp.tls ?? smtp.port === 465) && !isLoopback(smtp.host),
           ...(smtp.user && { auth: { user: smtp.user, pass: smtp.password ?? "" } }),
+          // A few connections kept open: no handshake and login per reply under load.
+          pool: true,
+          maxConnections: 3,
           connectionTimeout: this.timing.connectTimeoutMs,
           greetingTimeout: this.timing.connectTimeoutMs,
           socketTimeout: 60_000,
@@ -315,16 +319,7 @@ export class EmailAdapter implements PlatformAdapter {
       const uids = await mailbox.unseen();
       for (let i = 0; i < uids.length && !held.aborted; i += this.timing.batchSize) {
         const batch = await mailbox.fetch(uids.slice(i, i + this.timing.batchSize));
-        const taken: number[] = [];
-        try {
-          for (const mail of batch) {
-            await this.take(mail.source);
-            taken.push(mail.uid);
-          }
-        } finally {
-          // Only what is committed is acknowledged: the rest is read again.
-          if (!mailbox.gone.aborted) await mailbox.done(taken);
-        }
+        await this.takeBatch(mailbox, batch);
         this.health.sawEvent();
       }
       if (held.aborted) return;
@@ -333,16 +328,44 @@ export class EmailAdapter implements PlatformAdapter {
     }
   }
 
-  /** One mail: filed away, answered with a pairing code, an approval answer, or stored. */
-  private async take(raw: Buffer): Promise<void> {
-    let mail: EmailMessage;
-    try {
-      mail = await readMessage(raw, this.own);
-    } catch (err) {
-      // A mail no parser reads would hold the mailbox forever: filed away, said in the log.
-      this.logger.warn({ error: describe(err) }, "email not readable; filed away unanswered");
-      return;
+  /**
+   * One batch: each sender's mail in order, senders side by side (their commits share flushes);
+   * then the committed ones acknowledged at once. Throws after the acknowledgement when one was
+   * not stored: the rest of that sender's mail stays unseen and is read again.
+   */
+  private async takeBatch(mailbox: Mailbox, batch: FetchedMail[]): Promise<void> {
+    const read = await Promise.all(
+      batch.map(async (fetched) => ({
+        uid: fetched.uid,
+        mail: await readMessage(fetched.source, this.own).catch((err: unknown) => {
+          // A mail no parser reads would hold the mailbox forever: filed away, said in the log.
+          this.logger.warn({ error: describe(err) }, "email not readable; filed away unanswered");
+          return null;
+        }),
+      })),
+    );
+    const bySender = new Map<string, typeof read>();
+    for (const item of read) {
+      const key = item.mail?.from ?? "";
+      bySender.set(key, [...(bySender.get(key) ?? []), item]);
     }
+    const taken: number[] = [];
+    const outcomes = await Promise.allSettled(
+      [...bySender.values()].map(async (items) => {
+        for (const { uid, mail } of items) {
+          if (mail) await this.take(mail);
+          taken.push(uid);
+        }
+      }),
+    );
+    // Only what is committed is acknowledged: the rest is read again.
+    if (!mailbox.gone.aborted) await mailbox.done(taken.sort((a, b) => a - b));
+    const failed = outcomes.find((o) => o.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  /** One mail: filed away, answered with a pairing code, an approval answer, or stored. */
+  private async take(mail: EmailMessage): Promise<void> {
     if (mail.noReply) {
       this.logger.info({ from: mail.from, reason: mail.noReply }, "email not answered");
       return;

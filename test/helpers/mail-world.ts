@@ -121,7 +121,7 @@ export async function startMailWorld(): Promise<MailWorld> {
         const lock = await client.getMailboxLock("INBOX");
         try {
           const status = await client.status("INBOX", { messages: true });
-          if (!status || !status.messages) return [];
+          if (typeof status !== "object" || !status.messages) return [];
           const fetched = await client.fetchAll("1:*", { source: true });
           const mails: SeenMail[] = [];
           for (const message of fetched) {

@@ -207,7 +207,7 @@ export class Mailbox {
         const uid = (uids || [])[0];
         if (uid === undefined) continue;
         const message = await this.client.fetchOne(String(uid), { source: true }, { uid: true });
-        if (message && message.source) return message.source;
+        if (message && typeof message === "object" && message.source) return message.source;
       } finally {
         lock.release();
       }

@@ -18,6 +18,7 @@ import type { ConnectionLease, PlatformAdapter } from "../src/contract/platform.
 import type { Gateway } from "../src/gateway/gateway.js";
 import { DiscordAdapter } from "../src/platforms/discord/adapter.js";
 import { EmailAdapter } from "../src/platforms/email/adapter.js";
+import { MatrixAdapter } from "../src/platforms/matrix/adapter.js";
 import { TelegramAdapter } from "../src/platforms/telegram/adapter.js";
 import { SUBPROTOCOL } from "../src/platforms/webchat/adapter.js";
 import { TOKEN_SUBPROTOCOL_PREFIX } from "../src/platforms/webchat/upgrade-auth.js";
@@ -404,10 +405,6 @@ const whatsapp: PlatformEntry = {
 const matrix: PlatformEntry = {
   name: "matrix",
   ack: "the /sync `since` token stored past it",
-  none: {
-    lease:
-      "not yet: two gateways on one store would both sync the bot account (run Matrix on one gateway)",
-  },
   async standIn() {
     const user = "@owner:fake.test";
     const room = "!dm:fake.test";
@@ -442,6 +439,23 @@ const matrix: PlatformEntry = {
         fake.calls
           .filter((c) => c.path.includes(`/rooms/${room}/typing/`) && c.body.typing === true)
           .map((c) => c.at),
+      lease: {
+        holds: "the /sync of the bot account",
+        key: connectionLeaseKey("matrix", fake.accessToken),
+        adapter: (store, lease) =>
+          new MatrixAdapter({
+            homeserver: fake.homeserver,
+            userId: fake.userId,
+            accessToken: fake.accessToken,
+            allowedUsers: [user],
+            adminUsers: [],
+            store,
+            logger: silent,
+            timing: { pollTimeoutMs: 200, backoffBaseMs: 20, backoffMaxMs: 100 },
+            connection: lease,
+          }),
+        say: (text) => void fake.userSays({ roomId: room, sender: user, body: text }),
+      },
       close: () => fake.close(),
     };
   },

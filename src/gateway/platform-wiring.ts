@@ -107,6 +107,10 @@ export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[
         logger: wiring.logger.child({ component: "matrix" }),
         onStatusChange: () => wiring.onPlatformStatusChange(),
         progress: progressWiring(wiring),
+        ...(wiring.cluster &&
+          matrix.access_token && {
+            connection: connectionLease(wiring, wiring.cluster, "matrix", matrix.access_token),
+          }),
       }),
     );
   }

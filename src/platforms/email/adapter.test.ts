@@ -10,6 +10,7 @@ import { type MailWorld, startMailWorld } from "../../../test/helpers/mail-world
 import { dovecotInstalled } from "../../../test/helpers/private-dovecot.js";
 import { createTempDir } from "../../../test/helpers/temp-home.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
+import { connectionLeaseKey, StoreConnectionLease } from "../../cluster/connection-lease.js";
 import type {
   AcceptResult,
   ApprovalPress,
@@ -393,3 +394,71 @@ describe.runIf(dovecotInstalled())("EmailAdapter against Dovecot and an SMTP ser
     expect(adapter.status().error).toMatch(/refused the login/);
   });
 });
+
+describe.runIf(dovecotInstalled())(
+  "EmailAdapter with a connection lease (several gateways)",
+  () => {
+    it("reads the mailbox only while it holds the lease; the standby takes over", async () => {
+      const world = await startMailWorld();
+      const home = createTempDir("keel-email-lease-");
+      // One store holds the lease (as the shared database would); each gateway keeps its own
+      // record, so a standby that read the mailbox anyway would store what the holder took.
+      const shared = new SqliteStore(join(home.path, "lease.db"));
+      const stores = [0, 1].map((i) => new SqliteStore(join(home.path, `gw${i}.db`)));
+      const sinks = stores.map((store) => new RecordingSink(store));
+      const alice = world.address("alice");
+      const adapters = stores.map(
+        (store, i) =>
+          new EmailAdapter({
+            imap: {
+              host: "127.0.0.1",
+              port: world.dovecot.imapPort,
+              user: "keel",
+              password: world.dovecot.user("keel").password,
+              folder: "Keel",
+            },
+            smtp: { host: "127.0.0.1", port: world.smtp.port },
+            address: world.keelAddress,
+            allowedSenders: [alice],
+            adminSenders: [],
+            store,
+            logger: silent,
+            timing: { backoffBaseMs: 20, backoffMaxMs: 100 },
+            connection: new StoreConnectionLease({
+              store: shared,
+              key: connectionLeaseKey("email", "keel@127.0.0.1"),
+              owner: `gw-${i}`,
+              ttlMs: 60_000,
+              logger: silent,
+              claimEveryMs: 20,
+            }),
+          }),
+      );
+      try {
+        await adapters[0]!.start(sinks[0]!);
+        await adapters[1]!.start(sinks[1]!);
+        for (const n of [1, 2, 3])
+          await world.send({ from: alice, subject: "", text: `first ${n}` });
+        await waitFor(() => sinks[0]!.messages.length === 3 || sinks[1]!.messages.length === 3, {
+          timeoutMs: 15_000,
+          message: "the holder took them",
+        });
+        const held = sinks[0]!.messages.length === 3 ? 0 : 1;
+        const standby = 1 - held;
+        await adapters[held]!.stop();
+        await world.send({ from: alice, subject: "", text: "second" });
+        await waitFor(() => sinks[standby]!.texts().includes("second"), {
+          timeoutMs: 15_000,
+          message: "the standby took over",
+        });
+        expect(sinks[standby]!.texts()).toEqual(["second"]);
+        expect(sinks[held]!.texts()).toEqual(["first 1", "first 2", "first 3"]);
+      } finally {
+        for (const adapter of adapters) await adapter.stop();
+        for (const store of [...stores, shared]) await store.close();
+        await world.close();
+        home.cleanup();
+      }
+    });
+  },
+);

@@ -11,6 +11,7 @@
 import type { Logger } from "pino";
 import type {
   ChatAddress,
+  ConnectionLease,
   ConnectionReport,
   InboundMessage,
   InboundSink,
@@ -63,6 +64,11 @@ export interface MatrixAdapterOptions extends ConnectingAdapterOptions<ProgressS
   allowedUsers: string[];
   adminUsers: string[];
   store: MatrixStoreAccess;
+  /**
+   * Several gateways on one store: only the holder syncs the bot account (two syncing gateways
+   * would both take every batch); the others stand by and take over from the stored position.
+   */
+  connection?: ConnectionLease;
   timing?: Partial<MatrixTiming>;
 }
 
@@ -95,8 +101,11 @@ export class MatrixAdapter implements PlatformAdapter {
       logger: this.logger,
       ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
       backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
-      // A long poll answers at least every pollTimeoutMs: longer silence is a stall.
-      stalledAfterMs: 2 * (this.timing.pollTimeoutMs + this.timing.requestTimeoutMs),
+      // A long poll answers at least every pollTimeoutMs: longer silence is a stall (a standby
+      // holds no poll, so it is never stalled).
+      ...(!options.connection && {
+        stalledAfterMs: 2 * (this.timing.pollTimeoutMs + this.timing.requestTimeoutMs),
+      }),
     });
     this.access = new ChatAccess("matrix", options.allowedUsers, options.store, options.adminUsers);
     this.client =
@@ -171,6 +180,7 @@ export class MatrixAdapter implements PlatformAdapter {
     if (this.health.stopped) return;
     this.health.stop();
     await this.loop;
+    await this.options.connection?.release();
     await this.progressView?.stop();
     this.health.set("stopped");
     this.logger.info("matrix stopped");
@@ -217,68 +227,94 @@ export class MatrixAdapter implements PlatformAdapter {
     };
   }
 
+  /** Syncs while this gateway holds the account (always, alone); stands by while another does. */
   private async run(firstAttempt: () => void): Promise<void> {
-    let since: string | null = null;
     let checked = false;
     for (let failures = 0; !this.health.stopped; ) {
+      const held = await this.hold(firstAttempt);
+      if (!held) return;
       try {
         if (!checked) {
-          const me = await this.client!.whoami();
-          if (me.user_id !== this.options.userId) {
-            throw new WrongAccountError(
-              `The Matrix access token belongs to ${me.user_id}, not platforms.matrix.user_id ${this.options.userId}.`,
-            );
-          }
+          await this.checkAccount();
           checked = true;
-          since = (await this.options.store.getPlatformState(this.sinceKey)) as string | null;
-          if (since === null) {
-            // First start: what was said before Keel joined is not answered.
-            const first = await this.client!.sync(null, 0, this.health.stopSignal);
-            await this.takeInvites(first);
-            since = first.next_batch;
-            await this.options.store.setPlatformState(this.sinceKey, since);
+        }
+        // Read at every hold: another gateway may have moved it on meanwhile.
+        let since = await this.startingPosition(held);
+        while (!held.aborted) {
+          if (this.health.state !== "connected") {
+            // Previews an earlier process left mid-stream (a crash) are marked interrupted.
+            void this.progressView?.sweep();
           }
+          this.health.set("connected");
+          this.health.sawEvent();
+          firstAttempt();
+          const batch = await this.client!.sync(since, this.timing.pollTimeoutMs, held);
+          this.health.sawEvent();
+          await this.takeBatch(batch);
+          // Only now: a crash before this line syncs the same batch again.
+          await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
+          since = batch.next_batch;
+          failures = 0;
         }
-        if (this.health.state !== "connected") {
-          // Previews an earlier process left mid-stream (a crash) are marked interrupted.
-          void this.progressView?.sweep();
-        }
-        this.health.set("connected");
-        this.health.sawEvent();
-        firstAttempt();
-        const batch = await this.client!.sync(
-          since,
-          this.timing.pollTimeoutMs,
-          this.health.stopSignal,
-        );
-        this.health.sawEvent();
-        await this.takeBatch(batch);
-        // Only now: a crash before this line syncs the same batch again.
-        await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
-        since = batch.next_batch;
-        failures = 0;
+        if (!this.health.stopped) this.logger.warn("matrix sync handed over; standing by");
       } catch (err) {
         if (this.health.stopped) return;
         firstAttempt();
-        if (
-          err instanceof MatrixError &&
-          (err.status === 401 || err.errcode === "M_UNKNOWN_TOKEN")
-        ) {
-          this.health.fail(
-            `Matrix rejected the access token (${err.message}). Check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN), then restart Keel.`,
-            { retrying: false },
-          );
-          return;
-        }
-        if (err instanceof WrongAccountError) {
-          this.health.fail(err.message, { retrying: false });
-          return;
-        }
+        if (this.fatal(err)) return;
+        if (held.aborted) continue;
         failures += 1;
         this.health.fail(`Cannot sync with the Matrix homeserver (${describe(err)}); retrying.`);
         await this.health.pause(this.health.backoffMs(failures));
       }
     }
+  }
+
+  /** Waits for the account's lease (several gateways on one store); null once stopped. */
+  private async hold(firstAttempt: () => void): Promise<AbortSignal | null> {
+    const lease = this.options.connection;
+    if (!lease) return this.health.stopSignal;
+    const held = await lease.acquire(this.health.stopSignal, () => {
+      this.health.set("connected");
+      firstAttempt();
+    });
+    if (!held) return null;
+    this.logger.info("matrix sync taken: syncing from the stored position");
+    return AbortSignal.any([held, this.health.stopSignal]);
+  }
+
+  private async checkAccount(): Promise<void> {
+    const me = await this.client!.whoami();
+    if (me.user_id !== this.options.userId) {
+      throw new WrongAccountError(
+        `The Matrix access token belongs to ${me.user_id}, not platforms.matrix.user_id ${this.options.userId}.`,
+      );
+    }
+  }
+
+  /** The stored sync position; on the very first start, now (earlier history is not answered). */
+  private async startingPosition(signal: AbortSignal): Promise<string> {
+    const stored = (await this.options.store.getPlatformState(this.sinceKey)) as string | null;
+    if (stored !== null) return stored;
+    const first = await this.client!.sync(null, 0, signal);
+    await this.takeInvites(first);
+    await this.options.store.setPlatformState(this.sinceKey, first.next_batch);
+    return first.next_batch;
+  }
+
+  /** A rejected token or another account's: said, and no retry. */
+  private fatal(err: unknown): boolean {
+    if (err instanceof MatrixError && (err.status === 401 || err.errcode === "M_UNKNOWN_TOKEN")) {
+      this.health.fail(
+        `Matrix rejected the access token (${err.message}). Check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN), then restart Keel.`,
+        { retrying: false },
+      );
+      return true;
+    }
+    if (err instanceof WrongAccountError) {
+      this.health.fail(err.message, { retrying: false });
+      return true;
+    }
+    return false;
   }
 
   private async takeInvites(batch: SyncResponse): Promise<void> {

@@ -33,6 +33,7 @@ import { type FakeTelegram, startFakeTelegram } from "./fakes/telegram-server.js
 import { type FakeWhatsapp, startFakeWhatsapp } from "./fakes/whatsapp-server.js";
 import { createTestGateway, stopTestGateway } from "./helpers/in-process-gateway.js";
 import { type MailWorld, startMailWorld } from "./helpers/mail-world.js";
+import { dovecotInstalled } from "./helpers/private-dovecot.js";
 import { postgresHarness } from "./helpers/store-harness.js";
 import { StoreSink } from "./helpers/store-sink.js";
 import { createTempDir } from "./helpers/temp-home.js";
@@ -515,8 +516,16 @@ const email: PlatformEntry = {
   },
 };
 
-/** Every platform the contract covers. */
-const PLATFORMS: PlatformEntry[] = [telegram, discord, slack, webchat, whatsapp, matrix, email];
+/** Every platform the contract covers (email where Debian's Dovecot is installed to run it). */
+const PLATFORMS: PlatformEntry[] = [
+  telegram,
+  discord,
+  slack,
+  webchat,
+  whatsapp,
+  matrix,
+  ...(dovecotInstalled() ? [email] : []),
+];
 
 // ---------------------------------------------------------------------------------------------
 // The cases

@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -84,6 +85,54 @@ describe("MatrixAdapter against a stand-in homeserver", () => {
     });
     await synced(position);
     expect(sink.accepted).toEqual(["what time is it"]);
+  });
+
+  it("takes files people send (mxc://, fetched with the token) and sends the agent's files", async () => {
+    const adapter = await open();
+    const { position } = fake.userSendsFile({
+      roomId: DM,
+      sender: OWNER,
+      msgtype: "m.image",
+      name: "cat.png",
+      mime: "image/png",
+      bytes: Buffer.from("png-bytes"),
+      caption: "look at this",
+    });
+    await synced(position);
+    await waitFor(() => sink.accepted.length === 1, { message: "the image stored" });
+    const [stored] = await store.listOpenInbox();
+    expect(stored!.text).toBe("look at this");
+    const [attachment] = stored!.attachments!;
+    expect(attachment).toMatchObject({
+      kind: "photo",
+      name: "cat.png",
+      mime: "image/png",
+      size: 9,
+    });
+    const signal = new AbortController().signal;
+    expect((await adapter.fetchFile(attachment!, 1_000, signal)).toString()).toBe("png-bytes");
+    await expect(adapter.fetchFile({ ...attachment!, size: undefined }, 4, signal)).rejects.toThrow(
+      /larger than/,
+    );
+    const path = join(home.path, "report.csv");
+    writeFileSync(path, "a,b\n");
+    await adapter.deliver({
+      outboxId: 5,
+      sessionKey: "k",
+      sessionId: "s",
+      address: { platform: "matrix", chatId: DM },
+      text: "the report",
+      kind: "reply",
+      file: { id: "f", path, name: "report.csv", mime: "text/csv", size: 4 },
+    });
+    const [sent] = fake.botFiles(DM);
+    expect(sent!.content).toMatchObject({
+      msgtype: "m.file",
+      body: "the report",
+      filename: "report.csv",
+      info: { mimetype: "text/csv", size: 4 },
+    });
+    expect(sent!.bytes?.toString()).toBe("a,b\n");
   });
 
   it("gives a stranger a pairing code in a direct chat and stores nothing", async () => {

@@ -9,16 +9,19 @@
  * not supported: an encrypted message gets one plain notice saying so, per room and process.
  */
 import type { Logger } from "pino";
-import type {
-  ChatAddress,
-  ConnectionLease,
-  ConnectionReport,
-  InboundMessage,
-  InboundSink,
-  OutboundReply,
-  PlatformAdapter,
-  PlatformStatus,
-  ProgressUpdate,
+import {
+  type AttachmentKind,
+  type ChatAddress,
+  type ConnectionLease,
+  type ConnectionReport,
+  FileTooLargeError,
+  type InboundAttachment,
+  type InboundMessage,
+  type InboundSink,
+  type OutboundReply,
+  type PlatformAdapter,
+  type PlatformStatus,
+  type ProgressUpdate,
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
@@ -189,7 +192,39 @@ export class MatrixAdapter implements PlatformAdapter {
   /** Delivers a reply: into the turn's streamed messages when it had any, else as new messages. */
   async deliver(reply: OutboundReply): Promise<void> {
     if (!this.client) throw new Error("Matrix is not configured; the reply stays queued.");
+    if (reply.file) return this.sendFile(reply);
     await (this.progressView ? this.progressView.deliver(reply) : this.sendPlainReply(reply));
+  }
+
+  /** A file the agent sent: uploaded to the media repository, then sent as an image or a file. */
+  private async sendFile(reply: OutboundReply): Promise<void> {
+    const file = reply.file!;
+    const { readFile } = await import("node:fs/promises");
+    const uri = await this.client!.upload(await readFile(file.path), file.mime, file.name);
+    const image = file.mime.startsWith("image/");
+    await this.client!.send(reply.address.chatId, `keel-${reply.outboxId}-file`, {
+      msgtype: image ? "m.image" : "m.file",
+      // A caption rides in `body` when `filename` names the file (spec 1.10).
+      body: reply.text || file.name,
+      filename: file.name,
+      url: uri,
+      info: { mimetype: file.mime, size: file.size },
+    });
+  }
+
+  /** A file a user sent (`mxc://`), downloaded from the media repository with the token. */
+  async fetchFile(
+    attachment: InboundAttachment,
+    maxBytes: number,
+    signal: AbortSignal,
+  ): Promise<Buffer> {
+    if (!this.client) throw new Error("Matrix is not configured.");
+    if (attachment.size !== undefined && attachment.size > maxBytes) {
+      throw new FileTooLargeError(maxBytes, attachment.size);
+    }
+    const { bytes, tooLarge } = await this.client.download(attachment.ref, maxBytes, signal);
+    if (tooLarge) throw new FileTooLargeError(maxBytes);
+    return bytes;
   }
 
   /** Sends a reply's pieces; each transaction id names the outbox row and piece. */
@@ -356,21 +391,20 @@ export class MatrixAdapter implements PlatformAdapter {
       return;
     }
     if (event.type !== "m.room.message") return;
-    const content = event.content as {
-      msgtype?: string;
-      body?: string;
-      "m.relates_to"?: { rel_type?: string };
-      "m.mentions"?: { user_ids?: string[] };
-    };
+    const content = event.content as MessageContent;
     // Edits and other bots' notices are not new messages.
     if (content["m.relates_to"]?.rel_type === "m.replace") return;
-    if (content.msgtype !== "m.text" || typeof content.body !== "string") return;
+    if (typeof content.body !== "string") return;
+    const attachment = attachmentOf(content);
+    if (content.msgtype !== "m.text" && !attachment) return;
     const userId = this.options.userId!;
     const direct = await this.isDirect(roomId);
     const mentioned =
       content["m.mentions"]?.user_ids?.includes(userId) === true || content.body.includes(userId);
     if (!direct && !mentioned) return;
-    const text = content.body
+    // A file's body is its name, unless `filename` names it and the body is a caption.
+    const said = attachment && !content.filename ? "" : content.body;
+    const text = said
       .replaceAll(userId, "")
       .replace(/^[\s:,]+/, "")
       .trim();
@@ -382,6 +416,7 @@ export class MatrixAdapter implements PlatformAdapter {
       text,
       senderId: event.sender,
       address: { platform: "matrix", chatId: roomId, replyToMessageId: event.event_id },
+      ...(attachment && { attachments: [attachment] }),
     };
     if (await this.access.isAllowed(event.sender)) {
       if (this.access.isOperator(event.sender)) inbound.operator = true;
@@ -409,6 +444,37 @@ export class MatrixAdapter implements PlatformAdapter {
     this.direct.set(roomId, direct);
     return direct;
   }
+}
+
+interface MessageContent {
+  msgtype?: string;
+  body?: string;
+  filename?: string;
+  url?: string;
+  info?: { mimetype?: string; size?: number };
+  "m.relates_to"?: { rel_type?: string };
+  "m.mentions"?: { user_ids?: string[] };
+}
+
+const MEDIA_KINDS: Record<string, AttachmentKind> = {
+  "m.image": "photo",
+  "m.file": "document",
+  "m.audio": "audio",
+  "m.video": "document",
+};
+
+/** An unencrypted file event's media (`url`: an `mxc://` URI), or null. */
+function attachmentOf(content: MessageContent): InboundAttachment | null {
+  const kind = content.msgtype ? MEDIA_KINDS[content.msgtype] : undefined;
+  if (!kind || typeof content.url !== "string" || !content.url.startsWith("mxc://")) return null;
+  const name = content.filename ?? content.body;
+  return {
+    kind,
+    ref: content.url,
+    ...(name && { name }),
+    ...(content.info?.mimetype && { mime: content.info.mimetype }),
+    ...(typeof content.info?.size === "number" && { size: content.info.size }),
+  };
 }
 
 /** The token is another account's: no retry fixes that. */

@@ -21,6 +21,10 @@
  *   small `ls -l` through the real terminal tool, unconfined and sandboxed (`--commands`, default
  *   200 of each; bench/sandbox.ts).
  *
+ * Not in the default run (it needs Debian's Dovecot): `email` (`npm run bench -- email`): mails/s
+ * through the email adapter against a private Dovecot and the test tree's SMTP server, same
+ * options as `telegram` (bench/email-throughput.ts).
+ *
  * Not in the default run (it needs Postgres): `cluster` (`npm run bench -- cluster`, or
  * `--only cluster`): turns/s with 1, 2 and 3 gateway processes on one Postgres, and the takeover
  * time after a SIGKILL (`--instances`, `--cluster-sessions`, `--cluster-turns`, `--lease-ttl`,
@@ -44,6 +48,7 @@ import {
 import { CONTEXT_WINDOW, type ContextResult, runContext, THRESHOLD_TOKENS } from "./context.js";
 import { type CoreResult, runCore, SETTLE_S } from "./core.js";
 import { runDiscordThroughput } from "./discord-throughput.js";
+import { runEmailThroughput } from "./email-throughput.js";
 import { type ResumeResult, runResume, runStopInFlight, type StopResult } from "./lifecycle.js";
 import { runSandboxBench, type SandboxBenchResult } from "./sandbox.js";
 import { runSlackThroughput } from "./slack-throughput.js";
@@ -60,8 +65,8 @@ const SECTIONS = [
   "context",
   "sandbox",
 ] as const;
-/** Run only when named: they need more than this machine alone (a Postgres server). */
-const NAMED_ONLY = ["cluster", "restart"] as const;
+/** Run only when named: they need more than this machine alone (a Postgres server, Dovecot). */
+const NAMED_ONLY = ["cluster", "restart", "email"] as const;
 type Section = (typeof SECTIONS)[number] | (typeof NAMED_ONLY)[number];
 const KNOWN: readonly string[] = [...SECTIONS, ...NAMED_ONLY];
 
@@ -483,6 +488,13 @@ async function main(): Promise<number> {
         results,
         "Discord throughput (stand-in Discord gateway + REST, instant model, built gateway in a child process)",
         "ceiling: Discord allows a bot 50 REST requests/s, and each reply is one",
+      );
+    } else if (section === "email") {
+      const results = await telegram(values, runs, runEmailThroughput);
+      json.email = results;
+      text = telegramReport(
+        results,
+        "Email throughput (private Dovecot IMAP IDLE in, test-tree SMTP out, instant model, built gateway in a child process)",
       );
     } else if (section === "api") {
       const results = await api(values, runs);

@@ -19,6 +19,10 @@ const EXTERNAL = [
   "@discordjs/*",
   "discord-api-types",
   "@slack/*",
+  // Email's IMAP, SMTP and MIME libraries: loaded only when email is configured.
+  "imapflow",
+  "nodemailer",
+  "mailparser",
   "@modelcontextprotocol/sdk",
   // The browser tool's driver: loaded on its first call, finds its own files at run time.
   "playwright-core",

@@ -17,6 +17,8 @@ import { loadConfig } from "../src/config/load-config.js";
 import type { ConnectionLease, PlatformAdapter } from "../src/contract/platform.js";
 import type { Gateway } from "../src/gateway/gateway.js";
 import { DiscordAdapter } from "../src/platforms/discord/adapter.js";
+import { EmailAdapter } from "../src/platforms/email/adapter.js";
+import { MatrixAdapter } from "../src/platforms/matrix/adapter.js";
 import { TelegramAdapter } from "../src/platforms/telegram/adapter.js";
 import { SUBPROTOCOL } from "../src/platforms/webchat/adapter.js";
 import { TOKEN_SUBPROTOCOL_PREFIX } from "../src/platforms/webchat/upgrade-auth.js";
@@ -30,6 +32,8 @@ import { type FakeSlack, startFakeSlack } from "./fakes/slack-server.js";
 import { type FakeTelegram, startFakeTelegram } from "./fakes/telegram-server.js";
 import { type FakeWhatsapp, startFakeWhatsapp } from "./fakes/whatsapp-server.js";
 import { createTestGateway, stopTestGateway } from "./helpers/in-process-gateway.js";
+import { type MailWorld, startMailWorld } from "./helpers/mail-world.js";
+import { dovecotInstalled } from "./helpers/private-dovecot.js";
 import { postgresHarness } from "./helpers/store-harness.js";
 import { StoreSink } from "./helpers/store-sink.js";
 import { createTempDir } from "./helpers/temp-home.js";
@@ -402,10 +406,6 @@ const whatsapp: PlatformEntry = {
 const matrix: PlatformEntry = {
   name: "matrix",
   ack: "the /sync `since` token stored past it",
-  none: {
-    lease:
-      "not yet: two gateways on one store would both sync the bot account (run Matrix on one gateway)",
-  },
   async standIn() {
     const user = "@owner:fake.test";
     const room = "!dm:fake.test";
@@ -440,13 +440,92 @@ const matrix: PlatformEntry = {
         fake.calls
           .filter((c) => c.path.includes(`/rooms/${room}/typing/`) && c.body.typing === true)
           .map((c) => c.at),
+      lease: {
+        holds: "the /sync of the bot account",
+        key: connectionLeaseKey("matrix", fake.accessToken),
+        adapter: (store, lease) =>
+          new MatrixAdapter({
+            homeserver: fake.homeserver,
+            userId: fake.userId,
+            accessToken: fake.accessToken,
+            allowedUsers: [user],
+            adminUsers: [],
+            store,
+            logger: silent,
+            timing: { pollTimeoutMs: 200, backoffBaseMs: 20, backoffMaxMs: 100 },
+            connection: lease,
+          }),
+        say: (text) => void fake.userSays({ roomId: room, sender: user, body: text }),
+      },
       close: () => fake.close(),
     };
   },
 };
 
-/** Every platform the contract covers. Email joins here. */
-const PLATFORMS: PlatformEntry[] = [telegram, discord, slack, webchat, whatsapp, matrix];
+const email: PlatformEntry = {
+  name: "email",
+  ack: "marked seen and moved out of INBOX",
+  none: {
+    rateLimit:
+      "an SMTP server's temporary refusal (4xx) names no wait to honour: the outbox retries it on its own backoff",
+    typing: "mail has no typing indicator, and a reply cannot be edited: it is sent once, final",
+  },
+  async standIn() {
+    const world: MailWorld = await startMailWorld();
+    const user = world.address("alice");
+    // No subject: the body alone is the message (a new thread's subject would lead it).
+    const send = (text: string) => world.send({ from: user, subject: "", text });
+    return {
+      env: world.env([user]),
+      say(text) {
+        const sent = send(text);
+        return {
+          acked: async () => world.filed((await sent).messageId),
+          // A copy of the same mail arrives again (a provider's redelivery, a restored backup).
+          redeliver: () => void sent.then((mail) => world.redeliver(mail.raw)),
+        };
+      },
+      seen: () =>
+        world.smtp.mails.filter((m) => !m.refused && m.to.includes(user)).map((m) => m.text),
+      sigil: "/",
+      lease: {
+        holds: "the IMAP session on the mailbox",
+        key: connectionLeaseKey("email", `keel@127.0.0.1:${world.dovecot.imapPort}`),
+        adapter: (store, lease) =>
+          new EmailAdapter({
+            imap: {
+              host: "127.0.0.1",
+              port: world.dovecot.imapPort,
+              user: "keel",
+              password: world.dovecot.user("keel").password,
+              folder: "Keel",
+            },
+            smtp: { host: "127.0.0.1", port: world.smtp.port },
+            address: world.keelAddress,
+            allowedSenders: [user],
+            adminSenders: [],
+            store,
+            logger: silent,
+            timing: { backoffBaseMs: 20, backoffMaxMs: 100 },
+            connection: lease,
+          }),
+        say: (text) => void send(text),
+      },
+      close: () => world.close(),
+    };
+  },
+};
+
+/** Every platform the contract covers (email where Debian's Dovecot is installed to run it). */
+const PLATFORMS: PlatformEntry[] = [
+  telegram,
+  discord,
+  slack,
+  webchat,
+  whatsapp,
+  matrix,
+  ...(dovecotInstalled() ? [email] : []),
+];
 
 // ---------------------------------------------------------------------------------------------
 // The cases

@@ -16,6 +16,7 @@ import { probeMcpServers } from "../mcp/probe.js";
 import type { ServiceDeps } from "../service/install.js";
 import { serviceManagerProblem } from "../service/manager-check.js";
 import { openCommandStore } from "../sessions/open-store.js";
+import { probeEmail } from "./email-probe.js";
 import {
   probeDiscord,
   probeMatrix,
@@ -79,7 +80,7 @@ export async function doctor(
   checks.push(checkHome(config.home), await checkStore(config), checkSandbox(config));
   checks.push(await checkModel(config), await checkTelegram(config));
   checks.push(await checkSlack(config), await checkDiscord(config), await checkWhatsapp(config));
-  checks.push(await checkMatrix(config));
+  checks.push(await checkMatrix(config), await checkEmail(config));
   checks.push(...(await checkMcp(config)), checkWeb(config));
   checks.push(await checkGateway(config), await checkService(config.home, serviceDeps));
   for (const c of checks) print(c);
@@ -267,6 +268,26 @@ async function checkMatrix(config: Config): Promise<Check> {
   }
   const result = await probeMatrix(m.homeserver!, m.user_id!, m.access_token!);
   return { name: "matrix", level: result.ok ? "ok" : "fail", detail: result.detail };
+}
+
+/** Email: the settings it needs, then the IMAP and SMTP logins as the gateway makes them. */
+async function checkEmail(config: Config): Promise<Check> {
+  const e = config.platforms.email;
+  if (!e.imap && !e.smtp && !e.address) return { name: "email", level: "ok", detail: "disabled" };
+  const missing = [
+    ["imap", "EMAIL_IMAP_HOST, _PORT, _USER, _PASSWORD", e.imap],
+    ["smtp", "EMAIL_SMTP_HOST, _PORT", e.smtp],
+    ["address", "EMAIL_ADDRESS", e.address],
+  ].filter(([, , value]) => !value);
+  if (missing.length > 0) {
+    const names = missing.map(([key, env]) => `platforms.email.${key} (${env})`).join(", ");
+    return { name: "email", level: "fail", detail: `${names} not set; email needs all three` };
+  }
+  const result = await probeEmail(e.imap!, e.smtp!);
+  const level = result.ok ? "ok" : result.warnOnly ? "warn" : "fail";
+  const senders = e.allowed_senders.length + e.admin_senders.length;
+  const who = senders > 0 ? "" : "; no allowed_senders yet: every sender gets a pairing code";
+  return { name: "email", level, detail: `${result.detail}${result.ok ? who : ""}` };
 }
 
 /**

@@ -79,7 +79,16 @@ describe("keel setup", () => {
       expect(refused.code).toBe(1);
       expect(refused.text).toContain("refused (HTTP 401, code 190)");
       expect(existsSync(configFile())).toBe(false);
-      const ok = await run([...start, wa.phoneNumberId, wa.accessToken, "secret", "vt-1", "", "y"]);
+      const ok = await run([
+        ...start,
+        wa.phoneNumberId,
+        wa.accessToken,
+        "secret",
+        "vt-1",
+        "",
+        "",
+        "y",
+      ]);
       expect(ok.code).toBe(0);
       expect(ok.text).toContain("✓ WhatsApp: number +1 555 0100");
       expect(ok.text).toContain("/platforms/whatsapp/webhook");
@@ -111,7 +120,7 @@ describe("keel setup", () => {
       expect(refused.code).toBe(1);
       expect(refused.text).toContain("M_UNKNOWN_TOKEN");
       expect(existsSync(configFile())).toBe(false);
-      const ok = await run([...start, mx.homeserver, mx.userId, mx.accessToken, "y"]);
+      const ok = await run([...start, mx.homeserver, mx.userId, mx.accessToken, "", "y"]);
       expect(ok.code).toBe(0);
       expect(ok.text).toContain(`✓ Matrix: bot ${mx.userId}`);
       expect(ok.text).toContain("unencrypted room");
@@ -127,7 +136,7 @@ describe("keel setup", () => {
   });
 
   it("asks plain questions, tests the Telegram token and explains pairing", async () => {
-    const answers = [model.baseUrl, "", "", "555:bot", "", "", "y"].join("\n");
+    const answers = [model.baseUrl, "", "", "555:bot", "", "", "", "y"].join("\n");
     const run = await setup([], `${answers}\n`);
     expect(run.code).toBe(0);
     expect(run.text).toContain("Model endpoint");

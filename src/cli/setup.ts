@@ -2,7 +2,7 @@
  * `keel setup`: the first run. Asks for the model endpoint and tests it (lists the models, sends
  * one request), optionally a Telegram bot token (tests `getMe`, explains pairing) and a WhatsApp
  * Cloud API number (tests the token, says where the webhook goes) and a Matrix bot account
- * (tests the token with whoami), says plainly
+ * (tests the token with whoami) and a mailbox (setup-email.ts: tests the IMAP and SMTP logins), says plainly
  * what the agent can do on this machine, and writes a commented `config.yaml` (mode 0600).
  * Plain prompts on stdin; every answer also has a flag, and `--yes` takes the defaults, so a
  * script can run it. An existing config.yaml is replaced only when the user says so (or `--force`).
@@ -24,6 +24,7 @@ import {
 } from "./endpoint-checks.js";
 import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
+import { askEmail, type EmailAnswers, renderEmail } from "./setup-email.js";
 
 export interface SetupOptions extends GlobalOptions {
   modelUrl?: string;
@@ -81,6 +82,8 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
     if (whatsapp === "failed") return EXIT.failure;
     const matrix = await askMatrix(ask, io);
     if (matrix === "failed") return EXIT.failure;
+    const email = await askEmail(ask, io);
+    if (email === "failed") return EXIT.failure;
 
     // What the agent can do here, said before anything runs.
     const who = userInfo();
@@ -105,6 +108,7 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
       apiRoot,
       ...(whatsapp && { whatsapp }),
       ...(matrix && { matrix }),
+      ...(email && { email }),
     });
     const temp = `${file}.tmp-${process.pid}`;
     writeFileSync(temp, text, { mode: 0o600 });
@@ -217,6 +221,7 @@ export function renderConfig(input: {
   apiRoot: string;
   whatsapp?: WhatsappAnswers;
   matrix?: MatrixAnswers;
+  email?: EmailAnswers;
 }): string {
   const lines = [
     "# Keel configuration, written by `keel setup`. Environment variables override these values",
@@ -238,7 +243,9 @@ export function renderConfig(input: {
     '  host: "127.0.0.1"',
     "  port: 8642",
   ];
-  if (input.token || input.whatsapp || input.matrix) lines.push("", "platforms:");
+  if (input.token || input.whatsapp || input.matrix || input.email) {
+    lines.push("", "platforms:");
+  }
   if (input.token) {
     lines.push(
       "  telegram:",
@@ -274,6 +281,7 @@ export function renderConfig(input: {
       "    allowed_users: []",
     );
   }
+  if (input.email) lines.push(...renderEmail(input.email));
   return `${lines.join("\n")}\n`;
 }
 

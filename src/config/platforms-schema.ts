@@ -136,6 +136,52 @@ const matrix = z
   })
   .prefault({});
 
+/** Email addresses (lowercased when compared). */
+const emailList = z.array(z.email("an email address looks like name@example.org")).default([]);
+
+/** What every mail server setting has; IMAP needs a login, SMTP may go without one. */
+const mailServer = (what: "IMAP" | "SMTP", tlsPort: number) => ({
+  host: z.string().min(1).describe(`The ${what} server's host name`),
+  port: z.number().int().min(1).max(65535).describe(`The ${what} server's port`),
+  tls: z
+    .boolean()
+    .optional()
+    .describe(
+      `TLS from the first byte; false: STARTTLS, required unless the host is loopback. Default: true on port ${tlsPort}`,
+    ),
+});
+
+const email = z
+  .strictObject({
+    imap: z
+      .strictObject({
+        ...mailServer("IMAP", 993),
+        user: z.string().min(1).describe("The IMAP login"),
+        password: z.string().min(1).describe("The IMAP password (an app password where offered)"),
+        folder: z
+          .string()
+          .min(1)
+          .default("Keel")
+          .describe("Where a message goes once it is stored (created when missing)"),
+      })
+      .optional()
+      .describe("The mailbox Keel reads (its INBOX, watched with IDLE)"),
+    smtp: z
+      .strictObject({
+        ...mailServer("SMTP", 465),
+        user: z.string().min(1).optional().describe("The SMTP login, when the server asks for one"),
+        password: z.string().min(1).optional().describe("The SMTP password"),
+      })
+      .optional()
+      .describe("The server Keel sends replies through"),
+    address: z.email().optional().describe("Keel's own address (From: of every reply)"),
+    allowed_senders: emailList.describe("Addresses allowed to write to Keel"),
+    admin_senders: emailList.describe(
+      "Addresses with operator rights (/restart, /sethome); they may also write",
+    ),
+  })
+  .prefault({});
+
 export const platforms = z
   .strictObject({
     api: z
@@ -154,5 +200,6 @@ export const platforms = z
     slack,
     whatsapp,
     matrix,
+    email,
   })
   .prefault({});

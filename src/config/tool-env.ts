@@ -27,6 +27,7 @@ const KEEL_PREFIXES = [
   "DISCORD_",
   "WHATSAPP_",
   "MATRIX_",
+  "EMAIL_",
 ];
 
 /** Names that look like credentials (case-insensitive): never passed unless listed. */

@@ -11,6 +11,7 @@ import type { ConnectionLease, PlatformAdapter } from "../contract/platform.js";
 import { requestFacts } from "../control/access-gate.js";
 import { createWebRoutes } from "../control/web-routes.js";
 import { LazyDiscordAdapter } from "../platforms/discord/lazy-adapter.js";
+import { LazyEmailAdapter } from "../platforms/email/lazy-adapter.js";
 import { MatrixAdapter } from "../platforms/matrix/adapter.js";
 import { OpenAiApiAdapter } from "../platforms/openai-api/adapter.js";
 import { LazySlackAdapter } from "../platforms/slack/lazy-adapter.js";
@@ -106,6 +107,34 @@ export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[
         logger: wiring.logger.child({ component: "matrix" }),
         onStatusChange: () => wiring.onPlatformStatusChange(),
         progress: progressWiring(wiring),
+        ...(wiring.cluster &&
+          matrix.access_token && {
+            connection: connectionLease(wiring, wiring.cluster, "matrix", matrix.access_token),
+          }),
+      }),
+    );
+  }
+  const email = config.platforms.email;
+  if (email.imap || email.smtp || email.address) {
+    adapters.push(
+      new LazyEmailAdapter({
+        imap: email.imap,
+        smtp: email.smtp,
+        address: email.address,
+        allowedSenders: email.allowed_senders,
+        adminSenders: email.admin_senders,
+        store: wiring.store,
+        logger: wiring.logger.child({ component: "email" }),
+        onStatusChange: () => wiring.onPlatformStatusChange(),
+        ...(wiring.cluster &&
+          email.imap && {
+            connection: connectionLease(
+              wiring,
+              wiring.cluster,
+              "email",
+              `${email.imap.user}@${email.imap.host}:${email.imap.port}`,
+            ),
+          }),
       }),
     );
   }

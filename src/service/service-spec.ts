@@ -65,6 +65,7 @@ const CAPTURED_PREFIXES = [
   "DISCORD_",
   "WHATSAPP_",
   "MATRIX_",
+  "EMAIL_",
 ];
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD/i;
 

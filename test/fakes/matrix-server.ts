@@ -1,7 +1,8 @@
 /**
  * A stand-in Matrix homeserver on 127.0.0.1 with the client-server endpoints Keel uses: whoami,
  * `/sync` (a real long poll over one event log, `since` tokens `s<position>`), room sends by
- * transaction id (one event per id, as servers do), joins, joined members and typing.
+ * transaction id (one event per id, as servers do), joins, joined members and typing, and the
+ * media repository (upload, authenticated download).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -40,6 +41,18 @@ export interface FakeMatrix {
   setMembers(roomId: string, members: string[]): void;
   /** The next room send is refused with 429 M_LIMIT_EXCEEDED. */
   rateLimitNext(retryAfterMs: number): void;
+  /** A user uploads a file and sends it to a room as `msgtype` (m.image, m.file, ...). */
+  userSendsFile(input: {
+    roomId: string;
+    sender: string;
+    msgtype: string;
+    name: string;
+    mime: string;
+    bytes: Buffer;
+    caption?: string;
+  }): { event: Record<string, unknown>; position: number };
+  /** Files Keel sent to a room: the event's content and the uploaded bytes. */
+  botFiles(roomId: string): { content: Record<string, unknown>; bytes: Buffer | undefined }[];
   /** Bodies Keel sent to a room, oldest first. */
   botTexts(roomId: string): string[];
   joined: string[];
@@ -59,6 +72,8 @@ export async function startFakeMatrix(
   /** Keel's visible messages: an `m.replace` changes one's body, a redaction removes it. */
   const sentOrder: { roomId: string; body: string; eventId: string; removed: boolean }[] = [];
   const joined: string[] = [];
+  const media = new Map<string, { mime: string; bytes: Buffer }>();
+  const sentFiles: { roomId: string; content: Record<string, unknown> }[] = [];
   let limits: number[] = [];
   let waiters: (() => void)[] = [];
   let counter = 0;
@@ -88,8 +103,10 @@ export async function startFakeMatrix(
     const url = new URL(req.url ?? "/", homeserver);
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const raw = Buffer.concat(chunks).toString();
-    const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
+    const bytes = Buffer.concat(chunks);
+    const json = (req.headers["content-type"] ?? "").includes("json");
+    const body =
+      json && bytes.length > 0 ? (JSON.parse(bytes.toString()) as Record<string, unknown>) : {};
     const path = decodeURIComponent(url.pathname);
     const record = (status: number) =>
       calls.push({ method: req.method ?? "", path, body, at: Date.now(), status });
@@ -98,6 +115,21 @@ export async function startFakeMatrix(
       return reply(res, 401, { errcode: "M_UNKNOWN_TOKEN", error: "Invalid access token" });
     }
     const base = "/_matrix/client/v3";
+    if (req.method === "POST" && path === "/_matrix/media/v3/upload") {
+      const id = `m${++counter}`;
+      media.set(id, { mime: String(req.headers["content-type"] ?? ""), bytes });
+      record(200);
+      return reply(res, 200, { content_uri: `mxc://fake.test/${id}` });
+    }
+    const download = /^\/_matrix\/client\/v1\/media\/download\/fake\.test\/([^/]+)$/.exec(path);
+    if (req.method === "GET" && download) {
+      const file = media.get(download[1]!);
+      record(file ? 200 : 404);
+      if (!file) return reply(res, 404, { errcode: "M_NOT_FOUND", error: "no such media" });
+      res.writeHead(200, { "content-type": file.mime });
+      res.end(file.bytes);
+      return;
+    }
     if (path === `${base}/account/whoami`) {
       record(200);
       return reply(res, 200, { user_id: userId });
@@ -154,6 +186,7 @@ export async function startFakeMatrix(
           | { rel_type?: string; event_id?: string }
           | undefined;
         const replaced = body["m.new_content"] as { body?: string } | undefined;
+        if (typeof body.url === "string") sentFiles.push({ roomId: roomId!, content: body });
         if (relates?.rel_type === "m.replace") {
           const target = sentOrder.find((m) => m.eventId === relates.event_id);
           if (target) target.body = String(replaced?.body ?? "");
@@ -220,6 +253,32 @@ export async function startFakeMatrix(
       const position = append({ roomId, kind: "timeline", event });
       return { event, position };
     },
+    userSendsFile({ roomId, sender, msgtype, name, mime, bytes, caption }) {
+      const id = `m${++counter}`;
+      media.set(id, { mime, bytes });
+      const event = {
+        type: "m.room.message",
+        event_id: `$u${++counter}`,
+        sender,
+        origin_server_ts: Date.now(),
+        content: {
+          msgtype,
+          body: caption ?? name,
+          ...(caption && { filename: name }),
+          url: `mxc://fake.test/${id}`,
+          info: { mimetype: mime, size: bytes.length },
+        },
+      };
+      const position = append({ roomId, kind: "timeline", event });
+      return { event, position };
+    },
+    botFiles: (roomId) =>
+      sentFiles
+        .filter((f) => f.roomId === roomId)
+        .map((f) => ({
+          content: f.content,
+          bytes: media.get(String(f.content.url).split("/").pop()!)?.bytes,
+        })),
     replay(event, roomId) {
       append({ roomId, kind: "timeline", event });
     },

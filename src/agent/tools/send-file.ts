@@ -10,12 +10,19 @@ import type { Tool } from "./tool.js";
 import { outsideWritable } from "./write-file.js";
 
 /**
- * Platforms whose adapters deliver a file (Telegram and WhatsApp upload it, the web chat and the API
- * link it).
+ * Platforms whose adapters deliver a file (Telegram, WhatsApp and Matrix upload it, email attaches
+ * it, the web chat and the API link it).
  * Discord and Slack have no upload yet: refused here, so the model can tell the user instead of
  * believing a file went out.
  */
-export const FILE_PLATFORMS = new Set(["telegram", "webchat", "api", "whatsapp"]);
+export const FILE_PLATFORMS = new Set([
+  "telegram",
+  "webchat",
+  "api",
+  "whatsapp",
+  "email",
+  "matrix",
+]);
 
 /** The largest file a bot may upload to Telegram, and so the largest Keel sends anywhere. */
 export const MAX_SEND_BYTES = 50 * 1_048_576;

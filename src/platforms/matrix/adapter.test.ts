@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -5,6 +6,7 @@ import { type FakeMatrix, startFakeMatrix } from "../../../test/fakes/matrix-ser
 import { StoreSink } from "../../../test/helpers/store-sink.js";
 import { createTempDir } from "../../../test/helpers/temp-home.js";
 import { waitFor } from "../../../test/helpers/wait-for.js";
+import { connectionLeaseKey, StoreConnectionLease } from "../../cluster/connection-lease.js";
 import { SqliteStore } from "../../sessions/sqlite-store.js";
 import { ENCRYPTED_NOTICE, MatrixAdapter, type MatrixAdapterOptions } from "./adapter.js";
 
@@ -85,6 +87,54 @@ describe("MatrixAdapter against a stand-in homeserver", () => {
     expect(sink.accepted).toEqual(["what time is it"]);
   });
 
+  it("takes files people send (mxc://, fetched with the token) and sends the agent's files", async () => {
+    const adapter = await open();
+    const { position } = fake.userSendsFile({
+      roomId: DM,
+      sender: OWNER,
+      msgtype: "m.image",
+      name: "cat.png",
+      mime: "image/png",
+      bytes: Buffer.from("png-bytes"),
+      caption: "look at this",
+    });
+    await synced(position);
+    await waitFor(() => sink.accepted.length === 1, { message: "the image stored" });
+    const [stored] = await store.listOpenInbox();
+    expect(stored!.text).toBe("look at this");
+    const [attachment] = stored!.attachments!;
+    expect(attachment).toMatchObject({
+      kind: "photo",
+      name: "cat.png",
+      mime: "image/png",
+      size: 9,
+    });
+    const signal = new AbortController().signal;
+    expect((await adapter.fetchFile(attachment!, 1_000, signal)).toString()).toBe("png-bytes");
+    await expect(adapter.fetchFile({ ...attachment!, size: undefined }, 4, signal)).rejects.toThrow(
+      /larger than/,
+    );
+    const path = join(home.path, "report.csv");
+    writeFileSync(path, "a,b\n");
+    await adapter.deliver({
+      outboxId: 5,
+      sessionKey: "k",
+      sessionId: "s",
+      address: { platform: "matrix", chatId: DM },
+      text: "the report",
+      kind: "reply",
+      file: { id: "f", path, name: "report.csv", mime: "text/csv", size: 4 },
+    });
+    const [sent] = fake.botFiles(DM);
+    expect(sent!.content).toMatchObject({
+      msgtype: "m.file",
+      body: "the report",
+      filename: "report.csv",
+      info: { mimetype: "text/csv", size: 4 },
+    });
+    expect(sent!.bytes?.toString()).toBe("a,b\n");
+  });
+
   it("gives a stranger a pairing code in a direct chat and stores nothing", async () => {
     fake.setMembers("!s:fake.test", [fake.userId, STRANGER]);
     await open();
@@ -135,5 +185,66 @@ describe("MatrixAdapter against a stand-in homeserver", () => {
     const adapter = await open({ accessToken: "wrong" });
     await waitFor(() => adapter.connection().state === "down", { message: "down" });
     expect(adapter.status().error).toMatch(/MATRIX_ACCESS_TOKEN/);
+  });
+});
+
+describe("MatrixAdapter with a connection lease (several gateways)", () => {
+  it("syncs only while it holds the lease; the standby takes over from there", async () => {
+    const fake = await startFakeMatrix();
+    const home = createTempDir("keel-matrix-lease-");
+    fake.setMembers(DM, [fake.userId, OWNER]);
+    // One store holds the lease (as the shared database would); each gateway keeps its own
+    // record, so a standby that synced anyway would store what the holder took.
+    const shared = new SqliteStore(join(home.path, "lease.db"));
+    const stores = [0, 1].map((i) => new SqliteStore(join(home.path, `gw${i}.db`)));
+    const sinks = stores.map((store) => new StoreSink(store));
+    const adapters = stores.map(
+      (store, i) =>
+        new MatrixAdapter({
+          homeserver: fake.homeserver,
+          userId: fake.userId,
+          accessToken: fake.accessToken,
+          allowedUsers: [OWNER],
+          adminUsers: [],
+          store,
+          logger: pino({ level: "silent" }),
+          timing: { pollTimeoutMs: 200, backoffBaseMs: 20, backoffMaxMs: 100 },
+          connection: new StoreConnectionLease({
+            store: shared,
+            key: connectionLeaseKey("matrix", fake.accessToken),
+            owner: `gw-${i}`,
+            ttlMs: 60_000,
+            logger: pino({ level: "silent" }),
+            claimEveryMs: 20,
+          }),
+        }),
+    );
+    try {
+      await adapters[0]!.start(sinks[0]!);
+      await waitFor(() => fake.sinceSeen.length >= 2, { message: "the holder syncing" });
+      await adapters[1]!.start(sinks[1]!);
+      fake.userSays({ roomId: DM, sender: OWNER, body: "first" });
+      await waitFor(() => sinks[0]!.accepted.includes("first"), { message: "the holder took it" });
+      await adapters[0]!.stop();
+      // Syncs from now on are the standby's (its own record starts at "now").
+      const synced = fake.sinceSeen.length;
+      await waitFor(() => fake.sinceSeen.length > synced, {
+        timeoutMs: 15_000,
+        message: "the standby syncing",
+      });
+      fake.userSays({ roomId: DM, sender: OWNER, body: "second" });
+      await waitFor(() => sinks[1]!.accepted.includes("second"), {
+        timeoutMs: 15_000,
+        message: "the standby took over",
+      });
+      // The standby never synced while the holder did: "first" reached only the holder.
+      expect(sinks[1]!.accepted).toEqual(["second"]);
+      expect(sinks[0]!.accepted).toEqual(["first"]);
+    } finally {
+      for (const adapter of adapters) await adapter.stop();
+      for (const store of [...stores, shared]) await store.close();
+      await fake.close();
+      home.cleanup();
+    }
   });
 });

@@ -9,15 +9,19 @@
  * not supported: an encrypted message gets one plain notice saying so, per room and process.
  */
 import type { Logger } from "pino";
-import type {
-  ChatAddress,
-  ConnectionReport,
-  InboundMessage,
-  InboundSink,
-  OutboundReply,
-  PlatformAdapter,
-  PlatformStatus,
-  ProgressUpdate,
+import {
+  type AttachmentKind,
+  type ChatAddress,
+  type ConnectionLease,
+  type ConnectionReport,
+  FileTooLargeError,
+  type InboundAttachment,
+  type InboundMessage,
+  type InboundSink,
+  type OutboundReply,
+  type PlatformAdapter,
+  type PlatformStatus,
+  type ProgressUpdate,
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
@@ -63,6 +67,11 @@ export interface MatrixAdapterOptions extends ConnectingAdapterOptions<ProgressS
   allowedUsers: string[];
   adminUsers: string[];
   store: MatrixStoreAccess;
+  /**
+   * Several gateways on one store: only the holder syncs the bot account (two syncing gateways
+   * would both take every batch); the others stand by and take over from the stored position.
+   */
+  connection?: ConnectionLease;
   timing?: Partial<MatrixTiming>;
 }
 
@@ -95,8 +104,11 @@ export class MatrixAdapter implements PlatformAdapter {
       logger: this.logger,
       ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
       backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
-      // A long poll answers at least every pollTimeoutMs: longer silence is a stall.
-      stalledAfterMs: 2 * (this.timing.pollTimeoutMs + this.timing.requestTimeoutMs),
+      // A long poll answers at least every pollTimeoutMs: longer silence is a stall (a standby
+      // holds no poll, so it is never stalled).
+      ...(!options.connection && {
+        stalledAfterMs: 2 * (this.timing.pollTimeoutMs + this.timing.requestTimeoutMs),
+      }),
     });
     this.access = new ChatAccess("matrix", options.allowedUsers, options.store, options.adminUsers);
     this.client =
@@ -171,6 +183,7 @@ export class MatrixAdapter implements PlatformAdapter {
     if (this.health.stopped) return;
     this.health.stop();
     await this.loop;
+    await this.options.connection?.release();
     await this.progressView?.stop();
     this.health.set("stopped");
     this.logger.info("matrix stopped");
@@ -179,7 +192,39 @@ export class MatrixAdapter implements PlatformAdapter {
   /** Delivers a reply: into the turn's streamed messages when it had any, else as new messages. */
   async deliver(reply: OutboundReply): Promise<void> {
     if (!this.client) throw new Error("Matrix is not configured; the reply stays queued.");
+    if (reply.file) return this.sendFile(reply);
     await (this.progressView ? this.progressView.deliver(reply) : this.sendPlainReply(reply));
+  }
+
+  /** A file the agent sent: uploaded to the media repository, then sent as an image or a file. */
+  private async sendFile(reply: OutboundReply): Promise<void> {
+    const file = reply.file!;
+    const { readFile } = await import("node:fs/promises");
+    const uri = await this.client!.upload(await readFile(file.path), file.mime, file.name);
+    const image = file.mime.startsWith("image/");
+    await this.client!.send(reply.address.chatId, `keel-${reply.outboxId}-file`, {
+      msgtype: image ? "m.image" : "m.file",
+      // A caption rides in `body` when `filename` names the file (spec 1.10).
+      body: reply.text || file.name,
+      filename: file.name,
+      url: uri,
+      info: { mimetype: file.mime, size: file.size },
+    });
+  }
+
+  /** A file a user sent (`mxc://`), downloaded from the media repository with the token. */
+  async fetchFile(
+    attachment: InboundAttachment,
+    maxBytes: number,
+    signal: AbortSignal,
+  ): Promise<Buffer> {
+    if (!this.client) throw new Error("Matrix is not configured.");
+    if (attachment.size !== undefined && attachment.size > maxBytes) {
+      throw new FileTooLargeError(maxBytes, attachment.size);
+    }
+    const { bytes, tooLarge } = await this.client.download(attachment.ref, maxBytes, signal);
+    if (tooLarge) throw new FileTooLargeError(maxBytes);
+    return bytes;
   }
 
   /** Sends a reply's pieces; each transaction id names the outbox row and piece. */
@@ -217,68 +262,94 @@ export class MatrixAdapter implements PlatformAdapter {
     };
   }
 
+  /** Syncs while this gateway holds the account (always, alone); stands by while another does. */
   private async run(firstAttempt: () => void): Promise<void> {
-    let since: string | null = null;
     let checked = false;
     for (let failures = 0; !this.health.stopped; ) {
+      const held = await this.hold(firstAttempt);
+      if (!held) return;
       try {
         if (!checked) {
-          const me = await this.client!.whoami();
-          if (me.user_id !== this.options.userId) {
-            throw new WrongAccountError(
-              `The Matrix access token belongs to ${me.user_id}, not platforms.matrix.user_id ${this.options.userId}.`,
-            );
-          }
+          await this.checkAccount();
           checked = true;
-          since = (await this.options.store.getPlatformState(this.sinceKey)) as string | null;
-          if (since === null) {
-            // First start: what was said before Keel joined is not answered.
-            const first = await this.client!.sync(null, 0, this.health.stopSignal);
-            await this.takeInvites(first);
-            since = first.next_batch;
-            await this.options.store.setPlatformState(this.sinceKey, since);
+        }
+        // Read at every hold: another gateway may have moved it on meanwhile.
+        let since = await this.startingPosition(held);
+        while (!held.aborted) {
+          if (this.health.state !== "connected") {
+            // Previews an earlier process left mid-stream (a crash) are marked interrupted.
+            void this.progressView?.sweep();
           }
+          this.health.set("connected");
+          this.health.sawEvent();
+          firstAttempt();
+          const batch = await this.client!.sync(since, this.timing.pollTimeoutMs, held);
+          this.health.sawEvent();
+          await this.takeBatch(batch);
+          // Only now: a crash before this line syncs the same batch again.
+          await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
+          since = batch.next_batch;
+          failures = 0;
         }
-        if (this.health.state !== "connected") {
-          // Previews an earlier process left mid-stream (a crash) are marked interrupted.
-          void this.progressView?.sweep();
-        }
-        this.health.set("connected");
-        this.health.sawEvent();
-        firstAttempt();
-        const batch = await this.client!.sync(
-          since,
-          this.timing.pollTimeoutMs,
-          this.health.stopSignal,
-        );
-        this.health.sawEvent();
-        await this.takeBatch(batch);
-        // Only now: a crash before this line syncs the same batch again.
-        await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
-        since = batch.next_batch;
-        failures = 0;
+        if (!this.health.stopped) this.logger.warn("matrix sync handed over; standing by");
       } catch (err) {
         if (this.health.stopped) return;
         firstAttempt();
-        if (
-          err instanceof MatrixError &&
-          (err.status === 401 || err.errcode === "M_UNKNOWN_TOKEN")
-        ) {
-          this.health.fail(
-            `Matrix rejected the access token (${err.message}). Check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN), then restart Keel.`,
-            { retrying: false },
-          );
-          return;
-        }
-        if (err instanceof WrongAccountError) {
-          this.health.fail(err.message, { retrying: false });
-          return;
-        }
+        if (this.fatal(err)) return;
+        if (held.aborted) continue;
         failures += 1;
         this.health.fail(`Cannot sync with the Matrix homeserver (${describe(err)}); retrying.`);
         await this.health.pause(this.health.backoffMs(failures));
       }
     }
+  }
+
+  /** Waits for the account's lease (several gateways on one store); null once stopped. */
+  private async hold(firstAttempt: () => void): Promise<AbortSignal | null> {
+    const lease = this.options.connection;
+    if (!lease) return this.health.stopSignal;
+    const held = await lease.acquire(this.health.stopSignal, () => {
+      this.health.set("connected");
+      firstAttempt();
+    });
+    if (!held) return null;
+    this.logger.info("matrix sync taken: syncing from the stored position");
+    return AbortSignal.any([held, this.health.stopSignal]);
+  }
+
+  private async checkAccount(): Promise<void> {
+    const me = await this.client!.whoami();
+    if (me.user_id !== this.options.userId) {
+      throw new WrongAccountError(
+        `The Matrix access token belongs to ${me.user_id}, not platforms.matrix.user_id ${this.options.userId}.`,
+      );
+    }
+  }
+
+  /** The stored sync position; on the very first start, now (earlier history is not answered). */
+  private async startingPosition(signal: AbortSignal): Promise<string> {
+    const stored = (await this.options.store.getPlatformState(this.sinceKey)) as string | null;
+    if (stored !== null) return stored;
+    const first = await this.client!.sync(null, 0, signal);
+    await this.takeInvites(first);
+    await this.options.store.setPlatformState(this.sinceKey, first.next_batch);
+    return first.next_batch;
+  }
+
+  /** A rejected token or another account's: said, and no retry. */
+  private fatal(err: unknown): boolean {
+    if (err instanceof MatrixError && (err.status === 401 || err.errcode === "M_UNKNOWN_TOKEN")) {
+      this.health.fail(
+        `Matrix rejected the access token (${err.message}). Check platforms.matrix.access_token (MATRIX_ACCESS_TOKEN), then restart Keel.`,
+        { retrying: false },
+      );
+      return true;
+    }
+    if (err instanceof WrongAccountError) {
+      this.health.fail(err.message, { retrying: false });
+      return true;
+    }
+    return false;
   }
 
   private async takeInvites(batch: SyncResponse): Promise<void> {
@@ -320,21 +391,20 @@ export class MatrixAdapter implements PlatformAdapter {
       return;
     }
     if (event.type !== "m.room.message") return;
-    const content = event.content as {
-      msgtype?: string;
-      body?: string;
-      "m.relates_to"?: { rel_type?: string };
-      "m.mentions"?: { user_ids?: string[] };
-    };
+    const content = event.content as MessageContent;
     // Edits and other bots' notices are not new messages.
     if (content["m.relates_to"]?.rel_type === "m.replace") return;
-    if (content.msgtype !== "m.text" || typeof content.body !== "string") return;
+    if (typeof content.body !== "string") return;
+    const attachment = attachmentOf(content);
+    if (content.msgtype !== "m.text" && !attachment) return;
     const userId = this.options.userId!;
     const direct = await this.isDirect(roomId);
     const mentioned =
       content["m.mentions"]?.user_ids?.includes(userId) === true || content.body.includes(userId);
     if (!direct && !mentioned) return;
-    const text = content.body
+    // A file's body is its name, unless `filename` names it and the body is a caption.
+    const said = attachment && !content.filename ? "" : content.body;
+    const text = said
       .replaceAll(userId, "")
       .replace(/^[\s:,]+/, "")
       .trim();
@@ -346,6 +416,7 @@ export class MatrixAdapter implements PlatformAdapter {
       text,
       senderId: event.sender,
       address: { platform: "matrix", chatId: roomId, replyToMessageId: event.event_id },
+      ...(attachment && { attachments: [attachment] }),
     };
     if (await this.access.isAllowed(event.sender)) {
       if (this.access.isOperator(event.sender)) inbound.operator = true;
@@ -373,6 +444,37 @@ export class MatrixAdapter implements PlatformAdapter {
     this.direct.set(roomId, direct);
     return direct;
   }
+}
+
+interface MessageContent {
+  msgtype?: string;
+  body?: string;
+  filename?: string;
+  url?: string;
+  info?: { mimetype?: string; size?: number };
+  "m.relates_to"?: { rel_type?: string };
+  "m.mentions"?: { user_ids?: string[] };
+}
+
+const MEDIA_KINDS: Record<string, AttachmentKind> = {
+  "m.image": "photo",
+  "m.file": "document",
+  "m.audio": "audio",
+  "m.video": "document",
+};
+
+/** An unencrypted file event's media (`url`: an `mxc://` URI), or null. */
+function attachmentOf(content: MessageContent): InboundAttachment | null {
+  const kind = content.msgtype ? MEDIA_KINDS[content.msgtype] : undefined;
+  if (!kind || typeof content.url !== "string" || !content.url.startsWith("mxc://")) return null;
+  const name = content.filename ?? content.body;
+  return {
+    kind,
+    ref: content.url,
+    ...(name && { name }),
+    ...(content.info?.mimetype && { mime: content.info.mimetype }),
+    ...(typeof content.info?.size === "number" && { size: content.info.size }),
+  };
 }
 
 /** The token is another account's: no retry fixes that. */

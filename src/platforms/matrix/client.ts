@@ -107,6 +107,56 @@ export class MatrixClient {
     return Object.keys(answer.joined ?? {});
   }
 
+  /** Uploads a file to the homeserver's media repository; returns its `mxc://` URI. */
+  async upload(bytes: Buffer, mime: string, name: string): Promise<string> {
+    const root = this.options.homeserver.replace(/\/+$/, "");
+    const res = await fetch(`${root}/_matrix/media/v3/upload?filename=${enc(name)}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${this.options.accessToken}`, "content-type": mime },
+      body: new Uint8Array(bytes),
+      signal: AbortSignal.any([this.options.signal, AbortSignal.timeout(120_000)]),
+    });
+    const answer = (await res.json().catch(() => ({}))) as { content_uri?: string; error?: string };
+    if (!res.ok || !answer.content_uri) {
+      throw new MatrixError(res.status, null, `Matrix upload ${res.status}: ${answer.error ?? ""}`);
+    }
+    return answer.content_uri;
+  }
+
+  /**
+   * Downloads an `mxc://server/id` file with the token (authenticated media, spec 1.11), reading
+   * at most `maxBytes`: `tooLarge` when there was more.
+   */
+  async download(
+    mxc: string,
+    maxBytes: number,
+    signal: AbortSignal,
+  ): Promise<{ bytes: Buffer; tooLarge: boolean }> {
+    const match = /^mxc:\/\/([^/]+)\/([^/?#]+)$/.exec(mxc);
+    if (!match) throw new Error(`not a Matrix media URI: ${mxc}`);
+    const root = this.options.homeserver.replace(/\/+$/, "");
+    const res = await fetch(
+      `${root}/_matrix/client/v1/media/download/${enc(match[1]!)}/${enc(match[2]!)}`,
+      {
+        headers: { authorization: `Bearer ${this.options.accessToken}` },
+        signal: AbortSignal.any([this.options.signal, signal]),
+      },
+    );
+    if (!res.ok || !res.body)
+      throw new MatrixError(res.status, null, `Matrix download ${res.status}`);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      size += chunk.length;
+      if (size > maxBytes) {
+        await res.body.cancel().catch(() => {});
+        return { bytes: Buffer.alloc(0), tooLarge: true };
+      }
+      chunks.push(Buffer.from(chunk));
+    }
+    return { bytes: Buffer.concat(chunks), tooLarge: false };
+  }
+
   async typing(roomId: string, userId: string, typing: boolean, timeoutMs: number): Promise<void> {
     await this.call("PUT", `/_matrix/client/v3/rooms/${enc(roomId)}/typing/${enc(userId)}`, {
       typing,

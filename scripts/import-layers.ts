@@ -22,7 +22,7 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: "store", paths: ["src/sessions/"] },
   // Per-user memory files and the memory tool.
   { name: "memory", paths: ["src/memory/"] },
-  // The context budget, compaction and the chain of models (over the agent and the store types).
+  // The context budget and compaction (over the agent's model client and the store types).
   { name: "context", paths: ["src/context/"] },
   { name: "control", paths: ["src/control/"] },
   // Several gateways on one store: the leases on platform connections, the inbox handover.

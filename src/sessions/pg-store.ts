@@ -12,7 +12,7 @@
  * This class is the engine: the pool, the migrations, the transaction helper and its timeouts.
  * The SQL of each role is in the role's folder (inbox/pg.ts, turns/pg.ts, …).
  */
-import pg from "pg";
+import type pg from "pg";
 import { describeStoreTarget } from "../config/store-target.js";
 import { errorMessage } from "../lib/errors.js";
 import { pgApprovals } from "./approvals/pg.js";
@@ -74,12 +74,14 @@ const CLIENT_TIMEOUT_MARGIN_MS = 5000;
  * BIGINT (times in epoch ms, identity ids, COUNT) arrives as a JS number, like SQLite's
  * integers: every value Keel stores fits in 2^53. Set on this pool only, not globally.
  */
-const types: pg.CustomTypesConfig = {
-  getTypeParser: ((oid: number, format?: "text" | "binary") =>
-    oid === INT8_OID
-      ? (value: string) => Number(value)
-      : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
-};
+function customTypes(pgTypes: typeof pg.types): pg.CustomTypesConfig {
+  return {
+    getTypeParser: ((oid: number, format?: "text" | "binary") =>
+      oid === INT8_OID
+        ? (value: string) => Number(value)
+        : pgTypes.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
+  };
+}
 
 /** The URL's `statement_timeout` parameter (ms), which pg applies over ours; null without one. */
 function urlStatementTimeout(url: string): number | null {
@@ -121,7 +123,8 @@ export interface PgStore extends Store {}
 
 // biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the roles are assigned in the constructor (see the interface).
 export class PgStore {
-  private readonly pool: pg.Pool;
+  /** The pool, once `pg` has loaded (it loads only when a Postgres store is opened). */
+  private readonly pool: Promise<pg.Pool>;
   private readonly now: () => number;
   private readonly instanceId: string | null;
   private readonly onCommit: CommitObserver | null;
@@ -134,7 +137,7 @@ export class PgStore {
     try {
       await store.ready;
     } catch (err) {
-      await store.pool.end().catch(() => {});
+      await (await store.pool).end().catch(() => {});
       throw err;
     }
     return store;
@@ -145,19 +148,22 @@ export class PgStore {
     this.instanceId = options.instanceId ?? null;
     this.onCommit = options.onCommit ?? null;
     const statementTimeoutMs = urlStatementTimeout(url) ?? options.statementTimeoutMs ?? 30_000;
-    this.pool = new pg.Pool({
-      connectionString: url,
-      types,
-      max: options.maxConnections ?? 10,
-      application_name: "keel",
-      idle_in_transaction_session_timeout: options.idleInTransactionMs ?? 5000,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
-      statement_timeout: statementTimeoutMs,
-      query_timeout: statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
-      ...(options.schema && { options: `-c search_path=${quoteIdent(options.schema)}` }),
+    this.pool = import("pg").then(({ default: pgModule }) => {
+      const pool = new pgModule.Pool({
+        connectionString: url,
+        types: customTypes(pgModule.types),
+        max: options.maxConnections ?? 10,
+        application_name: "keel",
+        idle_in_transaction_session_timeout: options.idleInTransactionMs ?? 5000,
+        connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+        statement_timeout: statementTimeoutMs,
+        query_timeout: statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
+        ...(options.schema && { options: `-c search_path=${quoteIdent(options.schema)}` }),
+      });
+      // An idle connection the server drops must not crash the process; the next query reconnects.
+      pool.on("error", () => {});
+      return pool;
     });
-    // An idle connection the server drops must not crash the process; the next query reconnects.
-    this.pool.on("error", () => {});
     const where = describeStoreTarget({ kind: "postgres", url });
     this.ready = this.migrate().catch((err: unknown) => {
       throw new Error(`the store (${where}) cannot be opened: ${errorMessage(err)}`, {
@@ -228,7 +234,7 @@ export class PgStore {
 
   /** BEGIN … COMMIT on one pooled connection; ROLLBACK when `fn` throws. */
   private async transaction<T>(fn: (db: Db) => Promise<T>, begin = "BEGIN"): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await (await this.pool).connect();
     let broken: Error | undefined;
     // A connection lost while checked out (the server restarted or became unreachable) emits
     // `error` on the client, and the pool listens only to idle ones: unheard, it would crash
@@ -296,7 +302,7 @@ export class PgStore {
   /** Waits for the migrations, then closes the pool; later calls reject. */
   async close(): Promise<void> {
     await this.ready.catch(() => {});
-    await this.pool.end();
+    await (await this.pool).end();
   }
 }
 

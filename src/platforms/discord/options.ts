@@ -2,7 +2,7 @@
 import { GatewayIntentBits } from "discord-api-types/v10";
 import type { ConnectionLease } from "../../contract/platform.js";
 import type { PairingStore, PlatformDataStore, SessionStore } from "../../sessions/store.js";
-import type { ConnectingAdapterOptions } from "../kit/connection-state.js";
+import type { AdapterTiming, ConnectingAdapterOptions } from "../kit/connection-state.js";
 import type { DiscordProgressSettings } from "./progress.js";
 
 /** What the adapter needs of the store: pairing, its gateway state, sessions and catch-up cursors. */
@@ -15,19 +15,10 @@ export const DISCORD_INTENTS =
   GatewayIntentBits.DirectMessages |
   GatewayIntentBits.MessageContent;
 
-export interface DiscordTiming {
+export interface DiscordTiming extends AdapterTiming {
   /** Rebuild the connection when no heartbeat ACK and no event arrived for this long. */
   deafAfterMs: number;
   watchdogCheckMs: number;
-  /** Backoff after a failed connect or a message that could not be stored. */
-  backoffBaseMs: number;
-  backoffMaxMs: number;
-  typingIntervalMs: number;
-  /** Typing shows only for turns still running after this long. */
-  typingDelayMs: number;
-  /** Bound on stop(), and on how long start() waits for the first connection. */
-  stopTimeoutMs: number;
-  startWaitMs: number;
   /** Identify spacing (doubles within a burst) and the daily cap, below Discord's 1000. */
   identifySpacingMs: number;
   identifyMaxSpacingMs: number;

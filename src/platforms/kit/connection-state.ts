@@ -11,6 +11,19 @@ import type { ConnectionReport, PlatformStatus } from "../../contract/platform.j
 import { backoffMs } from "../../lib/net.js";
 import type { StreamStore } from "../progress-view.js";
 
+/** The timing every connecting adapter has; each platform adds its own. */
+export interface AdapterTiming {
+  /** First and largest backoff after a failed connect, network trouble or a failing sink. */
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  typingIntervalMs: number;
+  /** A turn answered sooner than this shows no typing at all. */
+  typingDelayMs: number;
+  /** Bound on stop(), and on how long start() waits for the first connection. */
+  stopTimeoutMs: number;
+  startWaitMs: number;
+}
+
 /** What the gateway hands every connecting adapter besides its platform's own settings. */
 export interface ConnectingAdapterOptions<ProgressSettings> {
   logger: Logger;

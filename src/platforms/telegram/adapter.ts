@@ -22,7 +22,11 @@ import type {
   ProgressUpdate,
 } from "../../contract/platform.js";
 import { createNodeFetch } from "../../lib/node-fetch.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import {
+  type AdapterTiming,
+  type ConnectingAdapterOptions,
+  ConnectionState,
+} from "../kit/connection-state.js";
 import type { ProgressView } from "../progress-view.js";
 import { typingSchedule } from "../typing.js";
 import { type PairingAccess, TelegramAccess } from "./access.js";
@@ -60,7 +64,7 @@ export const TELEGRAM_COMMANDS = [
 ];
 
 /** Waits and intervals; the defaults suit production, tests shorten them. */
-export interface TelegramTiming {
+export interface TelegramTiming extends AdapterTiming {
   /** Long-poll duration of each getUpdates call. */
   pollTimeoutSec: number;
   /**
@@ -70,15 +74,6 @@ export interface TelegramTiming {
   pollMarginMs: number;
   /** Wait before polling again after a 409 (another poller on the token). */
   conflictRetryMs: number;
-  /** First and largest backoff for network trouble and a failing sink. */
-  backoffBaseMs: number;
-  backoffMaxMs: number;
-  typingIntervalMs: number;
-  /** A turn answered sooner than this shows no typing at all (see showTyping). */
-  typingDelayMs: number;
-  /** Bound on stop(), and on how long start() waits for the first connection attempt. */
-  stopTimeoutMs: number;
-  startWaitMs: number;
   retry: RetryPolicy;
 }
 

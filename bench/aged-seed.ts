@@ -9,6 +9,17 @@ import type { ChatMessage } from "../src/agent/types.js";
 import type { ChatAddress } from "../src/contract/platform.js";
 import type { Store } from "../src/sessions/store.js";
 
+/**
+ * The clock a seeding store is opened with: seedAgedStore moves it through the year before
+ * `until`, so the sessions are spread over a year as a gateway's are, and none is recent.
+ */
+export class SeedClock {
+  at = Date.now();
+  readonly now = () => this.at;
+}
+
+const YEAR_MS = 365 * 24 * 3600_000;
+
 export interface SeedOptions {
   sessions: number;
   /** Messages per session, at least 2 (the user's and the answer). */
@@ -17,6 +28,9 @@ export interface SeedOptions {
   concurrency?: number;
   /** Called every 5,000 sessions with how many are done. */
   progress?: (done: number) => void;
+  /** The store's clock, moved from a year before `until` (default: a day ago) up to it. */
+  clock?: SeedClock;
+  until?: number;
 }
 
 const PLATFORMS = ["telegram", "webchat", "api"] as const;
@@ -104,10 +118,13 @@ async function seedSession(store: Store, i: number, messages: number): Promise<v
 export async function seedAgedStore(store: Store, options: SeedOptions): Promise<number> {
   const started = performance.now();
   const concurrency = options.concurrency ?? 64;
+  const until = options.until ?? Date.now() - 24 * 3600_000;
   let next = 0;
   const worker = async () => {
     while (next < options.sessions) {
       const i = next++;
+      if (options.clock)
+        options.clock.at = until - YEAR_MS + Math.floor((i / options.sessions) * YEAR_MS);
       await seedSession(store, i, options.messagesPerSession);
       if ((i + 1) % 5000 === 0) options.progress?.(i + 1);
     }

@@ -18,7 +18,7 @@ import type { Store } from "../src/sessions/store.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../test/fakes/openai-server.js";
 import { freePort } from "../test/helpers/gateway-process.js";
 import { createTestSchema, TEST_PG_URL } from "../test/helpers/store-harness.js";
-import { seedAgedStore, seedOpenTurns } from "./aged-seed.js";
+import { SeedClock, seedAgedStore, seedOpenTurns } from "./aged-seed.js";
 import { GatewayChild } from "./gateway-child.js";
 import { HttpClient } from "./http-client.js";
 import { median, percentile } from "./stats.js";
@@ -71,7 +71,7 @@ const noFsync = (_fd: number, done: (err: NodeJS.ErrnoException | null) => void)
 interface Target {
   /** What the gateway child is given to find its store. */
   env: Record<string, string>;
-  open(forSeeding: boolean): Promise<Store>;
+  open(forSeeding: boolean, clock?: SeedClock): Promise<Store>;
   drop(): Promise<void>;
 }
 
@@ -80,7 +80,8 @@ async function makeTarget(kind: StoreKind, home: string): Promise<Target> {
     const path = join(home, "state.db");
     return {
       env: {},
-      open: async () => new SqliteStore(path, { fsync: noFsync }),
+      open: async (_seeding, clock) =>
+        new SqliteStore(path, { fsync: noFsync, ...(clock && { now: clock.now }) }),
       drop: async () => {},
     };
   }
@@ -90,7 +91,10 @@ async function makeTarget(kind: StoreKind, home: string): Promise<Target> {
   return {
     env: { KEEL_DATABASE_URL: url() },
     // Seeding need not wait for the disk either.
-    open: (forSeeding) => PgStore.open(url(forSeeding ? " -c synchronous_commit=off" : "")),
+    open: (forSeeding, clock) =>
+      PgStore.open(url(forSeeding ? " -c synchronous_commit=off" : ""), {
+        ...(clock && { now: clock.now }),
+      }),
     drop: () => schema.drop(),
   };
 }
@@ -228,8 +232,10 @@ export async function runAged(options: AgedOptions): Promise<AgedResult> {
     options.progress?.(`${options.store}: empty store`);
     const emptyFigures = await measureGateway(model, empty.home, empty.target, options);
     const aged = await newHome();
-    const store = await aged.target.open(true);
+    const clock = new SeedClock();
+    const store = await aged.target.open(true, clock);
     const seedSeconds = await seedAgedStore(store, {
+      clock,
       sessions: options.sessions,
       messagesPerSession: Math.max(2, Math.round(options.messages / options.sessions)),
       progress: (done) => options.progress?.(`${options.store}: seeded ${done} sessions`),

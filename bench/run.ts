@@ -226,7 +226,8 @@ function apiReport(results: CoreResult[]): string {
   const ms = (f: (r: CoreResult) => number) => spread(pick(results, f), 2);
   return [
     "OpenAI-compatible API (built gateway in a child process, instant fake model in this process;",
-    "the floor: an in-memory forwarder with no storage in front of the same model, same run)",
+    "the floors: in-memory forwarders with no storage in front of the same model, same run: one",
+    "through the openai SDK (bench/floor-server.ts), one bare: node:http, keep-alive, no SDK)",
     ratioLine(
       "latency p50, Keel / floor",
       pick(results, (r) => r.latencyMs.gateway.p50 / r.latencyMs.floor.p50),
@@ -234,6 +235,18 @@ function apiReport(results: CoreResult[]): string {
       true,
     ),
     `    (p50: Keel ${ms((r) => r.latencyMs.gateway.p50)} ms, floor ${ms((r) => r.latencyMs.floor.p50)} ms, model alone ${ms((r) => r.latencyMs.direct.p50)} ms)`,
+    ratioLine(
+      "added p50, Keel / bare floor",
+      pick(
+        results,
+        (r) =>
+          (r.latencyMs.gateway.p50 - r.latencyMs.direct.p50) /
+          (r.latencyMs.bare.p50 - r.latencyMs.direct.p50),
+      ),
+      3,
+      true,
+    ),
+    `    (added at p50: Keel ${ms((r) => r.latencyMs.gateway.p50 - r.latencyMs.direct.p50)} ms, bare floor ${ms((r) => r.latencyMs.bare.p50 - r.latencyMs.direct.p50)} ms, SDK floor ${ms((r) => r.latencyMs.floor.p50 - r.latencyMs.direct.p50)} ms; bare p99 ${ms((r) => r.latencyMs.bare.p99)} ms)`,
     line(
       "added latency p99",
       pick(results, (r) => r.latencyMs.added.p99),
@@ -258,6 +271,16 @@ function apiReport(results: CoreResult[]): string {
       pick(results, (r) => r.turnsPerSecondOverall),
       0,
     )} turns/s)`,
+    ratioLine(
+      "turns/s, Keel / bare floor",
+      pick(results, (r) => r.turnsPerSecond / r.bareTurnsPerSecond),
+      0.5,
+      false,
+    ),
+    `    (bare floor ${spread(
+      pick(results, (r) => r.bareTurnsPerSecond),
+      0,
+    )} turns/s, the same sessions and window)`,
     line(
       "event-loop delay p99 (load)",
       pick(results, (r) => r.loopDelayMs.p99),

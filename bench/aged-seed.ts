@@ -3,7 +3,7 @@
  * own API (the calls a gateway makes for a turn), so the rows, indexes and side tables look as a
  * year of use leaves them. Each session is one chat (Telegram, web chat or `/v1`, in turn) with
  * one inbound message, one turn of `messagesPerSession` messages (the user's, tool calls and
- * results, the answer) with the model calls' usage, and its reply in the outbox.
+ * results, the answer) with the model calls' usage, and its reply delivered through the outbox.
  */
 import type { ChatMessage } from "../src/agent/types.js";
 import type { ChatAddress } from "../src/contract/platform.js";
@@ -105,13 +105,15 @@ async function seedSession(store: Store, i: number, messages: number): Promise<v
     }
   }
   const answer = `The report for week ${i % 52} lists ${i % 7} files.`;
-  await store.finishTurn({
+  const reply = await store.finishTurn({
     turnId: turn.id,
     state: "done",
     finalMessage: { role: "assistant", content: answer },
     reply: { address, text: answer, inBand: address.platform === "api" },
     usage,
   });
+  // Delivered, as the outbox leaves a reply that reached its chat.
+  if (reply && reply.state === "pending") await store.markDelivered(reply.id);
 }
 
 /** Seeds `options.sessions` sessions; resolves with the seconds it took. */

@@ -16,6 +16,8 @@ import type {
 } from "../sessions/store.js";
 
 export const RECENT_ACTIVITY_MS = 120_000;
+/** Cut-off turns closed together at start-up (see recover). */
+const CLOSE_AT_ONCE = 32;
 
 export interface RecoveryReport {
   interruptedTurns: number;
@@ -73,14 +75,22 @@ async function recover(
   // start finds them again. The other order would leave closed turns nobody resumes.
   await markCutOff(store, cutOff, "restart_interrupted", startedAt);
   options.crashPoint?.("mid_recovery");
-  for (const turn of running) {
-    await store.finishTurn({
-      turnId: turn.id,
-      state: "interrupted",
-      finalMessage: null,
-      reply: null,
-      lease: held.get(turn.sessionKey),
-    });
+  // CLOSE_AT_ONCE at a time: each is its own transaction on its own turn, and the store commits
+  // them together (one fsync for SQLite's group, the pool's connections for Postgres, which a
+  // thousand at once would wait on past its connect timeout). One after the other, 1,000 cut-off
+  // turns kept a gateway from being ready for seconds.
+  for (let at = 0; at < running.length; at += CLOSE_AT_ONCE) {
+    await Promise.all(
+      running.slice(at, at + CLOSE_AT_ONCE).map((turn) =>
+        store.finishTurn({
+          turnId: turn.id,
+          state: "interrupted",
+          finalMessage: null,
+          reply: null,
+          lease: held.get(turn.sessionKey),
+        }),
+      ),
+    );
   }
   const recent: string[] = [];
   if (!options.cleanShutdown) {

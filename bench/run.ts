@@ -9,7 +9,9 @@
  * - `discord`: messages/s through the Discord adapter (gateway WebSocket + REST against the
  *   stand-in Discord; same options as `telegram`).
  * - `api` (alias `core`): added latency through the OpenAI-compatible API, turns/s with
- *   concurrent sessions, cold start to ready, idle RSS and RSS after many turns, then after
+ *   concurrent sessions, both also as ratios to two floors measured in the same run (the `openai`
+ *   SDK forwarder, bench/floor-server.ts, and the bare node:http one, bench/bare-floor-server.mjs);
+ *   cold start to ready, idle RSS and RSS after many turns, then after
  *   as many again (`--latency-requests`, `--sessions`, `--turns`; `--gateway-node-args="--flag ..."` starts
  *   Keel's gateway, and only it, with those Node/V8 flags, for an A/B of a flag).
  * - `lifecycle`: SIGTERM to exit with turns in flight, start to all interrupted sessions resumed

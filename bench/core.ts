@@ -38,12 +38,16 @@ export interface CoreResult {
     direct: { p50: number; p99: number; max: number };
     /** Through the floor forwarder (bench/floor-server.ts). */
     floor: { p50: number; p99: number; max: number };
+    /** Through the bare floor (bench/bare-floor-server.mjs: node:http, no SDK). */
+    bare: { p50: number; p99: number; max: number };
     added: { p50: number; p99: number };
   };
   turnsPerSecond: number;
   turnsPerSecondOverall: number;
   /** The floor's turns/s with the same sessions and window. */
   floorTurnsPerSecond: number;
+  /** The bare floor's turns/s with the same sessions and window. */
+  bareTurnsPerSecond: number;
   /** The gateway's event-loop delay while the concurrent sessions ran. */
   loopDelayMs: LoopDelay;
   readyMs: { median: number; all: number[] };
@@ -102,8 +106,10 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     return child;
   };
   const floor = new FloorChild(await freePort(), model.baseUrl);
+  const bare = new FloorChild(await freePort(), model.baseUrl, true);
   try {
     await floor.waitReady();
+    await bare.waitReady();
     const ready: number[] = [];
     const afterReady: number[] = [];
     let gateway: GatewayChild | undefined;
@@ -119,7 +125,7 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     await sleep(SETTLE_S * 1000 - 500);
     const idle = gw.rssMb();
     const floorIdle = floor.rssMb();
-    const latency = await measureLatency(model, gw, floor, options);
+    const latency = await measureLatency(model, gw, floor, bare, options);
     const rssBefore = gw.rssMb();
     await gw.resetLoopDelay();
     const load = await concurrentTurns(gw.baseUrl, gw.authHeaders(), options);
@@ -129,11 +135,13 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     const rssAgain = await rssAfterLoad(() => gw.rssMb());
     const floorLoad = await concurrentTurns(floor.baseUrl, {}, options);
     const floorRss = await rssAfterLoad(() => floor.rssMb());
+    const bareLoad = await concurrentTurns(bare.baseUrl, {}, options);
     return {
       latencyMs: latency,
       turnsPerSecond: load.turnsPerSecond,
       turnsPerSecondOverall: load.overall,
       floorTurnsPerSecond: floorLoad.turnsPerSecond,
+      bareTurnsPerSecond: bareLoad.turnsPerSecond,
       loopDelayMs,
       readyMs: { median: median(ready), all: ready },
       rssMb: {
@@ -151,11 +159,12 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
         },
         turns: options.turns + options.latencyRequests + options.warmup,
       },
-      errors: latency.errors + load.errors + again.errors + floorLoad.errors,
+      errors: latency.errors + load.errors + again.errors + floorLoad.errors + bareLoad.errors,
       latencyRequests: options.latencyRequests + options.warmup,
     };
   } finally {
     floor.kill();
+    bare.kill();
     for (const child of children) await child.stop();
     await model.close();
     for (const home of homes) rmSync(home, { recursive: true, force: true });
@@ -178,28 +187,38 @@ async function measureLatency(
   model: FakeOpenAI,
   gw: GatewayChild,
   floor: FloorChild,
+  bare: FloorChild,
   options: CoreOptions,
 ) {
   const direct = new HttpClient(model.baseUrl.replace(/\/v1$/, ""));
   const through = new HttpClient(gw.baseUrl, gw.authHeaders());
   const viaFloor = new HttpClient(floor.baseUrl);
-  const samples = { gateway: [] as number[], direct: [] as number[], floor: [] as number[] };
+  const viaBare = new HttpClient(bare.baseUrl);
+  const samples = {
+    gateway: [] as number[],
+    direct: [] as number[],
+    floor: [] as number[],
+    bare: [] as number[],
+  };
   let errors = 0;
   try {
     for (let i = 0; i < options.warmup + options.latencyRequests; i += 1) {
       const a = await direct.postJson(PATH, BODY);
       const b = await through.postJson(PATH, BODY);
       const c = await viaFloor.postJson(PATH, BODY);
-      if (a.status !== 200 || b.status !== 200 || c.status !== 200) errors += 1;
+      const e = await viaBare.postJson(PATH, BODY);
+      if (a.status !== 200 || b.status !== 200 || c.status !== 200 || e.status !== 200) errors += 1;
       if (i < options.warmup) continue;
       samples.direct.push(a.ms);
       samples.gateway.push(b.ms);
       samples.floor.push(c.ms);
+      samples.bare.push(e.ms);
     }
   } finally {
     direct.close();
     through.close();
     viaFloor.close();
+    viaBare.close();
   }
   const tail = (values: number[]) => {
     values.sort((x, y) => x - y);
@@ -208,10 +227,12 @@ async function measureLatency(
   const g = tail(samples.gateway);
   const d = tail(samples.direct);
   const f = tail(samples.floor);
+  const bareTail = tail(samples.bare);
   return {
     gateway: g,
     direct: d,
     floor: f,
+    bare: bareTail,
     added: { p50: g.p50 - d.p50, p99: g.p99 - d.p99 },
     errors,
   };

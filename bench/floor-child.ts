@@ -1,4 +1,7 @@
-/** The floor forwarder (bench/floor-server.ts) as a child process. */
+/**
+ * A floor forwarder as a child process: bench/floor-server.ts (the `openai` SDK, run by tsx), or
+ * with `bare` bench/bare-floor-server.mjs (plain node:http, run by plain node).
+ */
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -13,12 +16,15 @@ export class FloorChild {
   private readonly child: ChildProcess;
   private readonly http: HttpClient;
 
-  constructor(port: number, modelBaseUrl: string) {
+  constructor(port: number, modelBaseUrl: string, bare = false) {
     this.baseUrl = `http://127.0.0.1:${port}`;
     this.http = new HttpClient(this.baseUrl);
+    const script = bare
+      ? [join(REPO_ROOT, "bench", "bare-floor-server.mjs")]
+      : ["--import", "tsx", join(REPO_ROOT, "bench", "floor-server.ts")];
     this.child = spawn(
       process.execPath,
-      ["--import", "tsx", join(REPO_ROOT, "bench", "floor-server.ts"), String(port), modelBaseUrl],
+      [...script, String(port), modelBaseUrl],
       // Given the gateway's malloc settings too: the two are compared as equals.
       {
         cwd: REPO_ROOT,

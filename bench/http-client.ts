@@ -82,6 +82,35 @@ export class HttpClient {
     });
   }
 
+  /** GETs `path` with the client's headers, reading the whole body; resolves with status and ms. */
+  get(path: string): Promise<{ status: number; ms: number; bytes: number }> {
+    const started = performance.now();
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          host: this.host,
+          port: this.port,
+          path,
+          method: "GET",
+          agent: this.agent,
+          headers: this.headers,
+        },
+        (res) => {
+          let bytes = 0;
+          res.on("data", (c: Buffer) => {
+            bytes += c.length;
+          });
+          res.on("end", () =>
+            resolve({ status: res.statusCode ?? 0, ms: performance.now() - started, bytes }),
+          );
+          res.on("error", reject);
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    });
+  }
+
   close(): void {
     this.agent.destroy();
   }

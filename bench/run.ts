@@ -9,7 +9,9 @@
  * - `discord`: messages/s through the Discord adapter (gateway WebSocket + REST against the
  *   stand-in Discord; same options as `telegram`).
  * - `api` (alias `core`): added latency through the OpenAI-compatible API, turns/s with
- *   concurrent sessions, cold start to ready, idle RSS and RSS after many turns, then after
+ *   concurrent sessions, both also as ratios to two floors measured in the same run (the `openai`
+ *   SDK forwarder, bench/floor-server.ts, and the bare node:http one, bench/bare-floor-server.mjs);
+ *   cold start to ready, idle RSS and RSS after many turns, then after
  *   as many again (`--latency-requests`, `--sessions`, `--turns`; `--gateway-node-args="--flag ..."` starts
  *   Keel's gateway, and only it, with those Node/V8 flags, for an A/B of a flag).
  * - `lifecycle`: SIGTERM to exit with turns in flight, start to all interrupted sessions resumed
@@ -32,11 +34,17 @@
  * `--interrupted` turns in flight and started again at once in its home, until it has finished
  * them (bench/cluster.ts).
  *
+ * `--aged` (or `--only aged`): the API figures on an empty store and on an aged one
+ * (`--aged-sessions`, default 100,000, and `--aged-messages`, default 2,000,000, written through
+ * the store's API), for `--aged-stores` (default `sqlite,postgres`), with `--open-turns` (1,000)
+ * turns a SIGKILL left running recovered at the end (bench/aged.ts).
+ *
  * `--json` prints one JSON object with every run's raw figures instead of the text report.
  */
 import { execFileSync } from "node:child_process";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { type AgedResult, runAged, type StoreKind, type Tail } from "./aged.js";
 import {
   type ClusterThroughputResult,
   type RestartResult,
@@ -66,7 +74,7 @@ const SECTIONS = [
   "sandbox",
 ] as const;
 /** Run only when named: they need more than this machine alone (a Postgres server, Dovecot). */
-const NAMED_ONLY = ["cluster", "restart", "email"] as const;
+const NAMED_ONLY = ["cluster", "restart", "email", "aged"] as const;
 type Section = (typeof SECTIONS)[number] | (typeof NAMED_ONLY)[number];
 const KNOWN: readonly string[] = [...SECTIONS, ...NAMED_ONLY];
 
@@ -99,13 +107,23 @@ function parseOptions() {
       "lease-ttl": { type: "string", default: "5" },
       interrupted: { type: "string", default: "5" },
       commands: { type: "string", default: "200" },
+      aged: { type: "boolean", default: false },
+      "aged-sessions": { type: "string", default: "100000" },
+      "aged-messages": { type: "string", default: "2000000" },
+      "aged-stores": { type: "string", default: "sqlite,postgres" },
+      "aged-requests": { type: "string", default: "200" },
+      "open-turns": { type: "string", default: "1000" },
     },
   });
 }
 
 /** `--only a,b` or the sections named as arguments (`npm run bench -- cluster`); else the default set. */
-function selectedSections(only: string | undefined, positionals: string[]): Section[] {
-  const named = [...(only ? only.split(",") : []), ...positionals];
+function selectedSections(
+  only: string | undefined,
+  positionals: string[],
+  aged: boolean,
+): Section[] {
+  const named = [...(only ? only.split(",") : []), ...positionals, ...(aged ? ["aged"] : [])];
   if (named.length === 0) return [...SECTIONS];
   const names = named.map((s) => (s.trim() === "core" ? "api" : s.trim()));
   for (const name of names) {
@@ -215,7 +233,8 @@ function apiReport(results: CoreResult[]): string {
   const ms = (f: (r: CoreResult) => number) => spread(pick(results, f), 2);
   return [
     "OpenAI-compatible API (built gateway in a child process, instant fake model in this process;",
-    "the floor: an in-memory forwarder with no storage in front of the same model, same run)",
+    "the floors: in-memory forwarders with no storage in front of the same model, same run: one",
+    "through the openai SDK (bench/floor-server.ts), one bare: node:http, keep-alive, no SDK)",
     ratioLine(
       "latency p50, Keel / floor",
       pick(results, (r) => r.latencyMs.gateway.p50 / r.latencyMs.floor.p50),
@@ -223,6 +242,18 @@ function apiReport(results: CoreResult[]): string {
       true,
     ),
     `    (p50: Keel ${ms((r) => r.latencyMs.gateway.p50)} ms, floor ${ms((r) => r.latencyMs.floor.p50)} ms, model alone ${ms((r) => r.latencyMs.direct.p50)} ms)`,
+    ratioLine(
+      "added p50, Keel / bare floor",
+      pick(
+        results,
+        (r) =>
+          (r.latencyMs.gateway.p50 - r.latencyMs.direct.p50) /
+          (r.latencyMs.bare.p50 - r.latencyMs.direct.p50),
+      ),
+      3,
+      true,
+    ),
+    `    (added at p50: Keel ${ms((r) => r.latencyMs.gateway.p50 - r.latencyMs.direct.p50)} ms, bare floor ${ms((r) => r.latencyMs.bare.p50 - r.latencyMs.direct.p50)} ms, SDK floor ${ms((r) => r.latencyMs.floor.p50 - r.latencyMs.direct.p50)} ms; bare p99 ${ms((r) => r.latencyMs.bare.p99)} ms)`,
     line(
       "added latency p99",
       pick(results, (r) => r.latencyMs.added.p99),
@@ -247,6 +278,16 @@ function apiReport(results: CoreResult[]): string {
       pick(results, (r) => r.turnsPerSecondOverall),
       0,
     )} turns/s)`,
+    ratioLine(
+      "turns/s, Keel / bare floor",
+      pick(results, (r) => r.turnsPerSecond / r.bareTurnsPerSecond),
+      0.5,
+      false,
+    ),
+    `    (bare floor ${spread(
+      pick(results, (r) => r.bareTurnsPerSecond),
+      0,
+    )} turns/s, the same sessions and window)`,
     line(
       "event-loop delay p99 (load)",
       pick(results, (r) => r.loopDelayMs.p99),
@@ -444,6 +485,143 @@ function restartReport(results: RestartResult[]): string {
   ].join("\n");
 }
 
+async function aged(values: Values, runs: number): Promise<AgedResult[]> {
+  const results: AgedResult[] = [];
+  for (const store of values["aged-stores"].split(",") as StoreKind[]) {
+    for (let i = 0; i < runs; i += 1) {
+      results.push(
+        await runAged({
+          store,
+          sessions: Number(values["aged-sessions"]),
+          messages: Number(values["aged-messages"]),
+          requests: Number(values["aged-requests"]),
+          openTurns: Number(values["open-turns"]),
+          coldStarts: 3,
+          progress: (text) => console.error(`  [aged] ${text} (${load()})`),
+        }),
+      );
+    }
+  }
+  return results;
+}
+
+/** One row: empty and aged (spread over runs), the ratio aged/empty, and the targets. */
+function agedRow(
+  results: AgedResult[],
+  label: string,
+  pickOne: (figures: AgedResult["aged"]) => number,
+  ratioTarget: number | null,
+  absolute: { target: number; unit: string } | null,
+  digits = 1,
+): string {
+  const empty = pick(results, (r) => pickOne(r.empty));
+  const agedValues = pick(results, (r) => pickOne(r.aged));
+  const ratios = results.map((r) => pickOne(r.aged) / pickOne(r.empty));
+  const med = (v: number[]) => [...v].sort((a, b) => a - b)[Math.ceil(v.length / 2) - 1]!;
+  const targets = [
+    ratioTarget === null ? "" : `ratio ${verdict(med(ratios), ratioTarget, true)}`,
+    absolute ? `aged ${verdict(med(agedValues), absolute.target, true)} ${absolute.unit}` : "",
+  ].filter(Boolean);
+  return `  ${label.padEnd(26)} empty ${spread(empty, digits)}, aged ${spread(agedValues, digits)}, aged/empty ${spread(ratios, 2)}   ${targets.join("; ")}`;
+}
+
+function agedReport(results: AgedResult[]): string {
+  const lines: string[] = [];
+  for (const kind of ["sqlite", "postgres"] as StoreKind[]) {
+    const rs = results.filter((r) => r.store === kind);
+    if (rs.length === 0) continue;
+    const r0 = rs[0]!;
+    const t = (f: (s: AgedResult["aged"]) => Tail, p: keyof Tail) => (s: AgedResult["aged"]) =>
+      f(s)[p];
+    const ms = { target: 20, unit: "ms" };
+    lines.push(
+      `Aged store, ${kind}: ${r0.sessions} sessions, ${r0.messages} messages through the store's API (seeded in ${spread(
+        pick(rs, (r) => r.seedSeconds),
+        0,
+      )} s), against an empty store`,
+      agedRow(
+        rs,
+        "turn latency p50 (ms)",
+        t((s) => s.turnMs, "p50"),
+        1.2,
+        null,
+        2,
+      ),
+      agedRow(
+        rs,
+        "turn latency p99 (ms)",
+        t((s) => s.turnMs, "p99"),
+        1.2,
+        null,
+        2,
+      ),
+      agedRow(rs, "spawn to /readyz (ms)", (s) => s.readyMs, 1.5, null, 0),
+      `  ${"idle RSS (MB)".padEnd(26)} empty ${spread(pick(rs, (r) => r.empty.idleRssMb))}, aged ${spread(pick(rs, (r) => r.aged.idleRssMb))}, growth ${spread(pick(rs, (r) => r.aged.idleRssMb - r.empty.idleRssMb))} MB   target < +20 MB: ${Math.max(...rs.map((r) => r.aged.idleRssMb - r.empty.idleRssMb)) < 20 ? "met" : "MISSED"}`,
+      agedRow(
+        rs,
+        "/api/status p50 (ms)",
+        t((s) => s.statusMs, "p50"),
+        2,
+        ms,
+        2,
+      ),
+      agedRow(
+        rs,
+        "/api/status p90 (ms)",
+        t((s) => s.statusMs, "p90"),
+        2,
+        ms,
+        2,
+      ),
+      agedRow(
+        rs,
+        "/api/sessions p50 (ms)",
+        t((s) => s.sessionsMs, "p50"),
+        2,
+        ms,
+        2,
+      ),
+      agedRow(
+        rs,
+        "/api/sessions p90 (ms)",
+        t((s) => s.sessionsMs, "p90"),
+        2,
+        ms,
+        2,
+      ),
+      agedRow(
+        rs,
+        "dashboard load p50 (ms)",
+        t((s) => s.dashboardMs, "p50"),
+        2,
+        ms,
+        2,
+      ),
+      agedRow(
+        rs,
+        "dashboard load p90 (ms)",
+        t((s) => s.dashboardMs, "p90"),
+        2,
+        ms,
+        2,
+      ),
+      `    (dashboard load: the page and the three reads its script makes, /api/sessions at its default 100; non-200: ${rs.map((r) => r.empty.errors + r.aged.errors).join(", ")})`,
+      line(
+        `recovery, ${r0.recovery.openTurns} open turns: ready`,
+        pick(rs, (r) => r.recovery.readyMs),
+        "ms",
+        2000,
+        true,
+      ),
+      `    (spawn to every cut-off turn answered: ${spread(
+        pick(rs, (r) => r.recovery.allAnsweredMs),
+        0,
+      )} ms, at agent.max_concurrent_turns 8)`,
+    );
+  }
+  return lines.join("\n");
+}
+
 async function sandbox(values: Values, runs: number): Promise<SandboxBenchResult[]> {
   const results: SandboxBenchResult[] = [];
   for (let i = 0; i < runs; i += 1) results.push(await runSandboxBench(Number(values.commands)));
@@ -467,7 +645,7 @@ async function main(): Promise<number> {
   const { values, positionals } = parseOptions();
   const runs = Math.max(1, Number(values.runs));
   const json: Record<string, unknown> = {};
-  for (const section of selectedSections(values.only, positionals)) {
+  for (const section of selectedSections(values.only, positionals, values.aged)) {
     const before = load();
     let text: string;
     if (section === "telegram") {
@@ -504,6 +682,10 @@ async function main(): Promise<number> {
       const results = await cluster(values, runs);
       json.cluster = results;
       text = clusterReport(results);
+    } else if (section === "aged") {
+      const results = await aged(values, runs);
+      json.aged = results;
+      text = agedReport(results);
     } else if (section === "restart") {
       const results: RestartResult[] = [];
       for (let i = 0; i < runs; i += 1)

@@ -17,6 +17,8 @@ import type {
 } from "../sessions/store.js";
 
 export const RECENT_ACTIVITY_MS = 120_000;
+/** Cut-off turns (and their sessions' leases) taken together at start-up (see inBatches). */
+const CLOSE_AT_ONCE = 32;
 
 export interface RecoveryReport {
   interruptedTurns: number;
@@ -41,7 +43,19 @@ export async function recoverInterruptedWork(
   try {
     return await recover(store, options, held);
   } finally {
-    for (const lease of held.values()) await store.releaseSessionLease(lease);
+    await inBatches([...held.values()], (lease) => store.releaseSessionLease(lease));
+  }
+}
+
+/**
+ * Runs `fn` on every item, CLOSE_AT_ONCE at a time: the store takes them together (SQLite's group
+ * commit, the Postgres pool's connections, which a thousand at once would wait on past its
+ * connect timeout). One after the other, 1,000 cut-off turns kept a gateway from being ready for
+ * seconds (30 s on Postgres, a lease claimed, a turn closed and a lease released each in turn).
+ */
+async function inBatches<T>(items: readonly T[], fn: (item: T) => Promise<unknown>): Promise<void> {
+  for (let at = 0; at < items.length; at += CLOSE_AT_ONCE) {
+    await Promise.all(items.slice(at, at + CLOSE_AT_ONCE).map(fn));
   }
 }
 
@@ -61,10 +75,13 @@ async function recover(
     if (lease) held.set(sessionKey, lease);
     return lease !== null;
   };
-  const candidates: TurnRecord[] = [];
-  for (const turn of await store.listRunningTurns()) {
-    if (await mine(turn.sessionKey)) candidates.push(turn);
-  }
+  const found = await store.listRunningTurns();
+  const mineKeys = new Set<string>();
+  // Each session once (its lease is claimed once), several sessions at a time.
+  await inBatches([...new Set(found.map((turn) => turn.sessionKey))], async (key) => {
+    if (await mine(key)) mineKeys.add(key);
+  });
+  const candidates: TurnRecord[] = found.filter((turn) => mineKeys.has(turn.sessionKey));
   // Under the leases now held, re-read: another instance may have recovered one meanwhile.
   const still = options.leases ? new Set((await store.listRunningTurns()).map((t) => t.id)) : null;
   const running = still ? candidates.filter((t) => still.has(t.id)) : candidates;
@@ -74,15 +91,16 @@ async function recover(
   // start finds them again. The other order would leave closed turns nobody resumes.
   await markCutOff(store, cutOff, "restart_interrupted", startedAt);
   options.crashPoint?.("mid_recovery");
-  for (const turn of running) {
-    await store.finishTurn({
+  // Each its own transaction on its own turn, several at a time (inBatches).
+  await inBatches(running, (turn) =>
+    store.finishTurn({
       turnId: turn.id,
       state: "interrupted",
       finalMessage: null,
       reply: null,
       lease: held.get(turn.sessionKey),
-    });
-  }
+    }),
+  );
   const recent: string[] = [];
   if (!options.cleanShutdown) {
     // listSessionsActiveSince leaves out sessions already resume-pending.

@@ -405,4 +405,57 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX budget_pauses_state ON budget_pauses(state, period_end);
   CREATE INDEX budget_pauses_session ON budget_pauses(session_id);
   `,
+  // 20 (issue 42, the same speed after a year): what the status and the session list count is
+  // kept as it is written, instead of counted over every row on each read (both grew with age).
+  // Triggers keep the sums in 16 shards (by the row), so that gateways writing at once do not
+  // queue on one row; readers add the shards. Model calls are never deleted; a session that
+  // retention removes (issue 41) is counted out. The functions keep the schema they were made in
+  // (search_path FROM CURRENT), so a delete run under another search_path still finds the totals.
+  // The tables are locked while the sums are taken, so no row is counted twice or missed.
+  `
+  LOCK TABLE sessions, model_usage IN SHARE MODE;
+  CREATE TABLE store_totals (
+    shard INT PRIMARY KEY,
+    sessions BIGINT NOT NULL,
+    calls BIGINT NOT NULL,
+    prompt BIGINT NOT NULL,
+    completion BIGINT NOT NULL,
+    estimated BIGINT NOT NULL
+  );
+  INSERT INTO store_totals SELECT g, 0, 0, 0, 0, 0 FROM generate_series(0, 15) AS g;
+  UPDATE store_totals SET sessions = (SELECT COUNT(*) FROM sessions),
+      calls = u.calls, prompt = u.prompt, completion = u.completion, estimated = u.estimated
+    FROM (SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
+        COALESCE(SUM(completion_tokens), 0) AS completion,
+        COUNT(*) FILTER (WHERE estimated) AS estimated FROM model_usage) AS u
+    WHERE shard = 0;
+  CREATE FUNCTION store_totals_usage() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+  BEGIN
+    UPDATE store_totals SET calls = calls + 1, prompt = prompt + NEW.prompt_tokens,
+      completion = completion + NEW.completion_tokens,
+      estimated = estimated + CASE WHEN NEW.estimated THEN 1 ELSE 0 END
+    WHERE shard = NEW.id % 16;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER store_totals_usage AFTER INSERT ON model_usage
+    FOR EACH ROW EXECUTE FUNCTION store_totals_usage();
+  CREATE FUNCTION store_totals_sessions() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+  BEGIN
+    UPDATE store_totals SET sessions = sessions + 1 WHERE shard = abs(hashtext(NEW.key)) % 16;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER store_totals_sessions AFTER INSERT ON sessions
+    FOR EACH ROW EXECUTE FUNCTION store_totals_sessions();
+  CREATE FUNCTION store_totals_sessions_removed() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+  BEGIN
+    UPDATE store_totals SET sessions = sessions - 1 WHERE shard = abs(hashtext(OLD.key)) % 16;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER store_totals_sessions_removed AFTER DELETE ON sessions
+    FOR EACH ROW EXECUTE FUNCTION store_totals_sessions_removed();
+  CREATE INDEX sessions_resume_pending ON sessions(key) WHERE resume_pending;
+  `,
 ];

@@ -126,6 +126,15 @@ describe.skipIf(skip)("PgStore", () => {
     expect(await a!.listPendingOutbox()).toHaveLength(1);
   });
 
+  it("runs its queries without JIT compilation (short queries; unanalysed tables misled it)", async () => {
+    const [a] = await gateways(1);
+    // The store's own connections, reached as its methods reach them.
+    const read = (a as unknown as { read<T>(fn: (db: pg.PoolClient) => Promise<T>): Promise<T> })
+      .read;
+    const shown = await read.call(a, async (db) => (await db.query("SHOW jit")).rows[0]);
+    expect(shown).toEqual({ jit: "off" });
+  });
+
   it("refuses a file backup and says what to use instead", async () => {
     const [a] = await gateways(1);
     await expect(a!.backup("/tmp/x.db")).rejects.toThrow(/pg_dump/);

@@ -426,4 +426,36 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX budget_pauses_state ON budget_pauses(state, period_end);
   CREATE INDEX budget_pauses_session ON budget_pauses(session_id);
   `,
+  // 20 (issue 42, the same speed after a year): what the status and the session list count is
+  // kept as it is written, instead of counted over every row on each read (both grew with age:
+  // /api/status scanned every session, /api/sessions every model call). Triggers keep the sums;
+  // model calls are never deleted; a session retention removes (issue 41) is counted out. Resume-pending sessions and pending inbox rows
+  // (the metrics' backlog) get partial indexes of their own.
+  `
+  CREATE TABLE store_totals (
+    shard INTEGER PRIMARY KEY,
+    sessions INTEGER NOT NULL,
+    calls INTEGER NOT NULL,
+    prompt INTEGER NOT NULL,
+    completion INTEGER NOT NULL,
+    estimated INTEGER NOT NULL
+  );
+  INSERT INTO store_totals
+    SELECT 0, (SELECT COUNT(*) FROM sessions), COUNT(*), COALESCE(SUM(prompt_tokens), 0),
+      COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(estimated), 0)
+    FROM model_usage;
+  CREATE TRIGGER store_totals_usage AFTER INSERT ON model_usage BEGIN
+    UPDATE store_totals SET calls = calls + 1, prompt = prompt + NEW.prompt_tokens,
+      completion = completion + NEW.completion_tokens, estimated = estimated + NEW.estimated
+    WHERE shard = 0;
+  END;
+  CREATE TRIGGER store_totals_sessions AFTER INSERT ON sessions BEGIN
+    UPDATE store_totals SET sessions = sessions + 1 WHERE shard = 0;
+  END;
+  CREATE TRIGGER store_totals_sessions_removed AFTER DELETE ON sessions BEGIN
+    UPDATE store_totals SET sessions = sessions - 1 WHERE shard = 0;
+  END;
+  CREATE INDEX sessions_resume_pending ON sessions(key) WHERE resume_pending = 1;
+  CREATE INDEX inbox_pending ON inbox(platform) WHERE state = 'pending';
+  `,
 ];

@@ -183,6 +183,7 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
   it("removes idle sessions whole, leaving held and scheduled ones", async () => {
     await history();
     const usage = await store.totalUsage();
+    const sessionsBefore = (await store.countSessions()).total;
     const idle = await store.idleSessions(now - 30 * DAY, null, 100);
     expect(idle.sort()).toEqual([dm("1"), dm("2"), dm("3"), dm("4")]);
     const dry = await store.pruneSession(dm("1"), now - 30 * DAY, true);
@@ -195,6 +196,8 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
       await harness.rows("SELECT * FROM inbox WHERE session_key = 'agent:main:telegram:dm:1'"),
     ).toEqual([]);
     expect(await store.totalUsage()).toEqual(usage);
+    // The kept session count (store_totals) follows the removal.
+    expect((await store.countSessions()).total).toBe(sessionsBefore - 1);
   });
 
   it("prunes finished loose rows in batches, never pending ones", async () => {

@@ -93,7 +93,10 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
 
     totalUsage(): Promise<UsageTotals> {
       return s.read(() => {
-        const totals = s.stmt(USAGE_SUMS).get() as UsageSumsRow;
+        // Kept by a trigger on model_usage (migration 18): summing every call grew with age.
+        const totals = s
+          .stmt("SELECT calls, prompt, completion, estimated FROM store_totals WHERE shard = 0")
+          .get() as UsageSumsRow;
         return toUsageTotals(totals, null);
       });
     },
@@ -102,7 +105,9 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
       return s.read(() => {
         const row = s
           .stmt(
-            "SELECT COUNT(*) AS total, COALESCE(SUM(resume_pending), 0) AS pending FROM sessions",
+            // The total kept by a trigger (migration 18), the few pending ones by their index.
+            `SELECT (SELECT sessions FROM store_totals WHERE shard = 0) AS total,
+               (SELECT COUNT(*) FROM sessions WHERE resume_pending = 1) AS pending`,
           )
           .get() as { total: number; pending: number };
         return { total: row.total, resumePending: row.pending };

@@ -2,13 +2,18 @@
 import { type Db, first } from "../pg-shared.js";
 import { emptyPruneCounts, type PruneCounts } from "../retention-records.js";
 
-/** A session with work in progress (`$1` = key): pruning and forgetting leave it alone. */
+/**
+ * A session with work in progress (`$1` = key), a task it runs or started that has not ended included:
+ * pruning and forgetting leave it alone.
+ */
 const SESSION_HELD = `SELECT
      EXISTS(SELECT 1 FROM turns WHERE session_key = $1 AND state = 'running')
   OR EXISTS(SELECT 1 FROM inbox WHERE session_key = $1 AND state IN ('pending', 'running'))
   OR EXISTS(SELECT 1 FROM outbox WHERE session_key = $1 AND state IN ('pending', 'sending'))
   OR EXISTS(SELECT 1 FROM approvals WHERE session_key = $1 AND state = 'pending')
   OR EXISTS(SELECT 1 FROM sessions WHERE key = $1 AND resume_pending)
+  OR EXISTS(SELECT 1 FROM tasks WHERE (child_key = $1 OR parent_session_key = $1)
+             AND state IN ('queued', 'running'))
   OR EXISTS(SELECT 1 FROM tool_calls c JOIN transcripts t ON t.session_id = c.session_id
              WHERE t.session_key = $1 AND c.state IN ('started', 'awaiting_approval')) AS held`;
 

@@ -2,13 +2,18 @@
 import { emptyPruneCounts, type PruneCounts } from "../retention-records.js";
 import type { SqliteContext } from "../sqlite-shared.js";
 
-/** A session with work in progress (bound `@k`): pruning and forgetting leave it alone. */
+/**
+ * A session with work in progress (bound `@k`), a task it runs or started that has not ended included:
+ * pruning and forgetting leave it alone.
+ */
 export const SQLITE_SESSION_HELD = `SELECT
      EXISTS(SELECT 1 FROM turns WHERE session_key = @k AND state = 'running')
   OR EXISTS(SELECT 1 FROM inbox WHERE session_key = @k AND state IN ('pending', 'running'))
   OR EXISTS(SELECT 1 FROM outbox WHERE session_key = @k AND state IN ('pending', 'sending'))
   OR EXISTS(SELECT 1 FROM approvals WHERE session_key = @k AND state = 'pending')
   OR EXISTS(SELECT 1 FROM sessions WHERE key = @k AND resume_pending = 1)
+  OR EXISTS(SELECT 1 FROM tasks WHERE (child_key = @k OR parent_session_key = @k)
+             AND state IN ('queued', 'running'))
   OR EXISTS(SELECT 1 FROM tool_calls c JOIN transcripts t ON t.session_id = c.session_id
              WHERE t.session_key = @k AND c.state IN ('started', 'awaiting_approval'))`;
 

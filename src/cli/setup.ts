@@ -85,15 +85,7 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
     const email = await askEmail(ask, io);
     if (email === "failed") return EXIT.failure;
 
-    // What the agent can do here, said before anything runs.
-    const who = userInfo();
-    io.out("");
-    io.out(`⚠ The agent runs shell commands on this machine as ${who.username} (uid ${who.uid}),`);
-    io.out(`  starting in ${join(home, "workspace")}, with everything this account may do.`);
-    io.out(`  Approval mode: ${describeApprovalMode(defaultApprovalMode())}`);
-    io.out(
-      "  Only people you let in (web chat on 127.0.0.1, paired or allowed Telegram users) can reach it.",
-    );
+    sayWhatTheAgentMayDo(home, io);
     if (!(await ask.yesNo("Write the configuration?", true))) {
       io.out("Nothing written.");
       return EXIT.ok;
@@ -110,26 +102,43 @@ export async function setup(options: SetupOptions, io: CliIo): Promise<number> {
       ...(matrix && { matrix }),
       ...(email && { email }),
     });
-    const temp = `${file}.tmp-${process.pid}`;
-    writeFileSync(temp, text, { mode: 0o600 });
-    chmodSync(temp, 0o600);
-    renameSync(temp, file);
-    // Never leave a file behind that the gateway would refuse.
-    try {
-      loadConfig({ home, env: io.env });
-    } catch (err) {
-      io.err(`The written config does not load: ${errorMessage(err)}`);
-      return err instanceof ConfigError ? EXIT.config : EXIT.failure;
-    }
-    io.out(`✓ Wrote ${file} (mode 0600).`);
-    io.out(
-      "Next: `keel doctor` to check everything, then `keel gateway start` (or `npm start` in the",
-    );
-    io.out("foreground) and `keel chat`, or `keel open` for the web chat in a browser.");
-    return EXIT.ok;
+    return writeConfig(file, home, text, io);
   } finally {
     ask.close();
   }
+}
+
+/** What the agent can do here, said before anything is written or runs. */
+function sayWhatTheAgentMayDo(home: string, io: CliIo): void {
+  const who = userInfo();
+  io.out("");
+  io.out(`⚠ The agent runs shell commands on this machine as ${who.username} (uid ${who.uid}),`);
+  io.out(`  starting in ${join(home, "workspace")}, with everything this account may do.`);
+  io.out(`  Approval mode: ${describeApprovalMode(defaultApprovalMode())}`);
+  io.out(
+    "  Only people you let in (web chat on 127.0.0.1, paired or allowed Telegram users) can reach it.",
+  );
+}
+
+/** Writes config.yaml atomically (mode 0600) and refuses to leave one the gateway would refuse. */
+function writeConfig(file: string, home: string, text: string, io: CliIo): number {
+  const temp = `${file}.tmp-${process.pid}`;
+  writeFileSync(temp, text, { mode: 0o600 });
+  chmodSync(temp, 0o600);
+  renameSync(temp, file);
+  // Never leave a file behind that the gateway would refuse.
+  try {
+    loadConfig({ home, env: io.env });
+  } catch (err) {
+    io.err(`The written config does not load: ${errorMessage(err)}`);
+    return err instanceof ConfigError ? EXIT.config : EXIT.failure;
+  }
+  io.out(`✓ Wrote ${file} (mode 0600).`);
+  io.out(
+    "Next: `keel doctor` to check everything, then `keel gateway start` (or `npm start` in the",
+  );
+  io.out("foreground) and `keel chat`, or `keel open` for the web chat in a browser.");
+  return EXIT.ok;
 }
 
 /** The model endpoint: listed, then asked once, as the agent will ask it. */

@@ -110,7 +110,7 @@ export interface GatewayCore {
 }
 
 export function createCore(input: CoreInput): GatewayCore {
-  const { config, logger, store, agent, crashPoint, cluster: membership, now, lifecycle } = input;
+  const { config, logger, store, agent, crashPoint, cluster: membership, now } = input;
   const platforms = new PlatformRegistry();
   const dispatcher = new OutboxDispatcher({
     ...(membership && {
@@ -131,22 +131,11 @@ export function createCore(input: CoreInput): GatewayCore {
     continueSession: (key, sessionId, requester, asker) =>
       runner.continueAfterApproval(key, sessionId, requester, asker),
   });
-  const tasks: Tasks = new Tasks({
-    store,
+  const tasks = createTasks(input, {
     intake: (message) => runner.receive(message),
     stopSession: (key) => runner.stopSession(key),
     onNoticeQueued: () => dispatcher.kick(),
-    crashPoint,
-    limits: {
-      maxAgeMs: config.tasks.max_age * 1000,
-      maxDepth: config.tasks.max_depth,
-      maxConcurrent: config.tasks.max_concurrent,
-      timeoutMs: config.tasks.timeout * 1000,
-    },
-    logger: logger.child({ component: "tasks" }),
-    now,
   });
-  agent.bindTasks?.(tasks);
   const budgetParts = createBudgetParts(input, {
     sendNotice,
     platforms,
@@ -166,29 +155,13 @@ export function createCore(input: CoreInput): GatewayCore {
     restartFromChat: (address, messageId) => surface.restartFromChat(address, messageId),
     onActiveTurnsChange: (count) => surface.onActiveTurnsChange(count),
   });
-  const scheduler = new Scheduler({
-    store,
+  const scheduler = createScheduler(input, {
     intake: (message, advance) => runner.receive(message, advance),
     notify: (address, text) => sendNotice(address, text),
-    // A job whose last run waits for a budget's answer fires no more meanwhile.
-    held: async (name) => {
-      const sessionKey = jobSessionKey(name);
-      return (await store.listBudgetPauses({ state: "pending", sessionKey })).length > 0;
-    },
-    logger: logger.child({ component: "scheduler" }),
-    now,
   });
   const schedules = new ScheduleBook(store, now, () => scheduler.kick());
   agent.bindSchedules?.(schedules);
-  runner.onEvent((event) => {
-    if (event.type === "tool_start" || event.type === "tool_end") lifecycle.emitStatusChange();
-    if (event.type === "turn_end") {
-      tasks.onTurnEnd(event.sessionKey);
-      scheduler
-        .onTurnEnd(event)
-        .catch((err: unknown) => logger.error({ err }, "recording a scheduled run failed"));
-    }
-  });
+  followTurns(input, runner, { tasks, scheduler });
   const { statusWriter, cluster, platformEvents, surface } = createLifeParts(input, {
     runner,
     platforms,
@@ -225,6 +198,62 @@ export function createCore(input: CoreInput): GatewayCore {
     cluster,
     sendNotice,
   };
+}
+
+/** What the runner's events move elsewhere: the status file, tasks and scheduled runs. */
+function followTurns(
+  { lifecycle, logger }: CoreInput,
+  runner: Runner,
+  { tasks, scheduler }: { tasks: Tasks; scheduler: Scheduler },
+): void {
+  runner.onEvent((event) => {
+    if (event.type === "tool_start" || event.type === "tool_end") lifecycle.emitStatusChange();
+    if (event.type === "turn_end") {
+      tasks.onTurnEnd(event.sessionKey);
+      scheduler
+        .onTurnEnd(event)
+        .catch((err: unknown) => logger.error({ err }, "recording a scheduled run failed"));
+    }
+  });
+}
+
+/** Tasks (subagents, /bg): their children's turns go through the runner like any message. */
+function createTasks(
+  { config, store, crashPoint, logger, now, agent }: CoreInput,
+  hooks: Pick<ConstructorParameters<typeof Tasks>[0], "intake" | "stopSession" | "onNoticeQueued">,
+): Tasks {
+  const tasks = new Tasks({
+    ...hooks,
+    store,
+    crashPoint,
+    limits: {
+      maxAgeMs: config.tasks.max_age * 1000,
+      maxDepth: config.tasks.max_depth,
+      maxConcurrent: config.tasks.max_concurrent,
+      timeoutMs: config.tasks.timeout * 1000,
+    },
+    logger: logger.child({ component: "tasks" }),
+    now,
+  });
+  agent.bindTasks?.(tasks);
+  return tasks;
+}
+
+/** Scheduled jobs; a job whose last run waits for a budget's answer fires no more meanwhile. */
+function createScheduler(
+  { store, logger, now }: CoreInput,
+  hooks: Pick<ConstructorParameters<typeof Scheduler>[0], "intake" | "notify">,
+): Scheduler {
+  return new Scheduler({
+    ...hooks,
+    store,
+    held: async (name) => {
+      const sessionKey = jobSessionKey(name);
+      return (await store.listBudgetPauses({ state: "pending", sessionKey })).length > 0;
+    },
+    logger: logger.child({ component: "scheduler" }),
+    now,
+  });
 }
 
 /** Approvals, whose questions and answers go out as notices and cards on the platforms. */

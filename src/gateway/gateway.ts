@@ -186,19 +186,7 @@ export class Gateway {
         "http.trust_loopback is on: any local process or user may use the agent and the control API without a credential",
       );
     }
-    const cluster = this.cluster;
-    if (cluster) await cluster.joinCluster(cluster.membership);
-    const clean = await consumeCleanShutdown(config.home);
-    const report = await recoverInterruptedWork(this.store, {
-      cleanShutdown: clean,
-      now: this.now(),
-      crashPoint: this.deps.crashPoint,
-      ...(cluster && {
-        leases: { owner: cluster.membership.instanceId, ttlMs: cluster.membership.leaseTtlMs },
-      }),
-    });
-    if (report.interruptedTurns > 0 || report.markedSessions.length > 0)
-      logger.warn({ ...report, clean }, "recovered interrupted work");
+    await this.recoverWork();
     // Messages arriving while we start are stored, and dispatched after the resumes below.
     this.runner.holdIntake();
     this.stopPath.arm(
@@ -210,23 +198,7 @@ export class Gateway {
       await adapter.start(this.deps.core.platformEvents.sinkFor(adapter.name, this.runner));
     }
     this.dispatcher.kick();
-    // Tasks too old to continue end before anything resumes (tasks.max_age).
-    const expired = await this.deps.core.tasks.expireStale();
-    if (expired > 0) logger.warn({ expired }, "tasks expired after downtime");
-    const resumed = await resumeInterruptedSessions({
-      store: this.store,
-      runner: this.runner,
-      home: config.home,
-      now: this.now(),
-      freshnessMs: config.agent.auto_resume_freshness * 1000,
-      breakerBoots: config.agent.resume_breaker_boots,
-      breakerWindowMs: config.agent.resume_breaker_window * 1000,
-      logger,
-    });
-    if (resumed.notices > 0) this.dispatcher.kick();
-    if (resumed.held.length > 0) this.scheduleHeldResume(resumed.held);
-    // Several gateways: only this one's items and those of gateways that died (cluster.ts).
-    await this.runner.dispatchOpenInbox(cluster ? () => cluster.inboxAtStart() : undefined);
+    const resumed = await this.resumeWork();
     this.stopPath.arm("stop tasks", () => this.deps.core.tasks.stop());
     await this.deps.core.tasks.start();
     // Budget pauses are answered like approvals: their period checks stop in the same step.
@@ -248,6 +220,48 @@ export class Gateway {
       { port: this.boundPort, host: config.http.host, resumed: resumed.resumed.length },
       "gateway running",
     );
+  }
+
+  /** Joins the cluster (if any) and closes what the previous process left running. */
+  private async recoverWork(): Promise<void> {
+    const { config, logger } = this.deps;
+    const cluster = this.cluster;
+    if (cluster) await cluster.joinCluster(cluster.membership);
+    const clean = await consumeCleanShutdown(config.home);
+    const report = await recoverInterruptedWork(this.store, {
+      cleanShutdown: clean,
+      now: this.now(),
+      crashPoint: this.deps.crashPoint,
+      ...(cluster && {
+        leases: { owner: cluster.membership.instanceId, ttlMs: cluster.membership.leaseTtlMs },
+      }),
+    });
+    if (report.interruptedTurns > 0 || report.markedSessions.length > 0)
+      logger.warn({ ...report, clean }, "recovered interrupted work");
+  }
+
+  /** Expires stale tasks, resumes interrupted sessions, then dispatches what waits in the inbox. */
+  private async resumeWork() {
+    const { config, logger } = this.deps;
+    // Tasks too old to continue end before anything resumes (tasks.max_age).
+    const expired = await this.deps.core.tasks.expireStale();
+    if (expired > 0) logger.warn({ expired }, "tasks expired after downtime");
+    const resumed = await resumeInterruptedSessions({
+      store: this.store,
+      runner: this.runner,
+      home: config.home,
+      now: this.now(),
+      freshnessMs: config.agent.auto_resume_freshness * 1000,
+      breakerBoots: config.agent.resume_breaker_boots,
+      breakerWindowMs: config.agent.resume_breaker_window * 1000,
+      logger,
+    });
+    if (resumed.notices > 0) this.dispatcher.kick();
+    if (resumed.held.length > 0) this.scheduleHeldResume(resumed.held);
+    const cluster = this.cluster;
+    // Several gateways: only this one's items and those of gateways that died (cluster.ts).
+    await this.runner.dispatchOpenInbox(cluster ? () => cluster.inboxAtStart() : undefined);
+    return resumed;
   }
 
   /**

@@ -31,114 +31,128 @@ export interface PlatformWiring extends AdapterWiring {
 }
 
 export function createPlatformAdapters(wiring: PlatformWiring): PlatformAdapter[] {
-  const { config } = wiring;
-  const adapters: PlatformAdapter[] = [];
-  if (config.platforms.api.enabled) adapters.push(createApiAdapter(wiring));
-  if (config.platforms.webchat.enabled) adapters.push(createWebchatAdapter(wiring));
-  const telegram = config.platforms.telegram;
-  if (config.telegramEnabled && telegram.token) {
-    adapters.push(
-      new LazyTelegramAdapter({
-        token: telegram.token,
-        apiRoot: telegram.api_root,
-        allowedUsers: telegram.allowed_users,
-        adminUsers: telegram.admin_users,
-        groupSessionsPerUser: telegram.group_sessions_per_user,
-        pairing: wiring.store,
-        logger: wiring.logger.child({ component: "telegram" }),
-        onStatusChange: () => wiring.onPlatformStatusChange(),
-        progress: progressWiring(wiring),
-        ...(wiring.cluster && {
-          poller: connectionLease(wiring, wiring.cluster, "telegram", telegram.token),
-        }),
+  const { platforms } = wiring.config;
+  const adapters = [
+    platforms.api.enabled ? createApiAdapter(wiring) : null,
+    platforms.webchat.enabled ? createWebchatAdapter(wiring) : null,
+    telegramAdapter(wiring),
+    slackAdapter(wiring),
+    discordAdapter(wiring),
+    whatsappAdapter(wiring),
+    matrixAdapter(wiring),
+    emailAdapter(wiring),
+  ];
+  return adapters.filter((adapter): adapter is PlatformAdapter => adapter !== null);
+}
+
+/** Telegram through grammY, loaded on first start; one poller per bot token across gateways. */
+function telegramAdapter(wiring: PlatformWiring): PlatformAdapter | null {
+  const telegram = wiring.config.platforms.telegram;
+  if (!(wiring.config.telegramEnabled && telegram.token)) return null;
+  return new LazyTelegramAdapter({
+    token: telegram.token,
+    apiRoot: telegram.api_root,
+    allowedUsers: telegram.allowed_users,
+    adminUsers: telegram.admin_users,
+    groupSessionsPerUser: telegram.group_sessions_per_user,
+    pairing: wiring.store,
+    logger: wiring.logger.child({ component: "telegram" }),
+    onStatusChange: () => wiring.onPlatformStatusChange(),
+    progress: progressWiring(wiring),
+    ...(wiring.cluster && {
+      poller: connectionLease(wiring, wiring.cluster, "telegram", telegram.token),
+    }),
+  });
+}
+
+/** Slack in Socket Mode, loaded on first start. */
+function slackAdapter(wiring: PlatformWiring): PlatformAdapter | null {
+  const slack = wiring.config.platforms.slack;
+  if (!(slack.app_token || slack.bot_token)) return null;
+  return new LazySlackAdapter({
+    appToken: slack.app_token,
+    botToken: slack.bot_token,
+    apiRoot: slack.api_root,
+    allowedUsers: slack.allowed_users,
+    adminUsers: slack.admin_users,
+    store: wiring.store,
+    logger: wiring.logger.child({ component: "slack" }),
+    onStatusChange: () => wiring.onPlatformStatusChange(),
+    progress: progressWiring(wiring),
+  });
+}
+
+/** Discord's gateway connection, loaded on first start; one holder per bot token across gateways. */
+function discordAdapter(wiring: PlatformWiring): PlatformAdapter | null {
+  const discord = wiring.config.platforms.discord;
+  if (!discord.token) return null;
+  return new LazyDiscordAdapter({
+    token: discord.token,
+    apiRoot: discord.api_root,
+    allowedUsers: discord.allowed_users,
+    adminUsers: discord.admin_users,
+    freeChannels: discord.free_channels,
+    store: wiring.store,
+    logger: wiring.logger.child({ component: "discord" }),
+    onStatusChange: () => wiring.onPlatformStatusChange(),
+    progress: progressWiring(wiring),
+    ...(wiring.cluster && {
+      connection: connectionLease(wiring, wiring.cluster, "discord", discord.token),
+    }),
+  });
+}
+
+/** WhatsApp when its Cloud API is configured (its webhook route mounts here). */
+function whatsappAdapter(wiring: PlatformWiring): PlatformAdapter | null {
+  const whatsapp = wiring.config.platforms.whatsapp;
+  if (!(whatsapp.phone_number_id || whatsapp.access_token)) return null;
+  return createWhatsappAdapter(wiring);
+}
+
+/** A Matrix bot account over plain fetch (no SDK: nothing to load lazily); one /sync per account. */
+function matrixAdapter(wiring: PlatformWiring): PlatformAdapter | null {
+  const matrix = wiring.config.platforms.matrix;
+  if (!(matrix.homeserver || matrix.access_token)) return null;
+  return new MatrixAdapter({
+    homeserver: matrix.homeserver,
+    userId: matrix.user_id,
+    accessToken: matrix.access_token,
+    allowedUsers: matrix.allowed_users,
+    adminUsers: matrix.admin_users,
+    store: wiring.store,
+    logger: wiring.logger.child({ component: "matrix" }),
+    onStatusChange: () => wiring.onPlatformStatusChange(),
+    progress: progressWiring(wiring),
+    ...(wiring.cluster &&
+      matrix.access_token && {
+        connection: connectionLease(wiring, wiring.cluster, "matrix", matrix.access_token),
       }),
-    );
-  }
-  const slack = config.platforms.slack;
-  if (slack.app_token || slack.bot_token) {
-    adapters.push(
-      new LazySlackAdapter({
-        appToken: slack.app_token,
-        botToken: slack.bot_token,
-        apiRoot: slack.api_root,
-        allowedUsers: slack.allowed_users,
-        adminUsers: slack.admin_users,
-        store: wiring.store,
-        logger: wiring.logger.child({ component: "slack" }),
-        onStatusChange: () => wiring.onPlatformStatusChange(),
-        progress: progressWiring(wiring),
+  });
+}
+
+/** A mailbox over IMAP and SMTP, loaded on first start; one IMAP session per mailbox. */
+function emailAdapter(wiring: PlatformWiring): PlatformAdapter | null {
+  const email = wiring.config.platforms.email;
+  if (!(email.imap || email.smtp || email.address)) return null;
+  return new LazyEmailAdapter({
+    imap: email.imap,
+    smtp: email.smtp,
+    address: email.address,
+    allowedSenders: email.allowed_senders,
+    adminSenders: email.admin_senders,
+    store: wiring.store,
+    logger: wiring.logger.child({ component: "email" }),
+    onStatusChange: () => wiring.onPlatformStatusChange(),
+    ...(wiring.cluster &&
+      email.imap && {
+        connection: connectionLease(
+          wiring,
+          wiring.cluster,
+          "email",
+          `${email.imap.user}@${email.imap.host}:${email.imap.port}`,
+        ),
       }),
-    );
-  }
-  const discord = config.platforms.discord;
-  if (discord.token) {
-    adapters.push(
-      new LazyDiscordAdapter({
-        token: discord.token,
-        apiRoot: discord.api_root,
-        allowedUsers: discord.allowed_users,
-        adminUsers: discord.admin_users,
-        freeChannels: discord.free_channels,
-        store: wiring.store,
-        logger: wiring.logger.child({ component: "discord" }),
-        onStatusChange: () => wiring.onPlatformStatusChange(),
-        progress: progressWiring(wiring),
-        ...(wiring.cluster && {
-          connection: connectionLease(wiring, wiring.cluster, "discord", discord.token),
-        }),
-      }),
-    );
-  }
-  const whatsapp = config.platforms.whatsapp;
-  if (whatsapp.phone_number_id || whatsapp.access_token) {
-    adapters.push(createWhatsappAdapter(wiring));
-  }
-  const matrix = config.platforms.matrix;
-  if (matrix.homeserver || matrix.access_token) {
-    // Plain fetch, no SDK: nothing to load lazily.
-    adapters.push(
-      new MatrixAdapter({
-        homeserver: matrix.homeserver,
-        userId: matrix.user_id,
-        accessToken: matrix.access_token,
-        allowedUsers: matrix.allowed_users,
-        adminUsers: matrix.admin_users,
-        store: wiring.store,
-        logger: wiring.logger.child({ component: "matrix" }),
-        onStatusChange: () => wiring.onPlatformStatusChange(),
-        progress: progressWiring(wiring),
-        ...(wiring.cluster &&
-          matrix.access_token && {
-            connection: connectionLease(wiring, wiring.cluster, "matrix", matrix.access_token),
-          }),
-      }),
-    );
-  }
-  const email = config.platforms.email;
-  if (email.imap || email.smtp || email.address) {
-    adapters.push(
-      new LazyEmailAdapter({
-        imap: email.imap,
-        smtp: email.smtp,
-        address: email.address,
-        allowedSenders: email.allowed_senders,
-        adminSenders: email.admin_senders,
-        store: wiring.store,
-        logger: wiring.logger.child({ component: "email" }),
-        onStatusChange: () => wiring.onPlatformStatusChange(),
-        ...(wiring.cluster &&
-          email.imap && {
-            connection: connectionLease(
-              wiring,
-              wiring.cluster,
-              "email",
-              `${email.imap.user}@${email.imap.host}:${email.imap.port}`,
-            ),
-          }),
-      }),
-    );
-  }
-  return adapters;
+  });
 }
 
 /** WhatsApp's messages arrive on its webhook route; no SDK, so nothing to load lazily. */

@@ -25,6 +25,7 @@ import {
 } from "./chat-commands.js";
 import { CutOffSessions } from "./cut-off.js";
 import { EventFanout, type RunnerEventListener } from "./events.js";
+import { type Freshness, isStale, startAfresh } from "./fresh-start.js";
 import {
   type AbortCause,
   type ActiveTurn,
@@ -33,7 +34,6 @@ import {
   type Work,
 } from "./lane.js";
 import { takeBatch } from "./lane-batch.js";
-import { SUSPENDED_NOTICE } from "./lifecycle-texts.js";
 import { Replies } from "./replies.js";
 import { runWork, type WorkHost } from "./run-work.js";
 import type { ActiveTurnInfo, RunnerOptions } from "./runner-options.js";
@@ -234,20 +234,20 @@ export class Runner implements InboundSink {
   }
 
   activeTurns(): ActiveTurnInfo[] {
-    const out: ActiveTurnInfo[] = [];
-    for (const lane of this.lanes.values()) {
-      const a = lane.active;
-      if (!a) continue;
-      out.push({
-        sessionKey: a.sessionKey,
-        sessionId: a.sessionId,
-        address: a.address,
-        startedAt: a.startedAt,
-        agentStarted: a.agentStarted,
-        currentTool: a.currentTool,
-      });
-    }
-    return out;
+    return [...this.lanes.values()].flatMap(({ active: a }) =>
+      a
+        ? [
+            {
+              sessionKey: a.sessionKey,
+              sessionId: a.sessionId,
+              address: a.address,
+              startedAt: a.startedAt,
+              agentStarted: a.agentStarted,
+              currentTool: a.currentTool,
+            },
+          ]
+        : [],
+    );
   }
 
   /**
@@ -322,7 +322,10 @@ export class Runner implements InboundSink {
       void this.dispatch(next).catch((err: unknown) => this.logFailure(err, next));
     if (this.options.senderLimits?.hold(item, release)) return;
     const session = await this.options.store.getSession(item.sessionKey);
-    const reset = await this.freshStart(item, session);
+    const reset =
+      session !== null &&
+      !this.lanes.get(item.sessionKey)?.active &&
+      (await startAfresh(this.freshness(), item, session));
     // A request an interruption left unanswered (e.g. held back by the restart-loop breaker) runs
     // first, as its own turn with its own reply, in `queue` and `steer` modes; in `interrupt`
     // mode the new message's turn carries it, with a note for the model (turn.ts).
@@ -339,33 +342,6 @@ export class Runner implements InboundSink {
     this.enqueue(item.sessionKey, { kind: "message", item }, false);
     if (resumeFirst && !backlog)
       await this.replies.notice(item.sessionKey, item.address, TEXT.queued);
-  }
-
-  /**
-   * A suspended session, or one whose interruption is older than the freshness window, starts
-   * a fresh transcript on its next message, with a notice unless the session was already told
-   * (a suspension names the dropped request when it happens); true when it was reset. A fresh
-   * resume-pending session keeps its transcript (its mark clears when a turn succeeds).
-   */
-  private async freshStart(item: InboxItem, session: SessionRecord | null): Promise<boolean> {
-    if (!session || this.lanes.get(item.sessionKey)?.active) return false;
-    const stale = session.resumePending && this.isStale(session);
-    if (!session.suspended && !stale) return false;
-    await this.options.store.resetSession(item.sessionKey);
-    const notice = !session.suspended
-      ? TEXT.stale
-      : session.requestNotice === "dropped"
-        ? null
-        : SUSPENDED_NOTICE;
-    if (notice) await this.replies.notice(item.sessionKey, item.address, notice);
-    return true;
-  }
-
-  private isStale(session: SessionRecord): boolean {
-    const markedAt = session.resumeMarkedAt ?? session.updatedAt;
-    // The same window as the resume planner's isFresh: 0 means never fresh.
-    const windowMs = this.options.autoResumeFreshnessMs;
-    return windowMs <= 0 || this.now() - markedAt >= windowMs;
   }
 
   /**
@@ -449,7 +425,8 @@ export class Runner implements InboundSink {
    * too old to continue (then `/retry` runs the last message again instead).
    */
   resumeNow(session: SessionRecord): boolean {
-    if (!session.resumePending || session.suspended || this.isStale(session)) return false;
+    if (!session.resumePending || session.suspended || isStale(session, this.freshness()))
+      return false;
     if (!this.resumeQueued(session.key))
       this.enqueue(session.key, { kind: "resume", session }, true);
     return true;
@@ -563,6 +540,15 @@ export class Runner implements InboundSink {
     if (active.controller.signal.aborted) return;
     active.abortCause = cause;
     active.controller.abort(new Error(`turn ${cause}`));
+  }
+
+  private freshness(): Freshness {
+    return {
+      store: this.options.store,
+      replies: this.replies,
+      windowMs: this.options.autoResumeFreshnessMs,
+      now: this.now(),
+    };
   }
 
   private workHost(): WorkHost {

@@ -9,6 +9,7 @@ import type {
   InboundMessage,
   OutboundFile,
 } from "../contract/platform.js";
+import type { UsageScope } from "./budget-records.js";
 
 export type ResumeReason =
   | "restart_timeout"
@@ -349,81 +350,6 @@ export interface UsageInput {
   scope?: UsageScope;
 }
 
-/** The keys a model call's spend counts under, each null when it does not apply or is unknown. */
-export interface UsageScope {
-  /** `<platform>:<chat id>` of the chat the turn answers. */
-  chat: string | null;
-  /** `<platform>:<user id>` of who started the turn. */
-  user: string | null;
-  /** The background task the turn runs for. */
-  task: string | null;
-  /** The scheduled job the turn runs for. */
-  schedule: string | null;
-}
-
-/** The scope a spend query narrows to: one key of one kind, or (null) every call. */
-export type SpendScope = keyof UsageScope;
-
-export interface SpendQuery {
-  scope: SpendScope | null;
-  /** The key within `scope` (ignored when `scope` is null). */
-  key: string | null;
-  /** Calls recorded at or after this time. */
-  since: number;
-}
-
-/** Tokens spent by the model calls a query matched. */
-export interface SpendTotals {
-  calls: number;
-  promptTokens: number;
-  completionTokens: number;
-}
-
-/** A budget pause: a model call held because a budget is spent, until an operator answers. */
-export interface BudgetPauseInput {
-  id: string;
-  sessionKey: string;
-  sessionId: string;
-  turnId: number | null;
-  /** `<scope>:<period>` of the budget that is spent. */
-  budgetId: string;
-  /** The key the budget was counted under (null for the global budget). */
-  scopeKey: string | null;
-  periodStart: number;
-  periodEnd: number;
-  /** Which budget and how much is left, as the chat was told. */
-  summary: string;
-  address: ChatAddress | null;
-  requester: string | null;
-}
-
-/**
- * `approved`: once (the waiting turn goes on); `raised`: the budget gets its own amount again
- * for the rest of the period; `denied`: the turn ends; `expired`: the period ended unanswered
- * (the budget starts afresh, the turn is checked again).
- */
-export type BudgetPauseState = "pending" | "approved" | "raised" | "denied" | "expired";
-export type BudgetDecision = "approve" | "raise" | "deny" | "expire";
-
-export interface BudgetPauseRecord extends BudgetPauseInput {
-  state: BudgetPauseState;
-  decidedBy: string | null;
-  decidedAt: number | null;
-  /** A turn has acted on the decision. */
-  applied: boolean;
-  createdAt: number;
-}
-
-export interface BudgetPauseFilter {
-  state?: BudgetPauseState;
-  sessionId?: string;
-  sessionKey?: string;
-  /** Pending pauses whose period ended by then. */
-  dueBy?: number;
-  /** Decided pauses no turn acted on yet, in transcripts their session still uses. */
-  unapplied?: boolean;
-}
-
 export interface UsageTotals {
   calls: number;
   promptTokens: number;
@@ -664,78 +590,4 @@ export interface ApprovalDecisionInput {
   id: string;
   decision: ApprovalDecision;
   decidedBy: string | null;
-}
-
-/**
- * A task (src/tasks): work handed to a child session, by the `delegate` tool or `/bg`.
- * `queued → running → done / failed / cancelled / expired / timed_out`; only the first end counts.
- */
-export type TaskState =
-  | "queued"
-  | "running"
-  | "done"
-  | "failed"
-  | "cancelled"
-  | "expired"
-  | "timed_out";
-
-export const TASK_ENDS = ["done", "failed", "cancelled", "expired", "timed_out"] as const;
-export type TaskEndState = (typeof TASK_ENDS)[number];
-
-export interface TaskRecord {
-  id: number;
-  /** The session that asked for it (the chat's, or another task's for a nested delegate). */
-  parentSessionKey: string;
-  parentSessionId: string;
-  /** The `delegate` call that asked for it; null for `/bg`. One task per call, ever. */
-  parentToolCallId: string | null;
-  /** The transcript of the chat at the top of the nesting: the usage counts toward it. */
-  rootSessionId: string;
-  /** The child session's key (`agent:main:task:<id>`). */
-  childKey: string;
-  /** The chat it reports to (results, notices, approvals). */
-  chat: ChatAddress;
-  /** `<platform>:<user id>` of who asked, when known: they may answer the child's approvals. */
-  requester: string | null;
-  prompt: string;
-  context: string | null;
-  /** 1 for a task of a chat, 2 for a task's own delegate, … */
-  depth: number;
-  /** True for `/bg` and `delegate {background: true}`, and for a delegate whose parent stopped waiting. */
-  background: boolean;
-  state: TaskState;
-  result: string | null;
-  createdAt: number;
-  startedAt: number | null;
-  finishedAt: number | null;
-}
-
-export type TaskInput = Pick<
-  TaskRecord,
-  | "parentSessionKey"
-  | "parentSessionId"
-  | "parentToolCallId"
-  | "rootSessionId"
-  | "chat"
-  | "requester"
-  | "prompt"
-  | "context"
-  | "depth"
-  | "background"
->;
-
-/** See TaskStore.endTask. */
-export interface TaskEnd {
-  id: number;
-  state: TaskEndState;
-  result: string | null;
-  /** Queued to the task's chat in the same transaction, when this call ends the task. */
-  notice: { text: string; when: "always" | "background" } | null;
-}
-
-/** A child session's latest turn, for telling whether its task has finished. */
-export interface ChildTurn {
-  state: TurnState;
-  /** Text of the transcript's last message when it is an assistant answer without tool calls. */
-  answer: string | null;
 }

@@ -7,16 +7,20 @@
 import type { ChatMessage } from "../agent/types.js";
 import type { ChatAddress, InboundMessage } from "../contract/platform.js";
 import type {
+  BudgetDecision,
+  BudgetPauseFilter,
+  BudgetPauseInput,
+  BudgetPauseRecord,
+  SpendQuery,
+  SpendScope,
+  SpendTotals,
+} from "./budget-records.js";
+import type {
   AcceptInboundResult,
   ApprovalDecisionInput,
   ApprovalFilter,
   ApprovalRecord,
   ApprovalRequestInput,
-  BudgetDecision,
-  BudgetPauseFilter,
-  BudgetPauseInput,
-  BudgetPauseRecord,
-  ChildTurn,
   CompactionInput,
   CompactionRecord,
   FinishTurnInput,
@@ -43,19 +47,12 @@ import type {
   SessionLease,
   SessionRecord,
   SessionSummary,
-  SpendQuery,
-  SpendScope,
-  SpendTotals,
   StartedTurn,
   StartTurnInput,
   StoreBacklog,
   StoredMessage,
   StreamMessage,
   StreamTurn,
-  TaskEnd,
-  TaskInput,
-  TaskRecord,
-  TaskState,
   ToolFinishInput,
   ToolStartInput,
   TurnHistory,
@@ -72,6 +69,7 @@ import type {
   RetentionHolds,
   StoreCounts,
 } from "./retention-records.js";
+import type { ChildTurn, TaskEnd, TaskInput, TaskRecord, TaskState } from "./task-records.js";
 
 /**
  * What comes in: inbound messages committed before they are acknowledged, their idempotency keys,

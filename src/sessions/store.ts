@@ -4,9 +4,11 @@
  * Two implementations (SQLite in sqlite-store.ts, Postgres in pg-store.ts) pass the same suite
  * (store*.test.ts), so nothing here may assume either. Times are epoch milliseconds.
  */
+export * from "./budget-records.js";
 export * from "./records.js";
 export * from "./retention-records.js";
 export type * from "./roles.js";
+export * from "./task-records.js";
 
 import type {
   ApprovalStore,

@@ -6,7 +6,7 @@ import type {
   BudgetPauseState,
   SpendScope,
   SpendTotals,
-} from "../records.js";
+} from "../budget-records.js";
 
 export interface BudgetPauseRow {
   id: string;

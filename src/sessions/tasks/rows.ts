@@ -1,6 +1,6 @@
 /** Task rows as both engines return them, and the record each becomes (SQLite 0/1, Postgres booleans). */
 import type { ChatAddress } from "../../contract/platform.js";
-import type { TaskEnd, TaskRecord, TaskState } from "../records.js";
+import type { TaskEnd, TaskRecord, TaskState } from "../task-records.js";
 
 export interface TaskRow {
   id: number | string;

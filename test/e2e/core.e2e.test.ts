@@ -2,10 +2,12 @@
  * The core from the outside: the built `keel` command line, spawned as a real process, against the
  * stand-in model server, talked to over HTTP and inspected with the other `keel` commands.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import * as tar from "tar";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { SQLITE_COPY } from "../../src/data/backup.js";
 import { SqliteStore } from "../../src/sessions/sqlite-store.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import {
@@ -138,21 +140,25 @@ describe("keel sessions", () => {
     expect(missing.stderr).toContain("No session with id no-such-id");
   });
 
-  it("backs up state.db while the gateway runs, into a database that opens and holds the sessions", async () => {
+  it("backs up while the gateway runs, into a verified archive whose database holds the sessions", async () => {
     const gateway = await startGateway();
     const stored = await send(gateway, "echo: keep me");
-    const copy = join(home, "backup.db");
-    const backup = await runKeel({ home, args: ["backup", copy] });
+    const archive = join(home, "backup.tar.gz");
+    const backup = await runKeel({ home, args: ["backup", archive] });
     expect(backup.code).toBe(0);
-    expect(backup.stdout).toContain(copy);
-    const copied = new SqliteStore(copy, { readonly: true });
+    expect(backup.stdout).toContain(archive);
+    expect((await runKeel({ home, args: ["backup", "--verify", archive] })).code).toBe(0);
+    const unpacked = join(home, "unpacked");
+    mkdirSync(unpacked);
+    await tar.x({ file: archive, cwd: unpacked });
+    const copied = new SqliteStore(join(unpacked, SQLITE_COPY), { readonly: true });
     try {
       const transcript = await copied.loadTranscript(stored.sessionId!);
       expect(transcript.map((m) => m.message.content)).toEqual(["echo: keep me", "keep me"]);
     } finally {
       await copied.close();
     }
-    const again = await runKeel({ home, args: ["backup", copy] });
+    const again = await runKeel({ home, args: ["backup", archive] });
     expect(again.code).toBe(1);
     expect(again.stderr).toContain("already exists");
   });

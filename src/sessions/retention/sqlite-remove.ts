@@ -61,7 +61,9 @@ export function sqliteRemoveSession(s: SqliteContext, key: string): PruneCounts 
  * and drops them. Appends by others need no mark: the cache reads what follows what it holds.
  */
 export const REWRITE_MARK_KEY = "store:transcripts_rewritten";
-export const REWRITE_MARK_SQL = "SELECT value FROM platform_state WHERE key = ?";
+// Its own text: statements are cached by text, and this one is read with pluck(), a mode that
+// stays on the cached statement (getPlatformState's identical text would then get a bare value).
+export const REWRITE_MARK_SQL = "SELECT value AS mark FROM platform_state WHERE key = ?";
 
 export function markRewrite(s: SqliteContext): void {
   s.stmt(

@@ -453,6 +453,8 @@ describe("Runner", () => {
       );
       expect(asked).toEqual([]);
       expect(await store.listOpenInbox()).toEqual([]);
+      // The refusal names where operators are configured, email's key included.
+      expect(adapter.texts().find((t) => t.includes("operator rights"))).toContain("admin_senders");
     });
 
     it("/restart while busy answers with the gateway's reply and does not interrupt the running turn", async () => {

@@ -32,7 +32,7 @@ export const TEXT = {
   ].join("\n"),
   operatorOnly: (name: string) =>
     `⛔ /${name} acts on the whole gateway and needs operator rights: the web chat, \`keel chat\`, ` +
-    "a request with the control token, or a user in the admin_users of a chat platform. Nothing was done.",
+    "a request with the control token, or a user in a chat platform's admin_users (admin_senders for email). Nothing was done.",
   unknownCommand: (name: string) =>
     `Unknown command /${name}. Send /help for the list of commands.`,
 } as const;

@@ -162,15 +162,13 @@ export class EmailAdapter implements PlatformAdapter {
       return;
     }
     this.health.set("starting");
-    let firstAttempt: () => void = () => {};
-    const attempted = new Promise<void>((resolve) => {
-      firstAttempt = resolve;
+    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
+      waitMs: this.timing.startWaitMs,
+      crashLog: "email intake loop crashed",
+      crashStatus: (err) => `Email stopped unexpectedly: ${describe(err)}`,
     });
-    this.loop = this.run(firstAttempt).catch((err: unknown) => {
-      this.logger.error({ err }, "email intake loop crashed");
-      this.health.fail(`Email stopped unexpectedly: ${describe(err)}`, { retrying: false });
-    });
-    await Promise.race([attempted, this.health.pause(this.timing.startWaitMs)]);
+    this.loop = loop;
+    await started;
   }
 
   async stop(): Promise<void> {

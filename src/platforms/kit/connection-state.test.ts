@@ -97,4 +97,41 @@ describe("ConnectionState", () => {
       expect(wait).toBeGreaterThanOrEqual(Math.floor(bound * (1 - RECONNECT_JITTER)));
     }
   });
+
+  it("launches a loop: started after its first attempt; a loop that throws leaves it down", async () => {
+    const { state, lines } = connection();
+    let release: () => void = () => {};
+    const { loop, started } = state.launch(
+      async (attempted) => {
+        attempted();
+        await new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        throw new Error("socket gone");
+      },
+      {
+        waitMs: 60_000,
+        crashLog: "chat loop crashed",
+        crashStatus: (err) => `Chat stopped unexpectedly: ${(err as Error).message}`,
+      },
+    );
+    await started;
+    expect(state.report().state).not.toBe("down");
+    release();
+    await loop;
+    expect(state.status().error).toBe("Chat stopped unexpectedly: socket gone");
+    expect(state.report().state).toBe("down");
+    expect(lines.some((line) => line.msg === "chat loop crashed")).toBe(true);
+  });
+
+  it("launches a loop that never attempts: started once the wait is over", async () => {
+    const { state } = connection();
+    const { started } = state.launch(() => new Promise<void>(() => {}), {
+      waitMs: 10,
+      crashLog: "chat loop crashed",
+      crashStatus: () => "never",
+    });
+    await started;
+    expect(state.report().state).toBe("disabled");
+  });
 });

@@ -114,6 +114,27 @@ export class ConnectionState {
     this.change({ state: "error", error });
   }
 
+  /**
+   * Runs an adapter's connection loop in the background. `started` resolves after the loop's
+   * first attempt (it calls `attempted`), after `waitMs`, or at the stop, whichever comes first.
+   * A loop that throws is logged as `crashLog` and leaves the platform failed, not retrying, with
+   * the status `crashStatus(err)`.
+   */
+  launch(
+    run: (attempted: () => void) => Promise<void>,
+    options: { waitMs: number; crashLog: string; crashStatus(err: unknown): string },
+  ): { loop: Promise<void>; started: Promise<void> } {
+    let attempted: () => void = () => {};
+    const first = new Promise<void>((resolve) => {
+      attempted = resolve;
+    });
+    const loop = run(attempted).catch((err: unknown) => {
+      this.options.logger.error({ err }, options.crashLog);
+      this.fail(options.crashStatus(err), { retrying: false });
+    });
+    return { loop, started: Promise.race([first, this.pause(options.waitMs)]) };
+  }
+
   /** The platform spoke (an answered poll, an event, a heartbeat acknowledged). */
   sawEvent(): void {
     this.lastEventAt = this.now();

@@ -168,15 +168,13 @@ export class MatrixAdapter implements PlatformAdapter {
       return;
     }
     this.health.set("starting");
-    let firstAttempt: () => void = () => {};
-    const attempted = new Promise<void>((resolve) => {
-      firstAttempt = resolve;
+    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
+      waitMs: this.timing.startWaitMs,
+      crashLog: "matrix sync loop crashed",
+      crashStatus: (err) => `Matrix stopped unexpectedly: ${describe(err)}`,
     });
-    this.loop = this.run(firstAttempt).catch((err: unknown) => {
-      this.logger.error({ err }, "matrix sync loop crashed");
-      this.health.fail(`Matrix stopped unexpectedly: ${describe(err)}`, { retrying: false });
-    });
-    await Promise.race([attempted, this.health.pause(this.timing.startWaitMs)]);
+    this.loop = loop;
+    await started;
   }
 
   async stop(): Promise<void> {

@@ -222,17 +222,13 @@ export class SlackAdapter implements PlatformAdapter {
       return;
     }
     this.health.set("starting");
-    let firstAttempt: () => void = () => {};
-    const attempted = new Promise<void>((resolve) => {
-      firstAttempt = resolve;
+    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
+      waitMs: this.timing.startWaitMs,
+      crashLog: "slack connection loop crashed",
+      crashStatus: (err) => `Slack stopped unexpectedly: ${describeSlackError(err)}`,
     });
-    this.loop = this.run(firstAttempt).catch((err: unknown) => {
-      this.logger.error({ err }, "slack connection loop crashed");
-      this.health.fail(`Slack stopped unexpectedly: ${describeSlackError(err)}`, {
-        retrying: false,
-      });
-    });
-    await Promise.race([attempted, this.health.pause(this.timing.startWaitMs)]);
+    this.loop = loop;
+    await started;
   }
 
   /** Closes the socket; envelopes not yet acknowledged are delivered again by Slack. */

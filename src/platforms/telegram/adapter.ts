@@ -215,20 +215,13 @@ export class TelegramAdapter implements PlatformAdapter {
     if (this.loop || this.health.stopped) return;
     this.sink = sink;
     this.health.set("starting");
-    let firstAttempt: () => void = () => {};
-    const attempted = new Promise<void>((resolve) => {
-      firstAttempt = resolve;
+    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
+      waitMs: this.timing.startWaitMs,
+      crashLog: "telegram polling crashed",
+      crashStatus: (err) => `Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`,
     });
-    this.loop = this.run(firstAttempt).catch((err: unknown) => {
-      this.logger.error({ err }, "telegram polling crashed");
-      this.health.fail(`Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`, {
-        retrying: false,
-      });
-    });
-    await Promise.race([
-      attempted,
-      sleep(this.timing.startWaitMs, this.health.stopSignal).catch(() => {}),
-    ]);
+    this.loop = loop;
+    await started;
   }
 
   /** Stops polling and confirms the committed offset; bounded by `stopTimeoutMs` twice at most. */

@@ -1,12 +1,20 @@
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { checkImports, layerOf, readSources } from "./import-layers.js";
+import { checkImports, layerOf, rawSqliteImports, readSources } from "./import-layers.js";
 
 const root = resolve(import.meta.dirname, "..");
 
 describe("the import check", () => {
   it("passes on the source tree as it is", () => {
     expect(checkImports(readSources(root))).toEqual([]);
+  });
+
+  it("allows better-sqlite3 only through its guard, in tests too", () => {
+    const files = new Map([...readSources(root), ...readSources(root, "test")]);
+    expect(rawSqliteImports(files)).toEqual([]);
+    files.set("test/integration/x.test.ts", 'import Database from "better-sqlite3";\n');
+    files.set("src/sessions/y.ts", 'import type Database from "better-sqlite3";\n');
+    expect(rawSqliteImports(files).map((v) => v.from)).toEqual(["test/integration/x.test.ts"]);
   });
 
   it("fails on a back-edge: the store importing the runner", () => {

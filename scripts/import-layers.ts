@@ -124,6 +124,28 @@ export function checkImports(files: ReadonlyMap<string, string>): Violation[] {
   return violations;
 }
 
+/**
+ * Files that may open better-sqlite3 themselves: its guard, and the fixture that shows why the
+ * guard exists. Anywhere else — tests included, since one collected statement aborts the whole
+ * test process on Node 24 — a database is opened through openSqliteDatabase.
+ */
+const RAW_SQLITE_ALLOWED: readonly string[] = [
+  "src/sessions/sqlite-database.ts",
+  "test/fixtures/drop-statements.ts",
+];
+const RAW_SQLITE_IMPORT = /^\s*import\s+(?!type\b)[^;]*from\s+["']better-sqlite3["']/m;
+
+/** Files that import better-sqlite3's value (not only its types) outside the guard. */
+export function rawSqliteImports(files: ReadonlyMap<string, string>): Violation[] {
+  return [...files]
+    .filter(([path, source]) => !RAW_SQLITE_ALLOWED.includes(path) && RAW_SQLITE_IMPORT.test(source))
+    .map(([path]) => ({
+      from: path,
+      to: "better-sqlite3",
+      why: "open SQLite through src/sessions/sqlite-database.ts (a collected statement aborts Node 24)",
+    }));
+}
+
 function wiringOnlyBreach(from: number, target: number): boolean {
   const fromName = LAYERS[from]?.name ?? "";
   const targetName = LAYERS[target]?.name ?? "";
@@ -186,10 +208,20 @@ export function readSources(root: string, dir = "src"): Map<string, string> {
 const self = fileURLToPath(import.meta.url);
 if (process.argv[1] && resolve(process.argv[1]) === self) {
   const root = resolve(dirname(self), "..");
-  const violations = checkImports(readSources(root));
+  const everywhere = new Map([
+    ...readSources(root, "test"),
+    ...readSources(root, "bench"),
+    ...readSources(root, "scripts"),
+  ]);
+  const violations = [
+    ...checkImports(readSources(root)),
+    ...rawSqliteImports(new Map([...readSources(root), ...everywhere])),
+  ];
   for (const v of violations) {
     process.stderr.write(`${relative(".", v.from)} → ${v.to}: ${v.why}\n`);
   }
   if (violations.length > 0) process.exit(1);
-  process.stdout.write("imports: every edge points down the layers, no cycles\n");
+  process.stdout.write(
+    "imports: every edge points down the layers, no cycles, SQLite opened only through its guard\n",
+  );
 }

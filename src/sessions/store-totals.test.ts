@@ -5,8 +5,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
+import { openSqliteDatabase } from "./sqlite-database.js";
 import { MIGRATIONS } from "./sqlite-migrations.js";
 import { SqliteStore } from "./sqlite-store.js";
 
@@ -17,7 +17,7 @@ afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A database as Keel left it before migration 20, with two sessions and three model calls. */
 function olderDatabase(path: string): void {
-  const db = new Database(path);
+  const db = openSqliteDatabase(path);
   for (const [v, sql] of MIGRATIONS.slice(0, TOTALS_MIGRATION - 1).entries()) {
     db.exec(sql);
     db.exec(`PRAGMA user_version = ${v + 1}`);

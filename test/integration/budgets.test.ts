@@ -6,9 +6,9 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { BudgetParts } from "../../src/gateway/budget-wiring.js";
+import { openSqliteDatabase } from "../../src/sessions/sqlite-database.js";
 import type { Store } from "../../src/sessions/store.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
 import { type InProcessGateway, startInProcessGateway } from "../helpers/in-process-gateway.js";
@@ -273,7 +273,7 @@ describe("a scheduled run paused by a budget (in-process gateway)", () => {
 
 /** The scheduled fires in the inbox (open and closed), oldest first, read from state.db. */
 function scheduleFires(home: string): { platformMessageId: string }[] {
-  const db = new Database(join(home, "state.db"), { readonly: true });
+  const db = openSqliteDatabase(join(home, "state.db"), { readonly: true });
   try {
     return (
       db

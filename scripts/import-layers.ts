@@ -138,7 +138,9 @@ const RAW_SQLITE_IMPORT = /^\s*import\s+(?!type\b)[^;]*from\s+["']better-sqlite3
 /** Files that import better-sqlite3's value (not only its types) outside the guard. */
 export function rawSqliteImports(files: ReadonlyMap<string, string>): Violation[] {
   return [...files]
-    .filter(([path, source]) => !RAW_SQLITE_ALLOWED.includes(path) && RAW_SQLITE_IMPORT.test(source))
+    .filter(
+      ([path, source]) => !RAW_SQLITE_ALLOWED.includes(path) && RAW_SQLITE_IMPORT.test(source),
+    )
     .map(([path]) => ({
       from: path,
       to: "better-sqlite3",

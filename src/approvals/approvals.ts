@@ -11,6 +11,7 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import type { ToolGate } from "../agent/types.js";
 import type { ApprovalPress, ApprovalPressResult, ChatAddress } from "../contract/platform.js";
+import { PeriodicCheck } from "../lib/periodic-check.js";
 import type { GateTurn, TurnApprovals } from "../runner/agent-run.js";
 import type {
   ApprovalDecision,
@@ -68,22 +69,28 @@ export interface Decider {
   chatId?: string;
 }
 
-export type DecideOutcome =
-  | { status: "decided"; record: ApprovalRecord }
-  | { status: "already"; record: ApprovalRecord }
-  | { status: "forbidden"; record: ApprovalRecord }
+/** What answering a question (an approval, a budget pause) came to. */
+export type AnswerOutcome<R> =
+  | { status: "decided"; record: R }
+  | { status: "already"; record: R }
+  | { status: "forbidden"; record: R }
   | { status: "unknown" };
+
+export type DecideOutcome = AnswerOutcome<ApprovalRecord>;
 
 const OPERATOR: Decider = { id: "operator", label: "an operator", operator: true };
 
 export class Approvals implements TurnApprovals {
   private readonly now: () => number;
-  private timer: NodeJS.Timeout | null = null;
-  private checking = false;
+  private readonly deadlines: PeriodicCheck;
   private shellLoad: Promise<ShellParser | null> | null = null;
 
   constructor(private readonly options: ApprovalsOptions) {
     this.now = options.now ?? Date.now;
+    this.deadlines = new PeriodicCheck(
+      () => this.denyOverdue(),
+      (err) => this.options.logger.error({ err }, "checking approval deadlines failed"),
+    );
   }
 
   gateFor(turn: GateTurn): ToolGate {
@@ -209,27 +216,18 @@ export class Approvals implements TurnApprovals {
 
   /** A button press (Telegram): the toast for the presser and the card's new text. */
   async press(press: ApprovalPress): Promise<ApprovalPressResult> {
-    const presser = {
-      id: `${press.platform}:${press.userId}`,
-      label: press.userName ?? press.userId,
-      operator: press.operator,
-      chatId: press.chatId,
-    };
     // The platform edits the pressed card itself, with the text returned here.
-    const outcome = await this.decide(press.approvalId, press.decision, presser, false, true);
-    switch (outcome.status) {
-      case "decided":
-        return {
-          toast: decidedText(outcome.record).split("\n")[0]!,
-          cardText: decidedText(outcome.record),
-        };
-      case "already":
-        return { toast: "Already answered.", cardText: decidedText(outcome.record) };
-      case "forbidden":
-        return { toast: NOT_YOURS, cardText: null };
-      case "unknown":
-        return { toast: UNKNOWN_APPROVAL(press.approvalId), cardText: null };
-    }
+    const outcome = await this.decide(
+      press.approvalId,
+      press.decision,
+      presserOf(press),
+      false,
+      true,
+    );
+    return pressResult(outcome, decidedText, {
+      forbidden: NOT_YOURS,
+      unknown: UNKNOWN_APPROVAL(press.approvalId),
+    });
   }
 
   /** `/approve [id] [session]` and `/deny [id]` in a chat; answers with what happened. */
@@ -290,41 +288,33 @@ export class Approvals implements TurnApprovals {
       }
     }
     for (const record of await store.listUnappliedDecisions()) this.apply(record);
-    const interval = this.options.checkIntervalMs ?? 1000;
-    this.timer = setInterval(() => void this.expireDue(), interval);
-    this.timer.unref();
+    this.deadlines.start(this.options.checkIntervalMs ?? 1000);
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.deadlines.stop();
   }
 
   /** Denies every approval whose deadline passed, tells its chat, and continues its turn. */
-  async expireDue(): Promise<void> {
-    if (this.checking) return;
-    this.checking = true;
-    try {
-      const now = this.now();
-      const due = await this.options.store.listApprovals({ dueBy: now });
-      for (const record of due) {
-        const decided = await this.options.store.decideApproval({
-          id: record.id,
-          decision: "timeout",
-          decidedBy: null,
-        });
-        if (!decided?.changed) continue;
-        this.options.logger.info({ approval: record.id }, "approval timed out");
-        if (decided.record.address) {
-          await this.options.notify(decided.record.address, decidedText(decided.record));
-        }
-        await this.showOnCard(decided.record);
-        this.apply(decided.record);
+  expireDue(): Promise<void> {
+    return this.deadlines.run();
+  }
+
+  private async denyOverdue(): Promise<void> {
+    const due = await this.options.store.listApprovals({ dueBy: this.now() });
+    for (const record of due) {
+      const decided = await this.options.store.decideApproval({
+        id: record.id,
+        decision: "timeout",
+        decidedBy: null,
+      });
+      if (!decided?.changed) continue;
+      this.options.logger.info({ approval: record.id }, "approval timed out");
+      if (decided.record.address) {
+        await this.options.notify(decided.record.address, decidedText(decided.record));
       }
-    } catch (err) {
-      this.options.logger.error({ err }, "checking approval deadlines failed");
-    } finally {
-      this.checking = false;
+      await this.showOnCard(decided.record);
+      this.apply(decided.record);
     }
   }
 
@@ -360,6 +350,34 @@ export class Approvals implements TurnApprovals {
 
   private remainingMs(record: ApprovalRecord): number {
     return Math.max(0, record.deadlineAt - this.now());
+  }
+}
+
+/** Who pressed a card's button, as the one who answers. */
+export function presserOf(press: ApprovalPress): Decider {
+  return {
+    id: `${press.platform}:${press.userId}`,
+    label: press.userName ?? press.userId,
+    operator: press.operator,
+    chatId: press.chatId,
+  };
+}
+
+/** The toast for the presser and the card's new text, from what the answer came to. */
+export function pressResult<R>(
+  outcome: AnswerOutcome<R>,
+  text: (record: R) => string,
+  refused: { forbidden: string; unknown: string },
+): ApprovalPressResult {
+  switch (outcome.status) {
+    case "decided":
+      return { toast: text(outcome.record).split("\n")[0]!, cardText: text(outcome.record) };
+    case "already":
+      return { toast: "Already answered.", cardText: text(outcome.record) };
+    case "forbidden":
+      return { toast: refused.forbidden, cardText: null };
+    case "unknown":
+      return { toast: refused.unknown, cardText: null };
   }
 }
 

@@ -11,8 +11,14 @@
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import type { ModelCallGate, ModelCallVerdict } from "../agent/types.js";
-import type { Decider } from "../approvals/approvals.js";
+import {
+  type AnswerOutcome,
+  type Decider,
+  presserOf,
+  pressResult,
+} from "../approvals/approvals.js";
 import type { ApprovalPress, ApprovalPressResult, ChatAddress } from "../contract/platform.js";
+import { PeriodicCheck } from "../lib/periodic-check.js";
 import type { GateTurn, TurnBudgets } from "../runner/agent-run.js";
 import type {
   BudgetDecision,
@@ -62,19 +68,21 @@ export interface BudgetsOptions {
 
 export type BudgetAnswer = Exclude<BudgetDecision, "expire">;
 
-export type BudgetDecideOutcome =
-  | { status: "decided"; record: BudgetPauseRecord }
-  | { status: "already"; record: BudgetPauseRecord }
-  | { status: "forbidden"; record: BudgetPauseRecord }
-  | { status: "unknown" };
+export type BudgetDecideOutcome = AnswerOutcome<BudgetPauseRecord>;
 
 export class Budgets implements TurnBudgets {
   private readonly now: () => number;
-  private timer: NodeJS.Timeout | null = null;
-  private checking = false;
+  private readonly periodEnds: PeriodicCheck;
 
   constructor(private readonly options: BudgetsOptions) {
     this.now = options.now ?? Date.now;
+    this.periodEnds = new PeriodicCheck(
+      async () => {
+        const due = await this.options.store.listBudgetPauses({ dueBy: this.now() });
+        for (const pause of due) await this.expire(pause);
+      },
+      (err) => this.options.logger.error({ err }, "checking budget periods failed"),
+    );
   }
 
   get timeZone(): string {
@@ -205,31 +213,11 @@ export class Budgets implements TurnBudgets {
   async press(press: ApprovalPress): Promise<ApprovalPressResult> {
     const decision: BudgetAnswer =
       press.decision === "deny" ? "deny" : press.decision === "approve" ? "approve" : "raise";
-    const outcome = await this.decide(
-      press.approvalId,
-      decision,
-      {
-        id: `${press.platform}:${press.userId}`,
-        label: press.userName ?? press.userId,
-        operator: press.operator,
-        chatId: press.chatId,
-      },
-      false,
-      true,
-    );
-    switch (outcome.status) {
-      case "decided":
-        return {
-          toast: pauseDecidedText(outcome.record).split("\n")[0]!,
-          cardText: pauseDecidedText(outcome.record),
-        };
-      case "already":
-        return { toast: "Already answered.", cardText: pauseDecidedText(outcome.record) };
-      case "forbidden":
-        return { toast: OPERATORS_ONLY, cardText: null };
-      case "unknown":
-        return { toast: `No budget pause ${press.approvalId}.`, cardText: null };
-    }
+    const outcome = await this.decide(press.approvalId, decision, presserOf(press), false, true);
+    return pressResult(outcome, pauseDecidedText, {
+      forbidden: OPERATORS_ONLY,
+      unknown: `No budget pause ${press.approvalId}.`,
+    });
   }
 
   /** The text a chat answer (`/approve ID [raise]`, `/deny ID`) gets. */
@@ -254,27 +242,16 @@ export class Budgets implements TurnBudgets {
       if (record.address) await this.options.notify(record.address, record.summary, record.id);
     }
     for (const record of await store.listBudgetPauses({ unapplied: true })) this.apply(record);
-    this.timer = setInterval(() => void this.expireDue(), this.options.checkIntervalMs ?? 5000);
-    this.timer.unref();
+    this.periodEnds.start(this.options.checkIntervalMs ?? 5000);
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.periodEnds.stop();
   }
 
   /** Pauses whose period ended unanswered: the budget starts afresh, so the turn is checked again. */
-  async expireDue(): Promise<void> {
-    if (this.checking) return;
-    this.checking = true;
-    try {
-      const { store } = this.options;
-      for (const due of await store.listBudgetPauses({ dueBy: this.now() })) await this.expire(due);
-    } catch (err) {
-      this.options.logger.error({ err }, "checking budget periods failed");
-    } finally {
-      this.checking = false;
-    }
+  expireDue(): Promise<void> {
+    return this.periodEnds.run();
   }
 
   private async expire(due: BudgetPauseRecord): Promise<void> {

@@ -8,7 +8,8 @@ import { makeVisible } from "../approvals/visible-text.js";
 import { approvalJson } from "../control/approval-routes.js";
 import { SqliteStore } from "../sessions/sqlite-store.js";
 import type { ApprovalDecision } from "../sessions/store.js";
-import { callControlApi, liveGateway } from "./gateway-probe.js";
+import { answerWaiting } from "./answer-waiting.js";
+import type { CommandContext } from "./command-context.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 import { budgetPauseAnswer, isBudgetPauseId } from "./usage-commands.js";
@@ -19,9 +20,7 @@ type ApprovalJson = ReturnType<typeof approvalJson>;
 /** Registers `keel approvals ...` on the program. */
 export function registerApprovalCommands(
   program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
+  { io, global, run }: CommandContext,
 ): void {
   const approvals = program.command("approvals").description("tool calls waiting for a human");
   approvals
@@ -69,19 +68,14 @@ export async function approvalsList(
   options: GlobalOptions & { all?: boolean; json?: boolean },
   io: CliIo,
 ): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) return loaded.code;
-  const store = new SqliteStore(`${loaded.loaded.config.home}/state.db`);
-  try {
+  return withStateDb(options, io, async (store) => {
     const records = await store.listApprovals(options.all ? {} : { state: "pending" });
     const rows = records.map(approvalJson);
     if (options.json) io.out(JSON.stringify(rows, null, 2));
     else if (rows.length === 0) io.out("Nothing is waiting for approval.");
     else for (const row of rows) io.out(describe(row));
     return EXIT.ok;
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /**
@@ -93,10 +87,7 @@ export async function approvalsShow(
   options: GlobalOptions & { json?: boolean },
   io: CliIo,
 ): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) return loaded.code;
-  const store = new SqliteStore(`${loaded.loaded.config.home}/state.db`);
-  try {
+  return withStateDb(options, io, async (store) => {
     const record = await store.getApproval(id);
     if (!record) {
       io.err(`No approval has the id ${id}.`);
@@ -105,44 +96,50 @@ export async function approvalsShow(
     const row = approvalJson(record);
     if (options.json) io.out(JSON.stringify(row, null, 2));
     else {
-      const answered = row.decision
-        ? `  ${row.decision}${row.decided_by ? ` by ${row.decided_by}` : ""}`
-        : "";
-      io.out(`${row.id}  ${row.state}${answered}  until ${row.deadline_at}  ${row.session_key}`);
+      io.out(headline(row));
       io.out(`why: ${row.reason}`);
       io.out(`${row.tool} (${record.summary.length} characters):`);
       io.out(makeVisible(record.summary));
     }
     return EXIT.ok;
-  } finally {
-    await store.close();
-  }
+  });
 }
 
-export async function approvalsAnswer(
+export function approvalsAnswer(
   id: string,
   decision: Answer,
   options: GlobalOptions,
   io: CliIo,
 ): Promise<number> {
+  return answerWaiting(id, decision, options, io, {
+    report: (status, body) => report(status, body, id, io),
+    store: async (config) => {
+      const store = new SqliteStore(`${config.home}/state.db`);
+      try {
+        const decided = await store.decideApproval({ id, decision, decidedBy: "an operator" });
+        if (!decided) return null;
+        return { changed: decided.changed, body: { approval: approvalJson(decided.record) } };
+      } finally {
+        await store.close();
+      }
+    },
+  });
+}
+
+/**
+ * Runs `fn` on the home's `state.db`. The approvals commands read the SQLite file of the home
+ * (not `store.url`).
+ */
+async function withStateDb(
+  options: GlobalOptions,
+  io: CliIo,
+  fn: (store: SqliteStore) => Promise<number>,
+): Promise<number> {
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
-  const { config } = loaded.loaded;
-  if ((await liveGateway(config.home)) !== null) {
-    const answer = await callControlApi(config, `/api/approvals/${encodeURIComponent(id)}`, {
-      method: "POST",
-      body: { decision },
-    });
-    if (answer !== null) return report(answer.status, answer.body, id, io);
-  }
-  const store = new SqliteStore(`${config.home}/state.db`);
+  const store = new SqliteStore(`${loaded.loaded.config.home}/state.db`);
   try {
-    const decided = await store.decideApproval({ id, decision, decidedBy: "an operator" });
-    if (!decided) return report(404, null, id, io);
-    const body = { approval: approvalJson(decided.record) };
-    const code = report(decided.changed ? 200 : 409, body, id, io);
-    if (decided.changed) io.out("The gateway is not running: its next start continues the turn.");
-    return code;
+    return await fn(store);
   } finally {
     await store.close();
   }
@@ -168,9 +165,14 @@ function report(status: number, body: unknown, id: string, io: CliIo): number {
 }
 
 function describe(a: ApprovalJson): string {
-  const answered = a.decision ? `  ${a.decision}${a.decided_by ? ` by ${a.decided_by}` : ""}` : "";
   // One line of the command, visible characters only; `keel approvals show ID` prints it whole.
   const first = makeVisible(a.summary).split("\n")[0]!;
   const more = first.length < makeVisible(a.summary).length ? " …" : "";
-  return `${a.id}  ${a.state}${answered}  until ${a.deadline_at}  ${a.session_key}\n    ${a.tool}: ${first}${more}\n    why: ${a.reason}`;
+  return `${headline(a)}\n    ${a.tool}: ${first}${more}\n    why: ${a.reason}`;
+}
+
+/** Id, state, the answer and who gave it, deadline, session. */
+function headline(a: ApprovalJson): string {
+  const answered = a.decision ? `  ${a.decision}${a.decided_by ? ` by ${a.decided_by}` : ""}` : "";
+  return `${a.id}  ${a.state}${answered}  until ${a.deadline_at}  ${a.session_key}`;
 }

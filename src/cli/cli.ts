@@ -3,6 +3,7 @@ import { Command, CommanderError } from "commander";
 import { KEEL_VERSION } from "../lib/version.js";
 import { registerApprovalCommands } from "./approval-commands.js";
 import { chat } from "./chat.js";
+import type { CommandContext } from "./command-context.js";
 import {
   backupCommand,
   pruneCommand,
@@ -53,21 +54,26 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       writeOut: (s) => io.out(s.trimEnd()),
       writeErr: (s) => io.err(s.trimEnd()),
     });
-  const global = (): GlobalOptions => program.opts<GlobalOptions>();
-  const run = (fn: () => Promise<number>) => {
-    result = fn();
+  const cli: CommandContext = {
+    io,
+    global: () => program.opts<GlobalOptions>(),
+    run: (fn) => {
+      result = fn();
+    },
   };
-
-  registerGatewayCommands(program, io, global, run);
-  registerStoreCommands(program, io, global, run);
-  registerScheduleCommands(program, io, global, run);
-  registerTaskCommands(program, io, global, run);
-  registerApprovalCommands(program, io, global, run);
-  registerUsageCommand(program, io, global, run);
-  registerMcpCommands(program, io, global, run);
-
-  registerLocalCommands(program, io, global, run);
-  registerDataCommands(program, io, global, run);
+  for (const register of [
+    registerGatewayCommands,
+    registerStoreCommands,
+    registerScheduleCommands,
+    registerTaskCommands,
+    registerApprovalCommands,
+    registerUsageCommand,
+    registerMcpCommands,
+    registerLocalCommands,
+    registerDataCommands,
+  ]) {
+    register(program, cli);
+  }
 
   try {
     await program.parseAsync(argv, { from: "user" });
@@ -81,12 +87,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
 }
 
 /** `keel gateway …`: run, control and install the gateway. */
-function registerGatewayCommands(
-  program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
-): void {
+function registerGatewayCommands(program: Command, { io, global, run }: CommandContext): void {
   const gateway = program.command("gateway").description("run and control the gateway");
   gateway
     .command("run")
@@ -146,12 +147,7 @@ function registerGatewayCommands(
 }
 
 /** `keel sessions …` and `keel pairing …`: the store, read and changed from the terminal. */
-function registerStoreCommands(
-  program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
-): void {
+function registerStoreCommands(program: Command, { io, global, run }: CommandContext): void {
   const sessions = program.command("sessions").description("inspect stored sessions");
   sessions
     .command("list")
@@ -188,12 +184,7 @@ function registerStoreCommands(
 }
 
 /** `keel chat`, `open`, `setup`, `memory` and `doctor`. */
-function registerLocalCommands(
-  program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
-): void {
+function registerLocalCommands(program: Command, { io, global, run }: CommandContext): void {
   program
     .command("chat")
     .description("talk to the agent from the terminal")
@@ -239,12 +230,7 @@ function registerLocalCommands(
 }
 
 /** `keel backup`, `restore`, `prune` and `user export|forget`: the data lifecycle. */
-function registerDataCommands(
-  program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
-): void {
+function registerDataCommands(program: Command, { io, global, run }: CommandContext): void {
   program
     .command("backup [path]")
     .description(

@@ -15,6 +15,7 @@ import { describePrune, prune } from "../data/prune.js";
 import { restoreBackup } from "../data/restore.js";
 import { type Verification, verifyBackup } from "../data/verify.js";
 import { errorMessage } from "../lib/errors.js";
+import type { PersonRef } from "../sessions/store.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 import { withStore } from "./store-commands.js";
@@ -24,6 +25,21 @@ function configOf(options: GlobalOptions, io: CliIo): { config: Config; paths: H
   if (!loaded.ok) return loaded.code;
   const { config } = loaded.loaded;
   return { config, paths: homeData(config.home, config.cwd) };
+}
+
+/** The person a `keel user` command names (`PLATFORM:ID`) and the home's data, or the exit code. */
+function personTarget(
+  who: string,
+  options: GlobalOptions,
+  io: CliIo,
+): { person: PersonRef; paths: HomeData } | number {
+  const person = parsePerson(who);
+  if (!person) {
+    io.err(`"${who}" is not a person: write it as PLATFORM:ID, e.g. telegram:4242.`);
+    return EXIT.usage;
+  }
+  const loaded = configOf(options, io);
+  return typeof loaded === "number" ? loaded : { person, paths: loaded.paths };
 }
 
 export async function pruneCommand(
@@ -51,20 +67,16 @@ export async function userExport(
   options: GlobalOptions & { out?: string },
   io: CliIo,
 ): Promise<number> {
-  const person = parsePerson(who);
-  if (!person) {
-    io.err(`"${who}" is not a person: write it as PLATFORM:ID, e.g. telegram:4242.`);
-    return EXIT.usage;
-  }
-  const loaded = configOf(options, io);
-  if (typeof loaded === "number") return loaded;
+  const target = personTarget(who, options, io);
+  if (typeof target === "number") return target;
+  const { person, paths } = target;
   const out = resolve(options.out ?? `keel-export-${person.platform}-${person.userId}.zip`);
   if (existsSync(out)) {
     io.err(`${out} already exists; choose a new path with --out.`);
     return EXIT.failure;
   }
   return withStore(options, io, async (store) => {
-    const data = await exportPerson(store, loaded.paths, person, Date.now());
+    const data = await exportPerson(store, paths, person, Date.now());
     writeFileSync(out, data.zip, { mode: 0o600, flag: "wx" });
     io.out(
       `Wrote ${out}: ${data.transcripts} conversations, ${data.messages} messages, ${data.files} files.`,
@@ -74,15 +86,11 @@ export async function userExport(
 }
 
 export async function userForget(who: string, options: GlobalOptions, io: CliIo): Promise<number> {
-  const person = parsePerson(who);
-  if (!person) {
-    io.err(`"${who}" is not a person: write it as PLATFORM:ID, e.g. telegram:4242.`);
-    return EXIT.usage;
-  }
-  const loaded = configOf(options, io);
-  if (typeof loaded === "number") return loaded;
+  const target = personTarget(who, options, io);
+  if (typeof target === "number") return target;
+  const { person, paths } = target;
   return withStore(options, io, async (store) => {
-    const result = await forgetPerson(store, loaded.paths, person, Date.now());
+    const result = await forgetPerson(store, paths, person, Date.now());
     if (!result.ok) {
       io.err(
         `${who} has work in progress (${result.busy}); nothing was removed. Try again once it has finished (or /stop it).`,

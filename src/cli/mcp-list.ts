@@ -4,15 +4,11 @@ import { mkdirSync } from "node:fs";
 import type { Command } from "commander";
 import pino from "pino";
 import { probeMcpServers } from "../mcp/probe.js";
+import type { CommandContext } from "./command-context.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 
-export function registerMcpCommands(
-  program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
-): void {
+export function registerMcpCommands(program: Command, { io, global, run }: CommandContext): void {
   const mcp = program.command("mcp").description("MCP servers whose tools the agent may call");
   mcp
     .command("list")

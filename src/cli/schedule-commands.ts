@@ -7,6 +7,7 @@ import type { Command } from "commander";
 import type { ChatAddress } from "../contract/platform.js";
 import { describeJob, jobJson, ScheduleBook } from "../schedules/book.js";
 import { ScheduleInputError } from "../schedules/timing.js";
+import type { CommandContext } from "./command-context.js";
 import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
 import { withStore } from "./store-commands.js";
@@ -24,9 +25,7 @@ export interface ScheduleAddOptions extends GlobalOptions {
 /** Registers `keel schedule ...` on the program. */
 export function registerScheduleCommands(
   program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
+  { io, global, run }: CommandContext,
 ): void {
   const schedule = program.command("schedule").description("scheduled agent tasks");
   schedule

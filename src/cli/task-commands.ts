@@ -7,16 +7,12 @@
 import type { Command } from "commander";
 import type { TaskRecord } from "../sessions/store.js";
 import { describeTask, TASK_TEXT } from "../tasks/task-texts.js";
+import type { CommandContext } from "./command-context.js";
 import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
 import { withStore } from "./store-commands.js";
 
-export function registerTaskCommands(
-  program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
-): void {
+export function registerTaskCommands(program: Command, { io, global, run }: CommandContext): void {
   const tasks = program.command("tasks").description("subagents and background tasks");
   tasks
     .command("list")

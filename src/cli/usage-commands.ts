@@ -9,17 +9,13 @@ import { localTimeZone } from "../budgets/local-zone.js";
 import { pauseJson, usageReport, usageReportText } from "../budgets/report.js";
 import { storeTarget } from "../config/store-target.js";
 import { openCommandStore } from "../sessions/open-store.js";
-import { callControlApi, liveGateway } from "./gateway-probe.js";
+import { answerWaiting } from "./answer-waiting.js";
+import type { CommandContext } from "./command-context.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
 import { withStore } from "./store-commands.js";
 
-export function registerUsageCommand(
-  program: Command,
-  io: CliIo,
-  global: () => GlobalOptions,
-  run: (fn: () => Promise<number>) => void,
-): void {
+export function registerUsageCommand(program: Command, { io, global, run }: CommandContext): void {
   program
     .command("usage")
     .description("spend per budget, chat and user; turns paused by a budget")
@@ -50,33 +46,26 @@ export { isBudgetPauseId };
  * `keel approvals approve ID [--raise]` / `deny ID` for a budget pause: through the running
  * gateway (the turn goes on at once), else written to the store for its next start.
  */
-export async function budgetPauseAnswer(
+export function budgetPauseAnswer(
   id: string,
   decision: "approve" | "raise" | "deny",
   options: GlobalOptions,
   io: CliIo,
 ): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) return loaded.code;
-  const { config } = loaded.loaded;
-  if ((await liveGateway(config.home)) !== null) {
-    const answer = await callControlApi(config, `/api/approvals/${encodeURIComponent(id)}`, {
-      method: "POST",
-      body: { decision },
-    });
-    if (answer !== null) return reportAnswer(answer.status, id, decision, io);
-  }
-  const store = await openCommandStore(storeTarget(config));
-  try {
-    const decided = await store.decideBudgetPause({ id, decision, decidedBy: "an operator" });
-    if (!decided) return reportAnswer(404, id, decision, io);
-    const code = reportAnswer(decided.changed ? 200 : 409, id, decision, io);
-    if (decided.changed) io.out("The gateway is not running: its next start continues the turn.");
-    else io.err(JSON.stringify(pauseJson(decided.record)));
-    return code;
-  } finally {
-    await store.close();
-  }
+  return answerWaiting(id, decision, options, io, {
+    report: (status) => reportAnswer(status, id, decision, io),
+    store: async (config) => {
+      const store = await openCommandStore(storeTarget(config));
+      try {
+        const decided = await store.decideBudgetPause({ id, decision, decidedBy: "an operator" });
+        if (!decided) return null;
+        const detail = decided.changed ? undefined : JSON.stringify(pauseJson(decided.record));
+        return { changed: decided.changed, body: null, ...(detail !== undefined && { detail }) };
+      } finally {
+        await store.close();
+      }
+    },
+  });
 }
 
 function reportAnswer(status: number, id: string, decision: string, io: CliIo): number {

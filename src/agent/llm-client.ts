@@ -5,6 +5,7 @@
 import OpenAI from "openai";
 import { createNodeFetch } from "../lib/node-fetch.js";
 import { savedImageNote } from "./image-input.js";
+import { openAiClient } from "./openai-client.js";
 import type {
   AssistantMessage,
   ChatMessage,
@@ -41,20 +42,13 @@ interface PartialToolCall {
  * `{ ok: false, kind }`. It never retries: the caller decides.
  */
 export function createLlmClient(options: LlmClientOptions): LlmClient {
-  const client = new OpenAI({
-    baseURL: options.baseUrl,
-    // The client refuses to start without a key; keyless local endpoints ignore this one.
-    apiKey: options.apiKey || "keel-no-key",
-    // Explicit values so the client reads none of its OPENAI_* environment variables.
-    organization: null,
-    project: null,
-    webhookSecret: null,
-    adminAPIKey: null,
-    logLevel: "off",
+  const client = openAiClient({
+    baseUrl: options.baseUrl,
+    apiKey: options.apiKey,
     maxRetries: 0,
     fetch: createNodeFetch(),
     // Our own timer covers the whole call; this one is only a backstop.
-    timeout: Math.ceil(options.timeoutMs) + 5_000,
+    timeoutMs: Math.ceil(options.timeoutMs) + 5_000,
   });
   const secrets = [options.apiKey].filter((s): s is string => Boolean(s));
 

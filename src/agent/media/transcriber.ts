@@ -4,6 +4,7 @@
  * them, and Keel cannot count on ffmpeg being installed.
  */
 import OpenAI, { toFile } from "openai";
+import { openAiClient } from "../openai-client.js";
 
 export interface AudioFile {
   bytes: Buffer;
@@ -22,17 +23,11 @@ export interface TranscriberOptions {
 }
 
 export function createTranscriber(options: TranscriberOptions): Transcriber {
-  const client = new OpenAI({
-    baseURL: options.baseUrl,
-    apiKey: options.apiKey || "keel-no-key",
-    // Explicit values so the client reads none of its OPENAI_* environment variables.
-    organization: null,
-    project: null,
-    webhookSecret: null,
-    adminAPIKey: null,
-    logLevel: "off",
+  const client = openAiClient({
+    baseUrl: options.baseUrl,
+    apiKey: options.apiKey,
     maxRetries: 2,
-    timeout: options.timeoutMs,
+    timeoutMs: options.timeoutMs,
   });
   return async (audio, signal) => {
     try {

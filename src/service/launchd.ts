@@ -1,12 +1,7 @@
 /** launchd agent rendering (pure). */
 import { join } from "node:path";
-import {
-  assertAbsolutePaths,
-  gatewayArgv,
-  type ServiceSpec,
-  serviceEnvironment,
-  stopTimeoutFromDrain,
-} from "./service-spec.js";
+import { escapeEach } from "../lib/escape-each.js";
+import { type ServiceSpec, serviceFileParts } from "./service-spec.js";
 
 /** The job label, also the plist's file name (`ai.keel.gateway.plist`). */
 export const LAUNCHD_LABEL = "ai.keel.gateway";
@@ -14,28 +9,31 @@ export const LAUNCHD_LABEL = "ai.keel.gateway";
 /** Seconds launchd waits before respawning (its own default is also 10). */
 export const LAUNCHD_THROTTLE_SECONDS = 10;
 
+const XML_ENTITIES: Readonly<Record<string, string>> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&quot;",
+  "'": "&apos;",
+  // A literal CR would be normalised to LF by the parser; the reference keeps it.
+  "\r": "&#13;",
+};
+
 /**
  * Escapes text for XML character data. Throws on characters XML 1.0 cannot carry at all
  * (control characters other than tab, newline and carriage return). Pure.
  */
 export function escapeXml(text: string): string {
-  let out = "";
-  for (const ch of text) {
-    const code = ch.codePointAt(0) ?? 0;
-    if (ch === "&") out += "&amp;";
-    else if (ch === "<") out += "&lt;";
-    else if (ch === ">") out += "&gt;";
-    else if (ch === '"') out += "&quot;";
-    else if (ch === "'") out += "&apos;";
-    // A literal CR would be normalised to LF by the parser; the reference keeps it.
-    else if (ch === "\r") out += "&#13;";
-    else if ((code < 0x20 && ch !== "\t" && ch !== "\n") || code === 0xfffe || code === 0xffff) {
+  return escapeEach(text, (ch, code) => {
+    const entity = XML_ENTITIES[ch];
+    if (entity !== undefined) return entity;
+    if ((code < 0x20 && ch !== "\t" && ch !== "\n") || code === 0xfffe || code === 0xffff) {
       throw new Error(
         `Character U+${code.toString(16).padStart(4, "0")} cannot be written to a plist`,
       );
-    } else out += ch;
-  }
-  return out;
+    }
+    return ch;
+  });
 }
 
 /** Where launchd sends the gateway's stdout and stderr (the gateway itself logs to `gateway.log`). */
@@ -53,7 +51,7 @@ export function launchdLogPaths(home: string): { stdout: string; stderr: string 
  * the log folder: the installer must. Pure; throws on relative paths or invalid environment names.
  */
 export function renderLaunchdPlist(spec: ServiceSpec): string {
-  assertAbsolutePaths(spec);
+  const parts = serviceFileParts(spec);
   const str = (value: string, indent: string) => `${indent}<string>${escapeXml(value)}</string>`;
   const key = (name: string, indent = "  ") => `${indent}<key>${escapeXml(name)}</key>`;
   const logs = launchdLogPaths(spec.home);
@@ -66,11 +64,11 @@ export function renderLaunchdPlist(spec: ServiceSpec): string {
     str(LAUNCHD_LABEL, "  "),
     key("ProgramArguments"),
     "  <array>",
-    ...gatewayArgv(spec).map((arg) => str(arg, "    ")),
+    ...parts.argv.map((arg) => str(arg, "    ")),
     "  </array>",
     key("EnvironmentVariables"),
     "  <dict>",
-    ...serviceEnvironment(spec).flatMap(([name, value]) => [key(name, "    "), str(value, "    ")]),
+    ...parts.environment.flatMap(([name, value]) => [key(name, "    "), str(value, "    ")]),
     "  </dict>",
     key("RunAtLoad"),
     "  <true/>",
@@ -82,7 +80,7 @@ export function renderLaunchdPlist(spec: ServiceSpec): string {
     key("ThrottleInterval"),
     `  <integer>${LAUNCHD_THROTTLE_SECONDS}</integer>`,
     key("ExitTimeOut"),
-    `  <integer>${stopTimeoutFromDrain(spec.drainTimeoutSeconds)}</integer>`,
+    `  <integer>${parts.stopTimeoutSeconds}</integer>`,
     key("StandardOutPath"),
     str(logs.stdout, "  "),
     key("StandardErrorPath"),

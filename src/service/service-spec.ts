@@ -132,6 +132,25 @@ export function assertAbsolutePaths(spec: ServiceSpec): void {
   }
 }
 
+/** What a service file says about the gateway, for the renderers. */
+export interface ServiceFileParts {
+  argv: string[];
+  /** Sorted by name, `KEEL_HOME` forced. */
+  environment: Array<[string, string]>;
+  /** The supervisor's kill timer, {@link stopTimeoutFromDrain}. */
+  stopTimeoutSeconds: number;
+}
+
+/** The parts of a service file; throws on relative paths or invalid environment names. Pure. */
+export function serviceFileParts(spec: ServiceSpec): ServiceFileParts {
+  assertAbsolutePaths(spec);
+  return {
+    argv: gatewayArgv(spec),
+    environment: serviceEnvironment(spec),
+    stopTimeoutSeconds: stopTimeoutFromDrain(spec.drainTimeoutSeconds),
+  };
+}
+
 /** The argv the supervisor runs: `<node> <keel.js> gateway run --home <home>`. Pure. */
 export function gatewayArgv(spec: ServiceSpec): string[] {
   return [spec.nodePath, spec.keelEntry, "gateway", "run", "--home", spec.home];

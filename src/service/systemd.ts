@@ -1,13 +1,9 @@
 /** systemd unit rendering (pure) and the argv of the gateway's restart-under-systemd helper. */
+
+import { escapeEach } from "../lib/escape-each.js";
 import { EXIT } from "../lib/exit-codes.js";
 import { withMallocTunables } from "../lib/malloc-tunables.js";
-import {
-  assertAbsolutePaths,
-  gatewayArgv,
-  type ServiceSpec,
-  serviceEnvironment,
-  stopTimeoutFromDrain,
-} from "./service-spec.js";
+import { type ServiceSpec, serviceFileParts } from "./service-spec.js";
 
 export { stopTimeoutFromDrain } from "./service-spec.js";
 
@@ -22,6 +18,14 @@ export const SYSTEMD_RESTART_SEC = 5;
 const START_LIMIT_INTERVAL_SEC = 600;
 const START_LIMIT_BURST = 10;
 
+const C_ESCAPES: Readonly<Record<string, string>> = {
+  "\\": "\\\\",
+  '"': '\\"',
+  "\n": "\\n",
+  "\t": "\\t",
+  "\r": "\\r",
+};
+
 const SAFE_WORD = /^[A-Za-z0-9_@+=:,./-]+$/;
 
 /**
@@ -33,17 +37,11 @@ export function quoteSystemdWord(word: string, options: { dollar: boolean }): st
   let text = word.replaceAll("%", "%%");
   if (options.dollar) text = text.replaceAll("$", "$$$$");
   if (SAFE_WORD.test(word)) return text;
-  let escaped = "";
-  for (const ch of text) {
-    const code = ch.codePointAt(0) ?? 0;
-    if (ch === "\\") escaped += "\\\\";
-    else if (ch === '"') escaped += '\\"';
-    else if (ch === "\n") escaped += "\\n";
-    else if (ch === "\t") escaped += "\\t";
-    else if (ch === "\r") escaped += "\\r";
-    else if (code < 0x20 || code === 0x7f) escaped += `\\x${code.toString(16).padStart(2, "0")}`;
-    else escaped += ch;
-  }
+  const escaped = escapeEach(text, (ch, code) => {
+    const known = C_ESCAPES[ch];
+    if (known !== undefined) return known;
+    return code < 0x20 || code === 0x7f ? `\\x${code.toString(16).padStart(2, "0")}` : ch;
+  });
   return `"${escaped}"`;
 }
 
@@ -56,16 +54,14 @@ export function quoteSystemdWord(word: string, options: { dollar: boolean }): st
  * environment names or a user name with whitespace.
  */
 export function renderSystemdUnit(spec: ServiceSpec): string {
-  assertAbsolutePaths(spec);
+  // Linux only, so glibc's: the malloc settings every gateway Keel starts gets.
+  const parts = serviceFileParts({ ...spec, env: withMallocTunables(spec.env) });
   const user = spec.system ? spec.user : undefined;
   if (user !== undefined && !/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(user)) {
     throw new Error(`User name ${JSON.stringify(user)} is not valid for User=`);
   }
-  const execStart = gatewayArgv(spec)
-    .map((word) => quoteSystemdWord(word, { dollar: true }))
-    .join(" ");
-  // Linux only, so glibc's: the malloc settings every gateway Keel starts gets.
-  const environment = serviceEnvironment({ ...spec, env: withMallocTunables(spec.env) }).map(
+  const execStart = parts.argv.map((word) => quoteSystemdWord(word, { dollar: true })).join(" ");
+  const environment = parts.environment.map(
     ([name, value]) => `Environment=${quoteSystemdWord(`${name}=${value}`, { dollar: false })}`,
   );
   return [
@@ -94,7 +90,7 @@ export function renderSystemdUnit(spec: ServiceSpec): string {
     "# SIGTERM to the gateway only, so tool processes are not killed before the drain ends.",
     "KillMode=mixed",
     "KillSignal=SIGTERM",
-    `TimeoutStopSec=${stopTimeoutFromDrain(spec.drainTimeoutSeconds)}`,
+    `TimeoutStopSec=${parts.stopTimeoutSeconds}`,
     "",
     "[Install]",
     `WantedBy=${spec.system ? "multi-user.target" : "default.target"}`,

@@ -18,8 +18,11 @@ const BASE_NAMES = new Set([
   "TMPDIR",
 ]);
 
-/** Keel's own settings (model, bot, gateway): never passed unless listed. */
-const KEEL_PREFIXES = [
+/**
+ * The prefixes of Keel's own settings (model, bots, gateway): never passed to tools unless
+ * listed; captured into an installed service's environment.
+ */
+export const KEEL_PREFIXES: readonly string[] = [
   "KEEL_",
   "OPENAI_",
   "TELEGRAM_",

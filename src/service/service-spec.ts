@@ -1,4 +1,5 @@
 /** What a service manager needs to run the gateway, and the one rule tying its stop timer to the drain. */
+import { KEEL_PREFIXES } from "../config/tool-env.js";
 
 /** Everything the unit/plist renderers need; built by the CLI at install time. */
 export interface ServiceSpec {
@@ -57,16 +58,6 @@ const CAPTURED_NAMES = [
   "https_proxy",
   "no_proxy",
 ];
-const CAPTURED_PREFIXES = [
-  "KEEL_",
-  "OPENAI_",
-  "TELEGRAM_",
-  "SLACK_",
-  "DISCORD_",
-  "WHATSAPP_",
-  "MATRIX_",
-  "EMAIL_",
-];
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD/i;
 
 /** Result of {@link captureServiceEnv}. */
@@ -91,8 +82,7 @@ export function captureServiceEnv(
   const skipped: string[] = [];
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined || value === "" || name === "KEEL_HOME") continue;
-    const wanted =
-      CAPTURED_NAMES.includes(name) || CAPTURED_PREFIXES.some((p) => name.startsWith(p));
+    const wanted = CAPTURED_NAMES.includes(name) || KEEL_PREFIXES.some((p) => name.startsWith(p));
     if (!wanted) continue;
     if (options.system && SECRET_NAME.test(name)) {
       skipped.push(name);

@@ -111,6 +111,15 @@ export function bareHost(host: string): string {
   return host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
 }
 
+/**
+ * Why `host` may not be dialled as far as its literal form tells, else null. Node connects to an
+ * IP literal without a lookup, so literals are checked here; a name is left to the lookup.
+ */
+export function refusalOfLiteral(rules: AddressRules, host: string): string | null {
+  const bare = bareHost(host);
+  return isIP(bare) === 0 ? null : rules.refusal(host, bare);
+}
+
 /** How names are resolved: `dns.lookup`'s shape with `all: true` (tests swap in their own). */
 export type Resolve = (host: string, family: number) => Promise<LookupAddress[]>;
 
@@ -122,11 +131,15 @@ export const systemResolve: Resolve = (host, family) =>
   });
 
 /**
- * A `lookup` for an http(s) Agent: resolves the name, refuses it when ANY of its addresses is
- * refused (a name with one private address is not worth guessing about), and hands Node exactly
- * the addresses it checked, so the connection goes to one of them.
+ * A `lookup` for an http(s) Agent: resolves the name (by default through the system's
+ * resolver), refuses it when ANY of its addresses is refused (a name with one private address
+ * is not worth guessing about), and hands Node exactly the addresses it checked, so the
+ * connection goes to one of them.
  */
-export function guardedLookup(rules: AddressRules, resolve: Resolve): LookupFunction {
+export function guardedLookup(
+  rules: AddressRules,
+  resolve: Resolve = systemResolve,
+): LookupFunction {
   return (hostname, options, callback) => {
     const family = options.family === 4 || options.family === 6 ? options.family : 0;
     void checkedAddresses(rules, resolve, hostname, family).then(

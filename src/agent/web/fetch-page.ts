@@ -6,14 +6,12 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { isIP } from "node:net";
 import {
   type AddressRules,
-  bareHost,
   guardedLookup,
   RefusedAddressError,
   type Resolve,
-  systemResolve,
+  refusalOfLiteral,
 } from "./address-rules.js";
 
 export const MAX_REDIRECTS = 5;
@@ -47,7 +45,7 @@ export interface FetchedPage {
 export async function fetchPage(url: string, options: FetchOptions): Promise<FetchedPage> {
   const timeout = AbortSignal.timeout(options.timeoutMs);
   const signal = AbortSignal.any([options.signal, timeout]);
-  const lookup = guardedLookup(options.rules, options.resolve ?? systemResolve);
+  const lookup = guardedLookup(options.rules, options.resolve);
   const redirects: string[] = [];
   let current = parseWebUrl(url);
   let method = options.method ?? "GET";
@@ -114,11 +112,8 @@ function parseWebUrl(text: string): URL {
   return url;
 }
 
-/** Node connects to an IP literal without a lookup, so literals are checked here. */
 function checkLiteral(rules: AddressRules, url: URL): void {
-  const host = bareHost(url.hostname);
-  if (isIP(host) === 0) return;
-  const why = rules.refusal(url.hostname, host);
+  const why = refusalOfLiteral(rules, url.hostname);
   if (why) throw new RefusedAddressError(why);
 }
 

@@ -14,7 +14,7 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
-import { connect, isIP, type Socket } from "node:net";
+import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import {
   type AddressRules,
@@ -22,7 +22,7 @@ import {
   guardedLookup,
   RefusedAddressError,
   type Resolve,
-  systemResolve,
+  refusalOfLiteral,
 } from "./address-rules.js";
 
 export interface GuardProxy {
@@ -52,10 +52,7 @@ const HOP_HEADERS = new Set([
   "upgrade",
 ]);
 
-export async function startGuardProxy(
-  rules: AddressRules,
-  resolve: Resolve = systemResolve,
-): Promise<GuardProxy> {
+export async function startGuardProxy(rules: AddressRules, resolve?: Resolve): Promise<GuardProxy> {
   const lookup = guardedLookup(rules, resolve);
   const username = "keel";
   const password = randomBytes(18).toString("base64url");
@@ -71,11 +68,7 @@ export async function startGuardProxy(
   const refuse = (why: string) => {
     if (refusals.length < 20) refusals.push(why);
   };
-  /** Null when `host` may be dialled as far as its literal form tells; else why not. */
-  const literalRefusal = (host: string): string | null => {
-    const bare = bareHost(host);
-    return isIP(bare) === 0 ? null : rules.refusal(host, bare);
-  };
+  const literalRefusal = (host: string) => refusalOfLiteral(rules, host);
 
   const guard: ProxyGuard = { authorized, lookup, refuse, literalRefusal, sockets };
   const server: Server = createServer((req, res) => forwardHttp(guard, req, res));

@@ -207,11 +207,19 @@ function stoppedAt(
       iterations,
     };
   }
+  return awaitingAnswer(outcome.approvalId, outcome.question, iterations);
+}
+
+/**
+ * The turn ends waiting for a person's answer (an approval, a budget pause): its question, if
+ * any, is the reply; the transcript is left for the turn that continues.
+ */
+function awaitingAnswer(id: string, question: string | null, iterations: number): TurnResult {
   return {
     stopReason: "stop",
-    reply: outcome.question ?? "",
+    reply: question ?? "",
     finalMessage: null,
-    awaitingApproval: outcome.approvalId,
+    awaitingApproval: id,
     iterations,
   };
 }
@@ -224,15 +232,7 @@ function heldBeforeCall(
   verdict: Exclude<ModelCallVerdict, { kind: "go" }>,
   iterations: number,
 ): TurnResult {
-  if (verdict.kind === "wait") {
-    return {
-      stopReason: "stop",
-      reply: verdict.question ?? "",
-      finalMessage: null,
-      awaitingApproval: verdict.pauseId,
-      iterations,
-    };
-  }
+  if (verdict.kind === "wait") return awaitingAnswer(verdict.pauseId, verdict.question, iterations);
   return {
     stopReason: "stop",
     reply: verdict.reply,

@@ -51,49 +51,50 @@ export class GatewayMetrics {
     private readonly platformNames: () => readonly string[],
   ) {
     const registers = [this.registry];
-    this.turns = new Counter({
-      name: "keel_turns_total",
-      help: "Agent turns finished, by platform and outcome (stop, max_iterations, error, aborted)",
-      labelNames: ["platform", "outcome"],
-      registers,
-    });
-    this.turnDuration = new Histogram({
-      name: "keel_turn_duration_seconds",
-      help: "How long agent turns took, start to end",
-      labelNames: ["platform"],
-      buckets: TURN_BUCKETS,
-      registers,
-    });
-    this.resumed = new Counter({
-      name: "keel_resumed_turns_total",
-      help: "Turns that continued work an interruption (crash, restart) had cut short",
-      registers,
-    });
-    this.modelDuration = new Histogram({
-      name: "keel_model_request_duration_seconds",
-      help: "How long model calls took, by model and outcome (ok or the failure kind)",
-      labelNames: ["model", "outcome"],
-      buckets: MODEL_BUCKETS,
-      registers,
-    });
-    this.modelTokens = new Counter({
-      name: "keel_model_tokens_total",
-      help: "Tokens of answered model calls, by model and direction (input, output)",
-      labelNames: ["model", "direction"],
-      registers,
-    });
-    this.toolCalls = new Counter({
-      name: "keel_tool_calls_total",
-      help: "Tool calls finished, by tool and outcome (ok, error)",
-      labelNames: ["tool", "outcome"],
-      registers,
-    });
-    this.commitDuration = new Histogram({
-      name: "keel_store_commit_duration_seconds",
-      help: "How long the store's write transactions took",
-      buckets: COMMIT_BUCKETS,
-      registers,
-    });
+    const counter = <L extends string>(name: string, help: string, labelNames: L[] = []) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    const histogram = <L extends string>(
+      name: string,
+      help: string,
+      buckets: number[],
+      labelNames: L[] = [],
+    ) => new Histogram<L>({ name, help, labelNames, buckets, registers });
+    this.turns = counter(
+      "keel_turns_total",
+      "Agent turns finished, by platform and outcome (stop, max_iterations, error, aborted)",
+      ["platform", "outcome"],
+    );
+    this.turnDuration = histogram(
+      "keel_turn_duration_seconds",
+      "How long agent turns took, start to end",
+      TURN_BUCKETS,
+      ["platform"],
+    );
+    this.resumed = counter(
+      "keel_resumed_turns_total",
+      "Turns that continued work an interruption (crash, restart) had cut short",
+    );
+    this.modelDuration = histogram(
+      "keel_model_request_duration_seconds",
+      "How long model calls took, by model and outcome (ok or the failure kind)",
+      MODEL_BUCKETS,
+      ["model", "outcome"],
+    );
+    this.modelTokens = counter(
+      "keel_model_tokens_total",
+      "Tokens of answered model calls, by model and direction (input, output)",
+      ["model", "direction"],
+    );
+    this.toolCalls = counter(
+      "keel_tool_calls_total",
+      "Tool calls finished, by tool and outcome (ok, error)",
+      ["tool", "outcome"],
+    );
+    this.commitDuration = histogram(
+      "keel_store_commit_duration_seconds",
+      "How long the store's write transactions took",
+      COMMIT_BUCKETS,
+    );
     this.scrapeGauges(registers);
     collectDefaultMetrics({ register: this.registry });
   }

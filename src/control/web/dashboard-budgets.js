@@ -4,7 +4,8 @@
  * (`POST /api/approvals/:id`, as the operator).
  */
 
-function el(tag, text, className) {
+/** An element with its text and class, either left out when not given. */
+export function el(tag, text, className) {
   const node = document.createElement(tag);
   if (text !== undefined) node.textContent = text;
   if (className) node.className = className;

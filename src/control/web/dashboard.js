@@ -5,7 +5,7 @@
  * cookie (set by the login link); the page never holds a token.
  */
 
-import { createBudgetsPanel } from "./dashboard-budgets.js";
+import { createBudgetsPanel, el } from "./dashboard-budgets.js";
 
 const POLL_MS = 2_000;
 const STREAM_RETRY_MS = 15_000;
@@ -294,10 +294,7 @@ function createDashboard() {
       const { approvals } = await getJson("/api/approvals");
       const cards = approvals.map(approvalCard);
       if (cards.length === 0) {
-        const none = document.createElement("p");
-        none.className = "muted";
-        none.textContent = "Nothing waits for approval.";
-        cards.push(none);
+        cards.push(el("p", "Nothing waits for approval.", "muted"));
       }
       $("approvals-list").replaceChildren(...cards);
     } catch (err) {
@@ -308,30 +305,21 @@ function createDashboard() {
 
   /** One waiting call: what runs (whole, as it will run), for whom, why it asks, and the answers. */
   function approvalCard(a) {
-    const card = document.createElement("div");
-    card.className = "dash-approval";
+    const card = el("div", undefined, "dash-approval");
     card.dataset.testid = "approval";
     card.dataset.approvalId = a.id;
-    const head = document.createElement("div");
-    const tool = document.createElement("strong");
-    tool.textContent = a.tool;
     const session = state.titles?.get(a.session_id) ?? a.session_key;
     const who = a.requester ? ` · asked by ${a.requester}` : "";
-    const meta = document.createElement("span");
-    meta.className = "muted";
-    meta.textContent = ` in ${session}${who} · until ${time(a.deadline_at)}`;
-    head.append(tool, meta);
-    const command = document.createElement("pre");
-    command.className = "command";
+    const head = el("div");
+    head.append(
+      el("strong", a.tool),
+      el("span", ` in ${session}${who} · until ${time(a.deadline_at)}`, "muted"),
+    );
+    const command = el("pre", a.summary, "command");
     command.dataset.testid = "approval-command";
-    command.textContent = a.summary;
-    const reason = document.createElement("div");
-    reason.className = "muted";
-    reason.textContent = a.reason ?? "";
-    const actions = document.createElement("div");
-    actions.className = "approval-actions";
-    const result = document.createElement("span");
-    result.className = "muted";
+    const reason = el("div", a.reason ?? "", "muted");
+    const actions = el("div", undefined, "approval-actions");
+    const result = el("span", undefined, "muted");
     result.dataset.testid = "approval-result";
     const approve = button("Approve", "button primary", "approve-button");
     const deny = button("Deny", "button danger", "deny-button");
@@ -464,25 +452,15 @@ function createDashboard() {
   }
 
   function transcriptEntry(m) {
-    const entry = document.createElement("div");
-    entry.className = "entry";
+    const entry = el("div", undefined, "entry");
     entry.dataset.testid = "transcript-message";
     entry.dataset.role = m.role;
-    const meta = document.createElement("div");
-    meta.className = "meta";
     const callId = m.tool_call_id ? ` · result of ${m.tool_call_id}` : "";
-    meta.textContent = `#${m.seq} ${m.role}${callId} · ${time(m.created_at)}`;
-    entry.append(meta);
-    if (m.content) {
-      const pre = document.createElement("pre");
-      pre.textContent = m.content;
-      entry.append(pre);
-    }
+    entry.append(el("div", `#${m.seq} ${m.role}${callId} · ${time(m.created_at)}`, "meta"));
+    if (m.content) entry.append(el("pre", m.content));
     for (const call of m.tool_calls ?? []) {
-      const pre = document.createElement("pre");
-      pre.className = "muted";
-      pre.textContent = `→ ${call.function?.name}(${call.function?.arguments}) [${call.id}]`;
-      entry.append(pre);
+      const text = `→ ${call.function?.name}(${call.function?.arguments}) [${call.id}]`;
+      entry.append(el("pre", text, "muted"));
     }
     return entry;
   }

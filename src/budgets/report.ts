@@ -2,6 +2,7 @@
  * What budgets look like from outside: `/usage` lines for a chat, and the report `keel usage`
  * and `GET /api/usage` give (each budget per key, spend per chat and user, pauses waiting).
  */
+import { isoTime } from "../lib/wire-time.js";
 import type { BudgetPauseRecord, BudgetStore, InboxItem, UsageScope } from "../sessions/store.js";
 import { periodBounds } from "./periods.js";
 import {
@@ -56,8 +57,8 @@ function standingJson(s: BudgetStanding) {
     left_cost: s.leftCost,
     raises: s.raises,
     used_up: s.spent,
-    period_start: new Date(s.periodStart).toISOString(),
-    period_end: new Date(s.periodEnd).toISOString(),
+    period_start: isoTime(s.periodStart),
+    period_end: isoTime(s.periodEnd),
   };
 }
 
@@ -71,8 +72,8 @@ export function pauseJson(p: BudgetPauseRecord) {
     chat: p.address ? `${p.address.platform}:${p.address.chatId}` : null,
     summary: p.summary,
     decided_by: p.decidedBy,
-    created_at: new Date(p.createdAt).toISOString(),
-    period_end: new Date(p.periodEnd).toISOString(),
+    created_at: isoTime(p.createdAt),
+    period_end: isoTime(p.periodEnd),
   };
 }
 

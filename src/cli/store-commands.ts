@@ -1,5 +1,6 @@
 /** Commands that read the store directly: sessions, pairing (backups: data-commands.ts). */
 import { storeTarget } from "../config/store-target.js";
+import { isoTime } from "../lib/wire-time.js";
 import { PAIRING_APPROVED_NOTICE } from "../platforms/telegram/access.js";
 import { openCommandStore } from "../sessions/open-store.js";
 import type {
@@ -57,7 +58,7 @@ export async function sessionsList(
         .filter(Boolean)
         .join(",");
       io.out(
-        `${s.sessionId}  ${new Date(s.updatedAt).toISOString()}  ${String(s.messageCount).padStart(4)} msgs  ${s.key}${flags ? `  [${flags}]` : ""}`,
+        `${s.sessionId}  ${isoTime(s.updatedAt)}  ${String(s.messageCount).padStart(4)} msgs  ${s.key}${flags ? `  [${flags}]` : ""}`,
       );
     }
     return EXIT.ok;
@@ -107,16 +108,15 @@ export function sessionsShow(
 
 /** A pairing request or approved user as `pairing list --json` prints it. */
 function pairingJson(r: PairingRequest) {
-  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return {
     code: r.code,
     platform: r.platform,
     user_id: r.userId,
     user_name: r.userName,
     chat_id: r.chatId,
-    created_at: iso(r.createdAt),
-    expires_at: iso(r.expiresAt),
-    approved_at: iso(r.approvedAt),
+    created_at: isoTime(r.createdAt),
+    expires_at: isoTime(r.expiresAt),
+    approved_at: isoTime(r.approvedAt),
   };
 }
 

@@ -5,6 +5,7 @@
  * it runs every 2 s) and its outbox sends the notice (it looks for rows other processes wrote).
  */
 import type { Command } from "commander";
+import { isoTime } from "../lib/wire-time.js";
 import type { TaskRecord } from "../sessions/store.js";
 import { describeTask, TASK_TEXT } from "../tasks/task-texts.js";
 import type { CommandContext } from "./command-context.js";
@@ -95,8 +96,8 @@ function taskJson(task: TaskRecord) {
     child_session: task.childKey,
     prompt: task.prompt,
     result: task.result,
-    created_at: new Date(task.createdAt).toISOString(),
-    started_at: task.startedAt === null ? null : new Date(task.startedAt).toISOString(),
-    finished_at: task.finishedAt === null ? null : new Date(task.finishedAt).toISOString(),
+    created_at: isoTime(task.createdAt),
+    started_at: isoTime(task.startedAt),
+    finished_at: isoTime(task.finishedAt),
   };
 }

@@ -6,6 +6,7 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { z } from "zod";
+import { isoTime } from "../lib/wire-time.js";
 import type { ApprovalRecord } from "../sessions/store.js";
 import { httpError } from "./http-errors.js";
 import type { AppEnv } from "./http-server.js";
@@ -94,8 +95,8 @@ export function approvalJson(r: ApprovalRecord) {
     reason: r.reason,
     requester: r.requester,
     chat: r.address,
-    created_at: new Date(r.createdAt).toISOString(),
-    deadline_at: new Date(r.deadlineAt).toISOString(),
-    decided_at: r.decidedAt === null ? null : new Date(r.decidedAt).toISOString(),
+    created_at: isoTime(r.createdAt),
+    deadline_at: isoTime(r.deadlineAt),
+    decided_at: isoTime(r.decidedAt),
   };
 }

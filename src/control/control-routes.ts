@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { maskUrlCredentials } from "../lib/url-credentials.js";
+import { isoTime } from "../lib/wire-time.js";
 import type { ReportingStore, SessionStore, TurnStore } from "../sessions/store.js";
 import type { ControlSurface, GatewayStatus } from "./control-surface.js";
 import { httpError } from "./http-errors.js";
@@ -141,7 +142,7 @@ async function sessionJson(store: SessionStore & TurnStore & ReportingStore, id:
     compaction: compaction && {
       through_seq: compaction.throughSeq,
       summary: compaction.summary,
-      created_at: new Date(compaction.createdAt).toISOString(),
+      created_at: isoTime(compaction.createdAt),
     },
     session: {
       key: session.key,
@@ -150,13 +151,13 @@ async function sessionJson(store: SessionStore & TurnStore & ReportingStore, id:
       resume_reason: session.resumeReason,
       suspended: session.suspended,
       origin: session.origin,
-      created_at: new Date(session.createdAt).toISOString(),
-      updated_at: new Date(session.updatedAt).toISOString(),
+      created_at: isoTime(session.createdAt),
+      updated_at: isoTime(session.updatedAt),
     },
     messages: messages.map((m) => ({
       seq: m.seq,
       ...m.message,
-      created_at: new Date(m.createdAt).toISOString(),
+      created_at: isoTime(m.createdAt),
     })),
   };
 }

@@ -3,6 +3,7 @@
  * (the chat's name, or its first message), what it is doing now, and its tokens (and cost, when
  * `model.prices` is set); Keel's own lanes (`system:…`) only on request; and the totals.
  */
+import { isoTime } from "../lib/wire-time.js";
 import type {
   ApprovalRecord,
   ReportingStore,
@@ -60,7 +61,7 @@ export async function listSessionsJson(
         completion_tokens: s.completionTokens,
         cost: cost(s.promptTokens, s.completionTokens),
       },
-      updated_at: new Date(s.updatedAt).toISOString(),
+      updated_at: isoTime(s.updatedAt),
     })),
     total_usage: totalJson(total, cost),
   };

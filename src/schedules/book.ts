@@ -4,6 +4,7 @@
  * message meant for the person (or model) who typed it.
  */
 import type { ChatAddress } from "../contract/platform.js";
+import { isoTime } from "../lib/wire-time.js";
 import type { MisfirePolicy, ScheduleJob, ScheduleStore } from "../sessions/store.js";
 import { ScheduleNameTakenError } from "../sessions/store.js";
 import { formatDuration, jobSessionKey } from "./fire-message.js";
@@ -105,11 +106,11 @@ export function describeJob(job: ScheduleJob, now: number): string {
   const next =
     job.nextFireAt === null
       ? "no next run"
-      : `next ${new Date(job.nextFireAt).toISOString()}${job.nextFireAt < now ? " (due)" : ""}`;
+      : `next ${isoTime(job.nextFireAt)}${job.nextFireAt < now ? " (due)" : ""}`;
   const last =
     job.lastFireAt === null
       ? ""
-      : `, last ${new Date(job.lastFireAt).toISOString()}${
+      : `, last ${isoTime(job.lastFireAt)}${
           job.lastFiredLateMs !== null && job.lastFiredLateMs >= 60_000
             ? ` (ran ${formatDuration(job.lastFiredLateMs)} late, catch-up)`
             : ""
@@ -120,7 +121,6 @@ export function describeJob(job: ScheduleJob, now: number): string {
 
 /** The JSON shape of a job (`keel schedule list --json`, the agent tool). */
 export function jobJson(job: ScheduleJob) {
-  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return {
     name: job.name,
     kind: job.kind,
@@ -132,8 +132,8 @@ export function jobJson(job: ScheduleJob) {
     misfire: job.misfire,
     paused: job.paused,
     paused_reason: job.pausedReason,
-    next_fire_at: iso(job.nextFireAt),
-    last_fire_at: iso(job.lastFireAt),
+    next_fire_at: isoTime(job.nextFireAt),
+    last_fire_at: isoTime(job.lastFireAt),
     last_fired_late_ms: job.lastFiredLateMs,
     failures: job.failures,
     created_by: job.createdBy,

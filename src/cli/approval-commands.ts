@@ -11,7 +11,8 @@ import type { ApprovalDecision } from "../sessions/store.js";
 import { answerWaiting } from "./answer-waiting.js";
 import type { CommandContext } from "./command-context.js";
 import { type CliIo, EXIT } from "./io.js";
-import { type GlobalOptions, loadForCommand } from "./load.js";
+import type { GlobalOptions } from "./load.js";
+import { withOpenedStore } from "./store-commands.js";
 import { budgetPauseAnswer, isBudgetPauseId } from "./usage-commands.js";
 
 type Answer = Extract<ApprovalDecision, "approve" | "approve_session" | "deny">;
@@ -130,19 +131,12 @@ export function approvalsAnswer(
  * Runs `fn` on the home's `state.db`. The approvals commands read the SQLite file of the home
  * (not `store.url`).
  */
-async function withStateDb(
+function withStateDb(
   options: GlobalOptions,
   io: CliIo,
   fn: (store: SqliteStore) => Promise<number>,
 ): Promise<number> {
-  const loaded = loadForCommand(options, io);
-  if (!loaded.ok) return loaded.code;
-  const store = new SqliteStore(`${loaded.loaded.config.home}/state.db`);
-  try {
-    return await fn(store);
-  } finally {
-    await store.close();
-  }
+  return withOpenedStore(options, io, (config) => new SqliteStore(`${config.home}/state.db`), fn);
 }
 
 function report(status: number, body: unknown, id: string, io: CliIo): number {

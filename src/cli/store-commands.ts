@@ -1,4 +1,5 @@
 /** Commands that read the store directly: sessions, pairing (backups: data-commands.ts). */
+import type { Config } from "../config/schema.js";
 import { storeTarget } from "../config/store-target.js";
 import { isoTime } from "../lib/wire-time.js";
 import { PAIRING_APPROVED_NOTICE } from "../platforms/telegram/access.js";
@@ -18,14 +19,24 @@ import { type GlobalOptions, loadForCommand } from "./load.js";
  * Opens the store the config selects (the gateway's own choice: Postgres for a postgres://
  * store.url, else this home's state.db) for one command, and closes it afterwards.
  */
-export async function withStore(
+export function withStore(
   options: GlobalOptions,
   io: CliIo,
   fn: (store: Store) => Promise<number>,
 ): Promise<number> {
+  return withOpenedStore(options, io, (config) => openCommandStore(storeTarget(config)), fn);
+}
+
+/** Opens a store with `open` for one command and closes it afterwards. */
+export async function withOpenedStore<S extends { close(): Promise<void> }>(
+  options: GlobalOptions,
+  io: CliIo,
+  open: (config: Config) => S | Promise<S>,
+  fn: (store: S) => Promise<number>,
+): Promise<number> {
   const loaded = loadForCommand(options, io);
   if (!loaded.ok) return loaded.code;
-  const store = await openCommandStore(storeTarget(loaded.loaded.config));
+  const store = await open(loaded.loaded.config);
   try {
     return await fn(store);
   } finally {

@@ -6,13 +6,14 @@
 import type { Command } from "commander";
 import { makeVisible } from "../approvals/visible-text.js";
 import { approvalJson } from "../control/approval-routes.js";
-import { SqliteStore } from "../sessions/sqlite-store.js";
-import type { ApprovalDecision } from "../sessions/store.js";
+import { storeTarget } from "../config/store-target.js";
+import { openCommandStore } from "../sessions/open-store.js";
+import type { ApprovalDecision, ApprovalStore } from "../sessions/store.js";
 import { answerWaiting } from "./answer-waiting.js";
 import type { CommandContext } from "./command-context.js";
 import { type CliIo, EXIT } from "./io.js";
 import type { GlobalOptions } from "./load.js";
-import { withOpenedStore } from "./store-commands.js";
+import { withStore } from "./store-commands.js";
 import { budgetPauseAnswer, isBudgetPauseId } from "./usage-commands.js";
 
 type Answer = Extract<ApprovalDecision, "approve" | "approve_session" | "deny">;
@@ -69,7 +70,7 @@ export async function approvalsList(
   options: GlobalOptions & { all?: boolean; json?: boolean },
   io: CliIo,
 ): Promise<number> {
-  return withStateDb(options, io, async (store) => {
+  return withStore(options, io, async (store: ApprovalStore) => {
     const records = await store.listApprovals(options.all ? {} : { state: "pending" });
     const rows = records.map(approvalJson);
     if (options.json) io.out(JSON.stringify(rows, null, 2));
@@ -88,7 +89,7 @@ export async function approvalsShow(
   options: GlobalOptions & { json?: boolean },
   io: CliIo,
 ): Promise<number> {
-  return withStateDb(options, io, async (store) => {
+  return withStore(options, io, async (store: ApprovalStore) => {
     const record = await store.getApproval(id);
     if (!record) {
       io.err(`No approval has the id ${id}.`);
@@ -115,7 +116,7 @@ export function approvalsAnswer(
   return answerWaiting(id, decision, options, io, {
     report: (status, body) => report(status, body, id, io),
     store: async (config) => {
-      const store = new SqliteStore(`${config.home}/state.db`);
+      const store = await openCommandStore(storeTarget(config));
       try {
         const decided = await store.decideApproval({ id, decision, decidedBy: "an operator" });
         if (!decided) return null;
@@ -125,18 +126,6 @@ export function approvalsAnswer(
       }
     },
   });
-}
-
-/**
- * Runs `fn` on the home's `state.db`. The approvals commands read the SQLite file of the home
- * (not `store.url`).
- */
-function withStateDb(
-  options: GlobalOptions,
-  io: CliIo,
-  fn: (store: SqliteStore) => Promise<number>,
-): Promise<number> {
-  return withOpenedStore(options, io, (config) => new SqliteStore(`${config.home}/state.db`), fn);
 }
 
 function report(status: number, body: unknown, id: string, io: CliIo): number {

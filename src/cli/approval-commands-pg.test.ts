@@ -1,0 +1,82 @@
+/**
+ * `keel approvals` with the gateway down reads and answers the store the config selects: on a
+ * Postgres store.url that is Postgres, not a state.db the home happens to have.
+ */
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCliInProcess } from "../../test/helpers/cli-run.js";
+import { adminQuery, TEST_PG_URL } from "../../test/helpers/store-harness.js";
+import { createTempDir } from "../../test/helpers/temp-home.js";
+import { PgStore } from "../sessions/pg-store.js";
+
+const skip = process.env.KEEL_TEST_PG === "skip";
+const DB = `keel_approvals_cli_${process.pid}`;
+const url = TEST_PG_URL.replace(/\/[^/]*$/, `/${DB}`);
+const KEY = "agent:main:telegram:dm:42";
+const ADDRESS = { platform: "telegram", chatId: "42" };
+
+describe.skipIf(skip)("keel approvals on a Postgres store", () => {
+  const dir = createTempDir();
+  beforeAll(async () => {
+    await adminQuery(`DROP DATABASE IF EXISTS ${DB}`);
+    await adminQuery(`CREATE DATABASE ${DB}`);
+    const store = await PgStore.open(url);
+    const { item } = await store.acceptInbound({
+      platform: "telegram",
+      chatId: "42",
+      platformMessageId: "1",
+      sessionKey: KEY,
+      text: "clean up",
+      senderId: "42",
+      address: ADDRESS,
+    });
+    const turn = await store.startTurn({
+      sessionKey: KEY,
+      inboxId: item.id,
+      userMessage: { role: "user", content: "clean up" },
+      origin: ADDRESS,
+    });
+    await store.requestApproval({
+      id: "ab12cd34ef",
+      sessionKey: KEY,
+      sessionId: turn.sessionId,
+      turnId: turn.id,
+      toolCallId: "call-1",
+      toolName: "terminal",
+      arguments: '{"command":"rm -rf build"}',
+      summary: "rm -rf build",
+      rule: "terminal:recursive_delete",
+      reason: "deletes recursively",
+      address: ADDRESS,
+      requester: "telegram:42",
+      asker: "telegram:42",
+      grants: [],
+      deadlineAt: Date.now() + 600_000,
+    });
+    await store.close();
+  });
+  afterAll(async () => {
+    await adminQuery(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+    dir.cleanup();
+  });
+
+  const keel = (...args: string[]) =>
+    runCliInProcess(["--home", join(dir.path, "home"), ...args], {
+      env: { KEEL_DATABASE_URL: url },
+    });
+
+  it("lists, shows and answers the waiting approval stored in Postgres", async () => {
+    const listed = await keel("approvals", "list", "--json");
+    expect(listed.code, listed.text).toBe(0);
+    expect(JSON.parse(listed.out.join("\n")).map((a: { id: string }) => a.id)).toEqual(["ab12cd34ef"]);
+    const shown = await keel("approvals", "show", "ab12cd34ef");
+    expect(shown.text).toContain("rm -rf build");
+
+    const denied = await keel("approvals", "deny", "ab12cd34ef");
+    expect(denied.code, denied.text).toBe(0);
+    const store = await PgStore.open(url);
+    const record = await store.getApproval("ab12cd34ef");
+    await store.close();
+    expect(record).toMatchObject({ state: "denied", decision: "deny" });
+  });
+});

@@ -55,6 +55,8 @@ export interface FakeMatrix {
   botFiles(roomId: string): { content: Record<string, unknown>; bytes: Buffer | undefined }[];
   /** Bodies Keel sent to a room, oldest first. */
   botTexts(roomId: string): string[];
+  /** The same, each marked when an `m.replace` changed it since it was sent. */
+  botMessages(roomId: string): { text: string; edited: boolean }[];
   joined: string[];
   close(): Promise<void>;
 }
@@ -70,7 +72,13 @@ export async function startFakeMatrix(
   const members = new Map<string, string[]>();
   const sent = new Map<string, Record<string, unknown>>();
   /** Keel's visible messages: an `m.replace` changes one's body, a redaction removes it. */
-  const sentOrder: { roomId: string; body: string; eventId: string; removed: boolean }[] = [];
+  const sentOrder: {
+    roomId: string;
+    body: string;
+    eventId: string;
+    removed: boolean;
+    edited: boolean;
+  }[] = [];
   const joined: string[] = [];
   const media = new Map<string, { mime: string; bytes: Buffer }>();
   const sentFiles: { roomId: string; content: Record<string, unknown> }[] = [];
@@ -189,13 +197,17 @@ export async function startFakeMatrix(
         if (typeof body.url === "string") sentFiles.push({ roomId: roomId!, content: body });
         if (relates?.rel_type === "m.replace") {
           const target = sentOrder.find((m) => m.eventId === relates.event_id);
-          if (target) target.body = String(replaced?.body ?? "");
+          if (target) {
+            target.body = String(replaced?.body ?? "");
+            target.edited = true;
+          }
         } else {
           sentOrder.push({
             roomId: roomId!,
             body: String(body.body ?? ""),
             eventId,
             removed: false,
+            edited: false,
           });
         }
       }
@@ -302,6 +314,10 @@ export async function startFakeMatrix(
     },
     botTexts: (roomId) =>
       sentOrder.filter((s) => s.roomId === roomId && !s.removed).map((s) => s.body),
+    botMessages: (roomId) =>
+      sentOrder
+        .filter((s) => s.roomId === roomId && !s.removed)
+        .map((s) => ({ text: s.body, edited: s.edited })),
     close: () =>
       new Promise<void>((resolve) => {
         wake();

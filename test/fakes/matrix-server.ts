@@ -53,6 +53,8 @@ export interface FakeMatrix {
   }): { event: Record<string, unknown>; position: number };
   /** Files Keel sent to a room: the event's content and the uploaded bytes. */
   botFiles(roomId: string): { content: Record<string, unknown>; bytes: Buffer | undefined }[];
+  /** Calls `listener` with every call Keel makes from now on (when answered); returns the unsubscribe. */
+  onCall(listener: (call: MatrixCall) => void): () => void;
   /** Bodies Keel sent to a room, oldest first. */
   botTexts(roomId: string): string[];
   /** The same, each marked when an `m.replace` changed it since it was sent. */
@@ -67,6 +69,7 @@ export async function startFakeMatrix(
   const userId = options.userId ?? "@keel:fake.test";
   const accessToken = options.accessToken ?? "syt_fake_token";
   const calls: MatrixCall[] = [];
+  const listeners = new Set<(call: MatrixCall) => void>();
   const sinceSeen: number[] = [];
   const log: Logged[] = [];
   const members = new Map<string, string[]>();
@@ -116,8 +119,11 @@ export async function startFakeMatrix(
     const body =
       json && bytes.length > 0 ? (JSON.parse(bytes.toString()) as Record<string, unknown>) : {};
     const path = decodeURIComponent(url.pathname);
-    const record = (status: number) =>
-      calls.push({ method: req.method ?? "", path, body, at: Date.now(), status });
+    const record = (status: number) => {
+      const call = { method: req.method ?? "", path, body, at: Date.now(), status };
+      calls.push(call);
+      for (const listener of listeners) listener(call);
+    };
     if (req.headers.authorization !== `Bearer ${accessToken}`) {
       record(401);
       return reply(res, 401, { errcode: "M_UNKNOWN_TOKEN", error: "Invalid access token" });
@@ -245,6 +251,10 @@ export async function startFakeMatrix(
     userId,
     accessToken,
     calls,
+    onCall(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     sinceSeen,
     joined,
     userSays({ roomId, sender, body, encrypted }) {

@@ -8,6 +8,10 @@
  * - `slack`: messages/s through Slack Socket Mode, same options and shape as `telegram`.
  * - `discord`: messages/s through the Discord adapter (gateway WebSocket + REST against the
  *   stand-in Discord; same options as `telegram`).
+ * - `whatsapp`: messages/s through the WhatsApp Cloud API adapter (signed webhook POSTs in, Graph
+ *   API out, against the stand-in; same options as `telegram`; bench/whatsapp-throughput.ts).
+ * - `matrix`: messages/s through the Matrix adapter (`/sync` in, room sends out, against the
+ *   stand-in homeserver; same options as `telegram`; bench/matrix-throughput.ts).
  * - `api` (alias `core`): added latency through the OpenAI-compatible API, turns/s with
  *   concurrent sessions, both also as ratios to two floors measured in the same run (the `openai`
  *   SDK forwarder, bench/floor-server.ts, and the bare node:http one, bench/bare-floor-server.mjs);
@@ -58,16 +62,20 @@ import { type CoreResult, runCore, SETTLE_S } from "./core.js";
 import { runDiscordThroughput } from "./discord-throughput.js";
 import { runEmailThroughput } from "./email-throughput.js";
 import { type ResumeResult, runResume, runStopInFlight, type StopResult } from "./lifecycle.js";
+import { runMatrixThroughput } from "./matrix-throughput.js";
 import { runSandboxBench, type SandboxBenchResult } from "./sandbox.js";
 import { runSlackThroughput } from "./slack-throughput.js";
 import { spread, verdict } from "./stats.js";
 import { runTelegramThroughput, type ThroughputResult } from "./telegram-throughput.js";
+import { runWhatsappThroughput } from "./whatsapp-throughput.js";
 
 const TARGET_MESSAGES_PER_SECOND = 300;
 const SECTIONS = [
   "telegram",
   "slack",
   "discord",
+  "whatsapp",
+  "matrix",
   "api",
   "lifecycle",
   "context",
@@ -195,6 +203,39 @@ function telegramReport(
     )} MB (the gateway's)`,
   ].join("\n");
 }
+
+/** The sections that measure messages/s through one platform's adapter, alike but for the title. */
+const PLATFORM_BENCHES: Partial<
+  Record<Section, { run: typeof runTelegramThroughput; title?: string; ceiling?: string }>
+> = {
+  telegram: { run: runTelegramThroughput },
+  slack: {
+    run: runSlackThroughput,
+    title:
+      "Slack Socket Mode throughput (stand-in Slack, instant model, built gateway in a child process)",
+  },
+  discord: {
+    run: runDiscordThroughput,
+    title:
+      "Discord throughput (stand-in Discord gateway + REST, instant model, built gateway in a child process)",
+    ceiling: "ceiling: Discord allows a bot 50 REST requests/s, and each reply is one",
+  },
+  whatsapp: {
+    run: runWhatsappThroughput,
+    title:
+      "WhatsApp throughput (stand-in Cloud API: signed webhook in, Graph API out; instant model, built gateway in a child process)",
+  },
+  matrix: {
+    run: runMatrixThroughput,
+    title:
+      "Matrix throughput (stand-in homeserver: /sync in, room sends out; instant model, built gateway in a child process)",
+  },
+  email: {
+    run: runEmailThroughput,
+    title:
+      "Email throughput (private Dovecot IMAP IDLE in, test-tree SMTP out, instant model, built gateway in a child process)",
+  },
+};
 
 async function api(values: Values, runs: number): Promise<CoreResult[]> {
   const results: CoreResult[] = [];
@@ -648,32 +689,11 @@ async function main(): Promise<number> {
   for (const section of selectedSections(values.only, positionals, values.aged)) {
     const before = load();
     let text: string;
-    if (section === "telegram") {
-      const results = await telegram(values, runs);
-      json.telegram = results;
-      text = telegramReport(results);
-    } else if (section === "slack") {
-      const results = await telegram(values, runs, runSlackThroughput);
-      json.slack = results;
-      text = telegramReport(
-        results,
-        "Slack Socket Mode throughput (stand-in Slack, instant model, built gateway in a child process)",
-      );
-    } else if (section === "discord") {
-      const results = await telegram(values, runs, runDiscordThroughput);
-      json.discord = results;
-      text = telegramReport(
-        results,
-        "Discord throughput (stand-in Discord gateway + REST, instant model, built gateway in a child process)",
-        "ceiling: Discord allows a bot 50 REST requests/s, and each reply is one",
-      );
-    } else if (section === "email") {
-      const results = await telegram(values, runs, runEmailThroughput);
-      json.email = results;
-      text = telegramReport(
-        results,
-        "Email throughput (private Dovecot IMAP IDLE in, test-tree SMTP out, instant model, built gateway in a child process)",
-      );
+    const platform = PLATFORM_BENCHES[section];
+    if (platform) {
+      const results = await telegram(values, runs, platform.run);
+      json[section] = results;
+      text = telegramReport(results, platform.title, platform.ceiling);
     } else if (section === "api") {
       const results = await api(values, runs);
       json.api = results;

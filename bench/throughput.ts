@@ -1,6 +1,7 @@
 /**
- * What the platform throughput benches (Telegram, Slack, Discord) share: the options and figures,
- * waiting for every reply within a bound, and turning the latencies into the figures.
+ * What the platform throughput benches (Telegram, Slack, Discord, email, WhatsApp, Matrix) share:
+ * the options and figures, the gateway child, waiting for every reply within a bound, turning the
+ * latencies into the figures, and (WhatsApp, Matrix) the users' closed loop.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -108,7 +109,8 @@ export function throughputFigures(run: {
  */
 export async function withBenchGateway(
   options: ThroughputOptions,
-  platform: { env: Record<string, string>; close(): Promise<void> },
+  /** `port`: where the gateway listens, when the stand-in calls it (a webhook). */
+  platform: { env: Record<string, string>; port?: number; close(): Promise<void> },
   measure: (messages: number, gatewayRssMb: () => number) => Promise<MeasuredThroughput>,
 ): Promise<ThroughputResult> {
   const home = mkdtempSync(join(tmpdir(), "keel-bench-"));
@@ -125,7 +127,7 @@ export async function withBenchGateway(
   const { config } = loadConfig({ home, env });
   const gateway = GatewayChild.spawn({
     home,
-    port: await freePort(),
+    port: platform.port ?? (await freePort()),
     env,
     outputFile: join(home, "gateway.log"),
     nodeArgs: options.nodeArgs,
@@ -148,4 +150,62 @@ export async function withBenchGateway(
     await model.close();
     rmSync(home, { recursive: true, force: true });
   }
+}
+
+/**
+ * The users of a platform bench: each of `chats` writes, and writes again once the stand-in saw
+ * the reply, so every session runs one turn at a time and a latency is message -> reply as the
+ * user sees it. `write` sends a chat's next message; `onReply` calls back with the chat a reply
+ * went to (the platform's own reading of its stand-in's calls).
+ */
+export async function closedLoop(run: {
+  messages: number;
+  timeoutMs: number;
+  chats: string[];
+  write(chat: string, text: string): unknown;
+  onReply(listener: (chat: string) => void): () => void;
+  gatewayRssMb: () => number;
+}): Promise<MeasuredThroughput> {
+  const perChat = Math.ceil(run.messages / run.chats.length);
+  const total = perChat * run.chats.length;
+  const sentAt = new Map<string, number>();
+  const remaining = new Map(run.chats.map((chat) => [chat, perChat]));
+  const latencies: number[] = [];
+  const rssBefore = run.gatewayRssMb();
+  let answered = 0;
+  let finish: () => void = () => {};
+  const done = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  const send = (chat: string) => {
+    const left = remaining.get(chat) ?? 0;
+    if (left <= 0) return;
+    remaining.set(chat, left - 1);
+    sentAt.set(chat, performance.now());
+    run.write(chat, `message ${left}`);
+  };
+  const unsubscribe = run.onReply((chat) => {
+    const start = sentAt.get(chat);
+    if (start === undefined) return;
+    sentAt.delete(chat);
+    latencies.push(performance.now() - start);
+    answered += 1;
+    if (answered === total) finish();
+    else send(chat);
+  });
+  const startedAt = performance.now();
+  for (const chat of run.chats) send(chat);
+  try {
+    await allRepliesWithin(done, run.timeoutMs, () => ({ answered, total }));
+  } finally {
+    unsubscribe();
+  }
+  return throughputFigures({
+    total,
+    chats: run.chats.length,
+    startedAt,
+    latencies,
+    rssBefore,
+    rssAfter: run.gatewayRssMb(),
+  });
 }

@@ -1,5 +1,6 @@
 /**
- * One chaos run: the real gateway process under the fake Telegram server and the chaos model,
+ * One chaos run: the real gateway process under a chat platform's stand-in (Telegram unless told;
+ * chats.ts has the users of each) and the chaos model,
  * with the shipped defaults (restart-loop breaker included), conversations driven in the
  * background. The kills come in cycles: a crash loop (five starts each killed within 2 s) or one
  * to four kills at named crash points and random moments, then a stable gateway that runs until
@@ -14,6 +15,7 @@ import { INTERRUPTED_MARK } from "../../src/platforms/stream-editor.js";
 import { readBootHistory } from "../../src/recovery/boot-history.js";
 import type { GatewayProcess } from "../helpers/gateway-process.js";
 import { answeredIds } from "./chaos-model.js";
+import type { ChaosPlatform } from "./chats.js";
 import {
   type CutOffTurn,
   checkHistory,
@@ -52,6 +54,8 @@ export interface ChaosOptions {
    * second, as a service manager would (`Restart=always`, `RestartSec=1`).
    */
   store?: ChaosStore;
+  /** Where the users write (default Telegram). */
+  platform?: ChaosPlatform;
   /** Called with a progress line every few seconds. */
   onProgress?: (line: string) => void;
   /** Given the last gateway's `GET /metrics` text, read before it stops. */
@@ -130,6 +134,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     seed: options.seed,
     dir: options.dir,
     ...(options.store && { store: options.store }),
+    ...(options.platform && { platform: options.platform }),
     ...(options.breakerWindowSeconds !== undefined && {
       breakerWindowSeconds: options.breakerWindowSeconds,
     }),
@@ -142,6 +147,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     kills: 0,
     stepTimeoutMs: rig.breakerWindowMs + 150_000,
   };
+  await rig.chats.introduce?.(() => rig.start());
   const drivers = Promise.all(conversations.map((c) => drive(state, c))).then(() => {
     state.driversDone = true;
   });
@@ -163,10 +169,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   }
 }
 
-export function isAnswered(rig: Pick<Rig, "telegram">, chatId: number, id: string): boolean {
-  return rig.telegram
-    .chatLog(chatId)
-    .some((e) => e.from === "bot" && answeredIds(e.text).includes(id));
+export function isAnswered(rig: Pick<Rig, "chats">, chatId: number, id: string): boolean {
+  return rig.chats.botMessages(chatId).some((e) => answeredIds(e.text).includes(id));
 }
 
 /**
@@ -174,18 +178,16 @@ export function isAnswered(rig: Pick<Rig, "telegram">, chatId: number, id: strin
  * "dropped" notice (the session was suspended) is answered with /retry, as its text asks.
  */
 export async function drive(
-  state: Pick<RunState, "sent" | "stopping" | "stepTimeoutMs"> & { rig: Pick<Rig, "telegram"> },
+  state: Pick<RunState, "sent" | "stopping" | "stepTimeoutMs"> & { rig: Pick<Rig, "chats"> },
   conversation: Conversation,
 ): Promise<void> {
   const { rig } = state;
   let retried = 0;
   const retryDropped = () => {
-    const dropped = rig.telegram
-      .chatLog(conversation.chatId)
-      .filter((e) => e.from === "bot" && e.text.startsWith(DROPPED_NOTICE)).length;
-    for (; retried < dropped; retried += 1) {
-      rig.telegram.sendUserMessage({ chatId: conversation.chatId, text: "/retry" });
-    }
+    const dropped = rig.chats
+      .botMessages(conversation.chatId)
+      .filter((e) => e.text.startsWith(DROPPED_NOTICE)).length;
+    for (; retried < dropped; retried += 1) rig.chats.send(conversation.chatId, "/retry");
   };
   for (const step of conversation.steps) {
     if (state.stopping) return;
@@ -194,12 +196,11 @@ export async function drive(
       if (i > 0) await sleep(step.burstGapMs);
       const sentAt = Date.now();
       state.sent.push({ id: message.id, chatId: conversation.chatId, sentAt, stepStartedAt });
-      rig.telegram.sendUserMessage({
-        chatId: conversation.chatId,
+      rig.chats.send(
+        conversation.chatId,
         // A background task is started with the chat command; its result answers the message.
-        text:
-          message.kind === "bgtask" ? `/bg ${message.id} child` : `${message.id} ${message.kind}`,
-      });
+        message.kind === "bgtask" ? `/bg ${message.id} child` : `${message.id} ${message.kind}`,
+      );
     }
     await until(() => {
       retryDropped();
@@ -348,8 +349,8 @@ async function nextBootHoldsBack(rig: Rig): Promise<boolean> {
   return boots.length >= 2;
 }
 
-/** Chats whose session will count two or more cut-offs in a row once recovery has run. */
-async function chatsNearSuspension(rig: Rig): Promise<number[]> {
+/** Sessions that will count two or more cut-offs in a row once recovery has run. */
+async function chatsNearSuspension(rig: Rig): Promise<string[]> {
   try {
     const rows = await rig.query(
       `SELECT s.key, s.interrupt_count,
@@ -360,8 +361,7 @@ async function chatsNearSuspension(rig: Rig): Promise<number[]> {
       rows
         // A running turn cut off now counts once more at recovery, resumed turns included.
         .filter((r) => Number(r.interrupt_count) + (Number(r.running) > 0 ? 1 : 0) >= 2)
-        .map((r) => Number(String(r.key).split(":").at(-1)))
-        .filter((id) => Number.isFinite(id))
+        .map((r) => String(r.key))
     );
   } catch {
     return [];
@@ -436,10 +436,7 @@ async function finish(
   const verdict = checkHistory({
     sent: state.sent,
     botMessages: chats.flatMap((chatId) =>
-      rig.telegram
-        .chatLog(chatId)
-        .filter((e) => e.from === "bot")
-        .map((e) => ({ chatId, text: e.text })),
+      rig.chats.botMessages(chatId).map((e) => ({ chatId, text: e.text })),
     ),
     ledger: rig.ledgerLines(),
     cutOff: record.cutOff,
@@ -453,9 +450,7 @@ async function finish(
     ),
     sessionKeyOf: (chatId) => rig.sessionKey(chatId),
   });
-  const botEntries = chats.flatMap((chatId) =>
-    rig.telegram.chatLog(chatId).filter((e) => e.from === "bot"),
-  );
+  const botEntries = chats.flatMap((chatId) => rig.chats.botMessages(chatId));
   const figures = figuresOf({
     sent: state.sent.length,
     kills: record.kills,
@@ -552,6 +547,7 @@ async function writeReport(
   );
   const report = {
     seed: options.seed,
+    platform: rig.chats.platform,
     store: rig.store,
     turnsPlanned: options.turns,
     figures,

@@ -21,6 +21,7 @@ import { type GatewayProcess, startGatewayProcess } from "../helpers/gateway-pro
 import { adminQuery, createTestSchema, TEST_PG_URL } from "../helpers/store-harness.js";
 import { createChaosModel, READ_FILE_NAME, READ_FILE_TEXT } from "./chaos-model.js";
 import { type ChaosResult, drive, figuresOf, isAnswered, passes, until } from "./chaos-run.js";
+import { telegramChats } from "./chats.js";
 import { type CutOffTurn, checkHistory, type SentMessage } from "./check-history.js";
 import { BUSY_MODES, planConversations } from "./plan.js";
 import { createRng } from "./prng.js";
@@ -120,7 +121,13 @@ export async function runClusterChaos(options: ClusterChaosOptions): Promise<Cha
 
   const gateways: (GatewayProcess | null)[] = [];
   const state = {
-    rig: { telegram },
+    rig: {
+      chats: telegramChats(
+        telegram,
+        TOKEN,
+        conversations.map((c) => c.chatId),
+      ),
+    },
     sent: [] as SentMessage[],
     stopping: false,
     stepTimeoutMs: (window ?? DEFAULT_BREAKER_WINDOW_SECONDS) * 1000 + 150_000,

@@ -1,6 +1,6 @@
 /**
- * Everything a crash test needs around the real gateway process: a temporary home, the fake
- * Telegram Bot API server, the fake model with the chaos script, the side-effect ledger, and
+ * Everything a crash test needs around the real gateway process: a temporary home, the chat
+ * platform's stand-in with its users (chats.ts; Telegram unless told), the fake model with the chaos script, the side-effect ledger, and
  * read access to the store: `state.db` while the gateway is down, or (`store: "postgres"`) a
  * schema of the rig's own on the tests' Postgres (KEEL_TEST_PG_URL), read at any time.
  */
@@ -11,7 +11,7 @@ import type Database from "better-sqlite3";
 import type { BUSY_INPUT_MODES } from "../../src/config/schema.js";
 import { openSqliteDatabase } from "../../src/sessions/sqlite-database.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../fakes/openai-server.js";
-import { type FakeTelegram, startFakeTelegram } from "../fakes/telegram-server.js";
+import type { FakeTelegram } from "../fakes/telegram-server.js";
 import { type GatewayProcess, startGatewayProcess } from "../helpers/gateway-process.js";
 import { adminQuery, createTestSchema, TEST_PG_URL } from "../helpers/store-harness.js";
 import {
@@ -20,6 +20,7 @@ import {
   READ_FILE_NAME,
   READ_FILE_TEXT,
 } from "./chaos-model.js";
+import { type ChaosChats, type ChaosPlatform, startChats, type TelegramChats } from "./chats.js";
 
 /**
  * The chaos model's window, in tokens: small, so that conversations are compacted within a few
@@ -31,11 +32,11 @@ export const CHAOS_CONTEXT_LENGTH = 3072;
 
 export type BusyMode = (typeof BUSY_INPUT_MODES)[number];
 
-const TOKEN = "123456:chaos-token";
-
 export interface RigOptions {
-  /** Telegram private chat ids (also the allowed user ids). */
+  /** Private chats, numbered (on Telegram the chat ids, also the allowed user ids). */
   chats: number[];
+  /** Where the users write (default Telegram). */
+  platform?: ChaosPlatform;
   seed: number;
   /** Folder to work in (default: a fresh temporary folder, removed by close()). */
   dir?: string;
@@ -58,6 +59,9 @@ export interface Rig {
   readonly dir: string;
   readonly home: string;
   readonly ledger: string;
+  /** The users: what they write, what they see. */
+  readonly chats: ChaosChats;
+  /** The Telegram stand-in (a Telegram rig only; throws on another platform's). */
   readonly telegram: FakeTelegram;
   readonly model: FakeOpenAI;
   readonly chaos: ChaosModel;
@@ -86,7 +90,7 @@ export interface Rig {
   query(sql: string): Promise<Record<string, unknown>[]>;
   /** Tool-call ids in the ledger, one per line, in order. */
   ledgerLines(): string[];
-  /** Session key of a private chat. */
+  /** Session key of a numbered chat. */
   sessionKey(chatId: number): string;
   /** `keepStore`: a Postgres schema is left in place (named on stderr) for a post-mortem. */
   close(options?: { keepDir?: boolean; keepStore?: boolean }): Promise<void>;
@@ -103,7 +107,7 @@ export async function createRig(options: RigOptions): Promise<Rig> {
   writeFileSync(ledger, "");
   const store = options.store ?? "sqlite";
   const schema = store === "postgres" ? await createTestSchema() : null;
-  const telegram = await startFakeTelegram({ token: TOKEN });
+  const chats = await startChats(options.platform ?? "telegram", options.chats);
   // A small model (2k tokens, reported by its /v1/models): long chats get compacted, so kills
   // land during compactions too (crash points mid_compaction, after_compaction).
   const model = await startFakeOpenAI({ contextLength: CHAOS_CONTEXT_LENGTH });
@@ -112,13 +116,12 @@ export async function createRig(options: RigOptions): Promise<Rig> {
   const env = {
     OPENAI_BASE_URL: model.baseUrl,
     KEEL_MODEL: "fake-model",
-    TELEGRAM_BOT_TOKEN: TOKEN,
-    TELEGRAM_API_ROOT: telegram.apiRoot,
-    TELEGRAM_ALLOWED_USERS: options.chats.join(","),
     KEEL_HTTP_PORT: "0",
     KEEL_API_ENABLED: "false",
     KEEL_WEBCHAT_ENABLED: "false",
     KEEL_LOG_LEVEL: "info",
+    // A platform whose stand-in calls the gateway (a webhook) names the port it listens on.
+    ...chats.env,
     ...(schema && {
       KEEL_DATABASE_URL: `${TEST_PG_URL}?options=${encodeURIComponent(`-c search_path=${schema.schema}`)}`,
     }),
@@ -135,11 +138,13 @@ export async function createRig(options: RigOptions): Promise<Rig> {
   ) => {
     writeConfig(spawnOptions.busyMode ?? "interrupt");
     // Nothing inherited but PATH: the harness's gateways see exactly this environment.
-    // Without KEEL_HTTP_PORT the helper picks a free port (and knows it).
+    // Without KEEL_HTTP_PORT the helper picks a free port (and knows it); a platform's own
+    // port is kept.
     const { KEEL_HTTP_PORT: _noPort, ...withHttp } = env;
+    const listening = env.KEEL_HTTP_PORT !== "0";
     return startGatewayProcess({
       home,
-      env: spawnOptions.http ? withHttp : env,
+      env: spawnOptions.http && !listening ? withHttp : env,
       inheritEnv: false,
       ...(spawnOptions.crashPoint && { crashPoint: spawnOptions.crashPoint }),
       outputFile: join(dir, "gateway.out.log"),
@@ -149,7 +154,11 @@ export async function createRig(options: RigOptions): Promise<Rig> {
     dir,
     home,
     ledger,
-    telegram,
+    chats,
+    get telegram(): FakeTelegram {
+      if (chats.platform !== "telegram") throw new Error(`a ${chats.platform} rig has no Telegram`);
+      return (chats as TelegramChats).telegram;
+    },
     model,
     chaos,
     breakerWindowMs: (window ?? DEFAULT_BREAKER_WINDOW_SECONDS) * 1000,
@@ -186,9 +195,9 @@ export async function createRig(options: RigOptions): Promise<Rig> {
             .split("\n")
             .filter((l) => l.trim() !== "")
         : [],
-    sessionKey: (chatId) => `agent:main:telegram:dm:${chatId}`,
+    sessionKey: (chatId) => chats.sessionKey(chatId),
     async close(closeOptions = {}) {
-      await telegram.close();
+      await chats.close();
       await model.close();
       if (schema && closeOptions.keepStore)
         console.error(`chaos: database kept in schema ${schema.schema}`);

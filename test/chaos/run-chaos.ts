@@ -1,6 +1,7 @@
 /**
- * `npm run chaos -- [--store sqlite|postgres] [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--metrics] [--verbose]`:
- * runs the chaos harness against the built gateway and prints one line of figures. `--store
+ * `npm run chaos -- [--platform telegram|whatsapp|matrix] [--store sqlite|postgres] [--turns N] [--seed S] [--conversations C] [--minutes M] [--instances N] [--metrics] [--verbose]`:
+ * runs the chaos harness against the built gateway and prints one line of figures. `--platform`
+ * names where the users write (default Telegram; chats.ts), each through its stand-in. `--store
  * postgres` runs the same single-gateway chaos with the store in a schema of its own on the tests'
  * Postgres (KEEL_TEST_PG_URL), the gateway started again within a second of each kill. With
  * `--instances N` (2 or more), N gateways share one Postgres database (cluster-run.ts): with
@@ -15,6 +16,7 @@
 import { rmSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { formatFigures, runChaos } from "./chaos-run.js";
+import { CHAOS_PLATFORMS, type ChaosPlatform } from "./chats.js";
 import { runClusterChaos } from "./cluster-run.js";
 
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
@@ -48,6 +50,7 @@ async function main(): Promise<void> {
       keep: { type: "boolean", default: false },
       instances: { type: "string" },
       store: { type: "string" },
+      platform: { type: "string" },
       "kill-gap": { type: "string" },
       metrics: { type: "boolean", default: false },
     },
@@ -55,6 +58,13 @@ async function main(): Promise<void> {
   const store = values.store ?? "sqlite";
   if (store !== "sqlite" && store !== "postgres") {
     console.error(`chaos: --store must be sqlite or postgres, got ${store}`);
+    process.exit(2);
+  }
+  const platform = (values.platform ?? "telegram") as ChaosPlatform;
+  if (!CHAOS_PLATFORMS.includes(platform)) {
+    console.error(
+      `chaos: --platform must be one of ${CHAOS_PLATFORMS.join(", ")}, got ${platform}`,
+    );
     process.exit(2);
   }
   const turns = positiveInt("turns", values.turns, 200);
@@ -68,6 +78,10 @@ async function main(): Promise<void> {
   const instances = positiveInt("instances", values.instances, 1);
   const onProgress = values.verbose ? (line: string) => console.error(line) : undefined;
   const killGap = values["kill-gap"] === undefined ? undefined : gapOf(values["kill-gap"]);
+  if ((instances > 1 || killGap) && platform !== "telegram") {
+    console.error("chaos: several gateways (--instances, --kill-gap) run on Telegram only");
+    process.exit(2);
+  }
   // Several gateways run on the Postgres the tests use (KEEL_TEST_PG_URL), in a schema of their own;
   // so does one with `--kill-gap` (random SIGKILLs only, at that pace, no crash loops or points).
   const result =
@@ -94,6 +108,7 @@ async function main(): Promise<void> {
           timeLimitMs: minutes * 60_000,
           onProgress,
           store,
+          ...(platform !== "telegram" && { platform }),
           // The last gateway's /metrics, printed before the figures.
           ...(values.metrics && { onMetrics: (text: string) => console.log(text) }),
         });

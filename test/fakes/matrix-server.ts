@@ -53,8 +53,12 @@ export interface FakeMatrix {
   }): { event: Record<string, unknown>; position: number };
   /** Files Keel sent to a room: the event's content and the uploaded bytes. */
   botFiles(roomId: string): { content: Record<string, unknown>; bytes: Buffer | undefined }[];
+  /** Calls `listener` with every call Keel makes from now on (when answered); returns the unsubscribe. */
+  onCall(listener: (call: MatrixCall) => void): () => void;
   /** Bodies Keel sent to a room, oldest first. */
   botTexts(roomId: string): string[];
+  /** The same, each marked when an `m.replace` changed it since it was sent. */
+  botMessages(roomId: string): { text: string; edited: boolean }[];
   joined: string[];
   close(): Promise<void>;
 }
@@ -65,12 +69,19 @@ export async function startFakeMatrix(
   const userId = options.userId ?? "@keel:fake.test";
   const accessToken = options.accessToken ?? "syt_fake_token";
   const calls: MatrixCall[] = [];
+  const listeners = new Set<(call: MatrixCall) => void>();
   const sinceSeen: number[] = [];
   const log: Logged[] = [];
   const members = new Map<string, string[]>();
   const sent = new Map<string, Record<string, unknown>>();
   /** Keel's visible messages: an `m.replace` changes one's body, a redaction removes it. */
-  const sentOrder: { roomId: string; body: string; eventId: string; removed: boolean }[] = [];
+  const sentOrder: {
+    roomId: string;
+    body: string;
+    eventId: string;
+    removed: boolean;
+    edited: boolean;
+  }[] = [];
   const joined: string[] = [];
   const media = new Map<string, { mime: string; bytes: Buffer }>();
   const sentFiles: { roomId: string; content: Record<string, unknown> }[] = [];
@@ -108,8 +119,11 @@ export async function startFakeMatrix(
     const body =
       json && bytes.length > 0 ? (JSON.parse(bytes.toString()) as Record<string, unknown>) : {};
     const path = decodeURIComponent(url.pathname);
-    const record = (status: number) =>
-      calls.push({ method: req.method ?? "", path, body, at: Date.now(), status });
+    const record = (status: number) => {
+      const call = { method: req.method ?? "", path, body, at: Date.now(), status };
+      calls.push(call);
+      for (const listener of listeners) listener(call);
+    };
     if (req.headers.authorization !== `Bearer ${accessToken}`) {
       record(401);
       return reply(res, 401, { errcode: "M_UNKNOWN_TOKEN", error: "Invalid access token" });
@@ -189,13 +203,17 @@ export async function startFakeMatrix(
         if (typeof body.url === "string") sentFiles.push({ roomId: roomId!, content: body });
         if (relates?.rel_type === "m.replace") {
           const target = sentOrder.find((m) => m.eventId === relates.event_id);
-          if (target) target.body = String(replaced?.body ?? "");
+          if (target) {
+            target.body = String(replaced?.body ?? "");
+            target.edited = true;
+          }
         } else {
           sentOrder.push({
             roomId: roomId!,
             body: String(body.body ?? ""),
             eventId,
             removed: false,
+            edited: false,
           });
         }
       }
@@ -233,6 +251,10 @@ export async function startFakeMatrix(
     userId,
     accessToken,
     calls,
+    onCall(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     sinceSeen,
     joined,
     userSays({ roomId, sender, body, encrypted }) {
@@ -302,6 +324,10 @@ export async function startFakeMatrix(
     },
     botTexts: (roomId) =>
       sentOrder.filter((s) => s.roomId === roomId && !s.removed).map((s) => s.body),
+    botMessages: (roomId) =>
+      sentOrder
+        .filter((s) => s.roomId === roomId && !s.removed)
+        .map((s) => ({ text: s.body, edited: s.edited })),
     close: () =>
       new Promise<void>((resolve) => {
         wake();

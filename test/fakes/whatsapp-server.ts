@@ -52,6 +52,8 @@ export interface FakeWhatsapp {
   /** Media the user can send: bytes served by id. */
   addMedia(id: string, bytes: Buffer, mime: string): void;
   uploads: { mime: string; bytes: Buffer; name: string }[];
+  /** Calls `listener` with every call Keel makes from now on (when answered); returns the unsubscribe. */
+  onCall(listener: (call: GraphCall) => void): () => void;
   /** Text (or interactive body) of every message Keel sent to `to`, oldest first. */
   botTexts(to: string): string[];
   close(): Promise<void>;
@@ -72,6 +74,7 @@ export async function startFakeWhatsapp(
   const accessToken = options.accessToken ?? "EAAG-fake-token";
   const appSecret = options.appSecret ?? "fake-app-secret";
   const calls: GraphCall[] = [];
+  const listeners = new Set<(call: GraphCall) => void>();
   const media = new Map<string, { bytes: Buffer; mime: string }>();
   const uploads: FakeWhatsapp["uploads"] = [];
   const pending: {
@@ -113,8 +116,11 @@ export async function startFakeWhatsapp(
     const contentType = req.headers["content-type"] ?? "";
     let body: Record<string, unknown> = {};
     if (contentType.includes("application/json") && raw.length > 0) body = JSON.parse(String(raw));
-    const record = (status: number) =>
-      calls.push({ method: req.method ?? "", path: url.pathname, body, at: Date.now(), status });
+    const record = (status: number) => {
+      const call = { method: req.method ?? "", path: url.pathname, body, at: Date.now(), status };
+      calls.push(call);
+      for (const listener of listeners) listener(call);
+    };
     if (req.headers.authorization !== `Bearer ${accessToken}`) {
       record(401);
       reply(res, 401, {
@@ -222,6 +228,10 @@ export async function startFakeWhatsapp(
     accessToken,
     appSecret,
     calls,
+    onCall(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     webhookUrl: null,
     uploads,
     deliveries,

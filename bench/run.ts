@@ -224,11 +224,15 @@ const PLATFORM_BENCHES: Partial<
     run: runWhatsappThroughput,
     title:
       "WhatsApp throughput (stand-in Cloud API: signed webhook in, Graph API out; instant model, built gateway in a child process)",
+    ceiling:
+      "no Keel target: the Cloud API itself sends 80 messages/s per business number unless Meta raises it",
   },
   matrix: {
     run: runMatrixThroughput,
     title:
       "Matrix throughput (stand-in homeserver: /sync in, room sends out; instant model, built gateway in a child process)",
+    ceiling:
+      "no Keel target: a homeserver rate-limits a user's sends unless the operator exempts the bot",
   },
   email: {
     run: runEmailThroughput,

@@ -30,12 +30,10 @@ import type { Logger } from "pino";
 import type {
   ChatAddress,
   ConnectionLease,
-  ConnectionReport,
   InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
-  PlatformStatus,
   ProgressUpdate,
 } from "../../contract/platform.js";
 import { ChatAccess } from "../chat-access.js";
@@ -133,13 +131,9 @@ export class DiscordAdapter implements PlatformAdapter {
   constructor(private readonly options: DiscordAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_DISCORD_TIMING, ...options.timing };
-    this.health = new ConnectionState({
-      platform: "discord",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    this.health = new ConnectionState("discord", options, this.timing, {
       // Heartbeats keep a held connection talking; a standby (another gateway holds it) is quiet.
-      ...(!options.connection && { stalledAfterMs: this.timing.deafAfterMs }),
+      stalledAfterMs: options.connection ? undefined : this.timing.deafAfterMs,
     });
     this.rest = new REST({
       api: options.apiRoot,
@@ -206,13 +200,8 @@ export class DiscordAdapter implements PlatformAdapter {
     });
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   /** Connects in the background; resolves after the first connection (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {

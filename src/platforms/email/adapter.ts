@@ -14,14 +14,12 @@ import nodemailer, { type Transporter } from "nodemailer";
 import type { Logger } from "pino";
 import {
   type ConnectionLease,
-  type ConnectionReport,
   FileTooLargeError,
   type InboundAttachment,
   type InboundMessage,
   type InboundSink,
   type OutboundReply,
   type PlatformAdapter,
-  type PlatformStatus,
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
@@ -100,21 +98,18 @@ export class EmailAdapter implements PlatformAdapter {
   private readonly access: ChatAccess;
   private readonly transport: Transporter | null;
   private sink: InboundSink | null = null;
-  private loop: Promise<void> | null = null;
   private mailbox: Mailbox | null = null;
 
   constructor(private readonly options: EmailAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_EMAIL_TIMING, ...options.timing };
-    this.health = new ConnectionState({
-      platform: "email",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    this.health = new ConnectionState("email", options, this.timing, {
       // A NOOP answers every refresh; a standby holds no connection, so it is never stalled.
-      ...(!options.connection && {
-        stalledAfterMs: 2 * (this.timing.refreshMs + this.timing.noopTimeoutMs),
-      }),
+      stalledAfterMs: options.connection
+        ? undefined
+        : 2 * (this.timing.refreshMs + this.timing.noopTimeoutMs),
+      crashLog: "email intake loop crashed",
+      crashStatus: (err) => `Email stopped unexpectedly: ${describe(err)}`,
     });
     const lower = (list: string[]) => list.map((a) => a.toLowerCase());
     this.access = new ChatAccess(
@@ -141,41 +136,25 @@ export class EmailAdapter implements PlatformAdapter {
       : null;
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   private get own(): string {
     return (this.options.address ?? "").toLowerCase();
   }
 
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.health.stopped) return;
-    this.sink = sink;
+    this.sink ??= sink;
     const missing = this.missingSetting();
-    if (missing) {
-      this.health.fail(`${missing} is not set; email needs it.`, { retrying: false });
-      return;
-    }
-    this.health.set("starting");
-    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
-      waitMs: this.timing.startWaitMs,
-      crashLog: "email intake loop crashed",
-      crashStatus: (err) => `Email stopped unexpectedly: ${describe(err)}`,
-    });
-    this.loop = loop;
-    await started;
+    const unconfigured = missing && `${missing} is not set; email needs it.`;
+    await this.health.start((attempted) => this.run(attempted), unconfigured);
   }
 
   async stop(): Promise<void> {
     if (this.health.stopped) return;
     this.health.stop();
     this.mailbox?.close();
-    await this.loop;
+    await this.health.loop;
     await this.options.connection?.release();
     this.transport?.close();
     this.health.set("stopped");

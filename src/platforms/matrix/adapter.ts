@@ -13,14 +13,12 @@ import {
   type AttachmentKind,
   type ChatAddress,
   type ConnectionLease,
-  type ConnectionReport,
   FileTooLargeError,
   type InboundAttachment,
   type InboundMessage,
   type InboundSink,
   type OutboundReply,
   type PlatformAdapter,
-  type PlatformStatus,
   type ProgressUpdate,
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
@@ -91,7 +89,6 @@ export class MatrixAdapter implements PlatformAdapter {
   private readonly client: MatrixClient | null;
   private readonly progressView: ProgressView | null;
   private sink: InboundSink | null = null;
-  private loop: Promise<void> | null = null;
   /** Per room: a direct chat (two members)? Asked once per room and process. */
   private readonly direct = new Map<string, boolean>();
   private readonly toldEncrypted = new Set<string>();
@@ -99,16 +96,13 @@ export class MatrixAdapter implements PlatformAdapter {
   constructor(private readonly options: MatrixAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_MATRIX_TIMING, ...options.timing };
-    this.health = new ConnectionState({
-      platform: "matrix",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
-      // A long poll answers at least every pollTimeoutMs: longer silence is a stall (a standby
-      // holds no poll, so it is never stalled).
-      ...(!options.connection && {
-        stalledAfterMs: 2 * (this.timing.pollTimeoutMs + this.timing.requestTimeoutMs),
-      }),
+    // A long poll answers at least every pollTimeoutMs: longer silence is a stall (a standby
+    // holds no poll, so it is never stalled).
+    const pollMs = this.timing.pollTimeoutMs + this.timing.requestTimeoutMs;
+    this.health = new ConnectionState("matrix", options, this.timing, {
+      stalledAfterMs: options.connection ? undefined : 2 * pollMs,
+      crashLog: "matrix sync loop crashed",
+      crashStatus: (err) => `Matrix stopped unexpectedly: ${describe(err)}`,
     });
     this.access = new ChatAccess("matrix", options.allowedUsers, options.store, options.adminUsers);
     this.client =
@@ -140,21 +134,15 @@ export class MatrixAdapter implements PlatformAdapter {
     if (!this.health.stopped) this.progressView?.onProgress(update);
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   private get sinceKey(): string {
     return `matrix:since:${this.options.userId}`;
   }
 
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.health.stopped) return;
-    this.sink = sink;
+    this.sink ??= sink;
     const o = this.options;
     const missing = !o.homeserver
       ? "platforms.matrix.homeserver (MATRIX_HOMESERVER)"
@@ -163,24 +151,16 @@ export class MatrixAdapter implements PlatformAdapter {
         : !o.accessToken
           ? "platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)"
           : null;
-    if (missing) {
-      this.health.fail(`${missing} is not set; Matrix needs it.`, { retrying: false });
-      return;
-    }
-    this.health.set("starting");
-    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
-      waitMs: this.timing.startWaitMs,
-      crashLog: "matrix sync loop crashed",
-      crashStatus: (err) => `Matrix stopped unexpectedly: ${describe(err)}`,
-    });
-    this.loop = loop;
-    await started;
+    await this.health.start(
+      (attempted) => this.run(attempted),
+      missing && `${missing} is not set; Matrix needs it.`,
+    );
   }
 
   async stop(): Promise<void> {
     if (this.health.stopped) return;
     this.health.stop();
-    await this.loop;
+    await this.health.loop;
     await this.options.connection?.release();
     await this.progressView?.stop();
     this.health.set("stopped");

@@ -12,13 +12,11 @@ import type { Logger } from "pino";
 import type {
   ChatAddress,
   ConnectionLease,
-  ConnectionReport,
   InboundAttachment,
   InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
-  PlatformStatus,
   ProgressUpdate,
 } from "../../contract/platform.js";
 import { createNodeFetch } from "../../lib/node-fetch.js";
@@ -137,7 +135,6 @@ export class TelegramAdapter implements PlatformAdapter {
   private readonly progressView: ProgressView | null;
   private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
-  private loop: Promise<void> | null = null;
   private pollController: AbortController | null = null;
   /** Every update below this id has been committed by the sink. */
   private offset = 0;
@@ -150,13 +147,12 @@ export class TelegramAdapter implements PlatformAdapter {
   constructor(private readonly options: TelegramAdapterOptions) {
     this.logger = options.logger.child({ component: "telegram" });
     this.timing = { ...DEFAULT_TELEGRAM_TIMING, ...options.timing };
-    this.health = new ConnectionState({
-      platform: "telegram",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    const owner = { logger: this.logger, onStatusChange: options.onStatusChange };
+    this.health = new ConnectionState("telegram", owner, this.timing, {
       // Every long poll is answered within its timeout; a standby (another gateway polls) is quiet.
-      ...(!options.poller && { stalledAfterMs: 2 * this.pollLimitMs() }),
+      stalledAfterMs: options.poller ? undefined : 2 * this.pollLimitMs(),
+      crashLog: "telegram polling crashed",
+      crashStatus: (err) => `Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`,
     });
     this.bot = new Bot(options.token, {
       client: {
@@ -197,31 +193,18 @@ export class TelegramAdapter implements PlatformAdapter {
       : null;
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   /** How long a long poll may take before it counts as stalled. */
   private pollLimitMs(): number {
     return this.timing.pollTimeoutSec * 1000 + this.timing.pollMarginMs;
   }
 
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
-
   /** Starts connecting and polling in the background; resolves after the first attempt. */
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.health.stopped) return;
-    this.sink = sink;
-    this.health.set("starting");
-    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
-      waitMs: this.timing.startWaitMs,
-      crashLog: "telegram polling crashed",
-      crashStatus: (err) => `Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`,
-    });
-    this.loop = loop;
-    await started;
+    this.sink ??= sink;
+    await this.health.start((attempted) => this.run(attempted));
   }
 
   /** Stops polling and confirms the committed offset; bounded by `stopTimeoutMs` twice at most. */
@@ -230,11 +213,12 @@ export class TelegramAdapter implements PlatformAdapter {
     this.health.stop();
     this.pollController?.abort();
     await this.progressView?.stop();
-    if (this.loop) {
+    const loop = this.health.loop;
+    if (loop) {
       const bound = sleep(this.timing.stopTimeoutMs).then(() => {
         this.logger.warn("telegram intake did not finish in time");
       });
-      await Promise.race([this.loop, bound]);
+      await Promise.race([loop, bound]);
       await this.confirmOffset();
     }
     // After the offset is confirmed: the next holder starts where this one ended.

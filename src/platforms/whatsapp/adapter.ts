@@ -14,13 +14,11 @@ import { Hono } from "hono";
 import type { Logger } from "pino";
 import {
   type ChatAddress,
-  type ConnectionReport,
   FileTooLargeError,
   type InboundAttachment,
   type InboundSink,
   type OutboundReply,
   type PlatformAdapter,
-  type PlatformStatus,
 } from "../../contract/platform.js";
 import type { AppEnv } from "../../control/http-server.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
@@ -94,12 +92,7 @@ export class WhatsappAdapter implements PlatformAdapter {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_WHATSAPP_TIMING, ...options.timing };
     // Not `stalledAfterMs`: nobody writing is no sign of trouble on a webhook.
-    this.health = new ConnectionState({
-      platform: "whatsapp",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
-    });
+    this.health = new ConnectionState("whatsapp", options, this.timing);
     this.access = new ChatAccess(
       "whatsapp",
       options.allowedUsers,
@@ -123,13 +116,8 @@ export class WhatsappAdapter implements PlatformAdapter {
         : null;
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   /** The webhook: Meta's GET handshake and the signed POSTs. Mounted by the gateway. */
   routes(): Hono<AppEnv> {

@@ -150,14 +150,11 @@ export class DiscordAdapter implements PlatformAdapter {
       retries: 0,
     }).setToken(options.token);
     this.progressView = options.progress
-      ? createDiscordProgress(
-          this.sender,
-          this.previewRest,
-          options.progress.store,
-          options.progress.settings,
-          this.logger,
-          this.health.stopSignal,
-        )
+      ? createDiscordProgress(this.sender, this.previewRest, {
+          ...options.progress,
+          logger: this.logger,
+          signal: this.health.stopSignal,
+        })
       : null;
     this.access = new ChatAccess("discord", [...options.allowedUsers], options.store, [
       ...options.adminUsers,

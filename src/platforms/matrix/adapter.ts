@@ -120,10 +120,7 @@ export class MatrixAdapter implements PlatformAdapter {
       this.client && options.progress
         ? createMatrixProgress(
             this.client,
-            options.progress.store,
-            options.progress.settings,
-            this.logger,
-            this.health.stopSignal,
+            { ...options.progress, logger: this.logger, signal: this.health.stopSignal },
             (reply) => this.sendPlainReply(reply),
           )
         : null;

@@ -183,14 +183,11 @@ export class SlackAdapter implements PlatformAdapter {
       : null;
     this.progressView =
       this.web && this.sender && options.progress
-        ? createSlackProgress(
-            this.web,
-            this.sender,
-            options.progress.store,
-            options.progress.settings,
-            this.logger,
-            this.health.stopSignal,
-          )
+        ? createSlackProgress(this.web, this.sender, {
+            ...options.progress,
+            logger: this.logger,
+            signal: this.health.stopSignal,
+          })
         : null;
     this.socket?.on("slack_event", (envelope: Envelope) => this.onEnvelope(envelope));
   }

@@ -182,14 +182,11 @@ export class TelegramAdapter implements PlatformAdapter {
       stopSignal: this.health.stopSignal,
     });
     this.progressView = options.progress
-      ? createTelegramProgress(
-          this.bot.api,
-          this.sender,
-          options.progress.store,
-          options.progress.settings,
-          this.logger,
-          this.health.stopSignal,
-        )
+      ? createTelegramProgress(this.bot.api, this.sender, {
+          ...options.progress,
+          logger: this.logger,
+          signal: this.health.stopSignal,
+        })
       : null;
   }
 

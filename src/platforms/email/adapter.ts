@@ -23,7 +23,11 @@ import {
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import {
+  type ConnectingAdapterOptions,
+  ConnectionState,
+  type SessionProgress,
+} from "../kit/connection-state.js";
 import { answerByReply, approvalKey } from "./approval-reply.js";
 import {
   composeReply,
@@ -241,53 +245,43 @@ export class EmailAdapter implements PlatformAdapter {
   }
 
   /** Holds the mailbox (with the lease, when there is one) and reads it until stopped. */
-  private async run(firstAttempt: () => void): Promise<void> {
-    for (let failures = 0; !this.health.stopped; ) {
-      const held = await this.hold(firstAttempt);
-      if (!held) return;
-      try {
-        this.mailbox = await Mailbox.open(this.mailboxSettings(), this.timing, this.logger);
-        const onLost = () => this.mailbox?.close();
-        held.addEventListener("abort", onLost, { once: true });
-        if (this.health.state !== "connected") this.logger.info("email connected (IMAP IDLE)");
-        this.health.set("connected");
-        this.health.sawEvent();
-        firstAttempt();
-        failures = 0;
-        await this.readUntilGone(this.mailbox, held);
-        held.removeEventListener("abort", onLost);
-      } catch (err) {
-        this.mailbox?.close();
-        if (this.health.stopped) return;
-        firstAttempt();
-        if (err instanceof MailboxAuthError) {
+  private run(firstAttempt: () => void): Promise<void> {
+    return this.health.keepConnected(
+      {
+        lease: this.options.connection,
+        takenLog: "email mailbox lease taken: reading the mailbox",
+        session: (held, progress) => this.readWhileHeld(held, progress),
+        fatal: (err) => {
+          if (!(err instanceof MailboxAuthError)) return false;
           this.health.fail(
             `The IMAP server refused the login (${err.message}). Check platforms.email.imap.user and password (EMAIL_IMAP_USER, EMAIL_IMAP_PASSWORD), then restart Keel.`,
             { retrying: false },
           );
-          return;
-        }
-        if (held.aborted) continue;
-        failures += 1;
-        this.health.fail(`Cannot read the mailbox over IMAP (${describe(err)}); retrying.`);
-        await this.health.pause(this.health.backoffMs(failures));
-      } finally {
-        this.mailbox = null;
-      }
-    }
+          return true;
+        },
+        retryStatus: (err) => `Cannot read the mailbox over IMAP (${describe(err)}); retrying.`,
+      },
+      firstAttempt,
+    );
   }
 
-  /** Waits for the connection lease (when several gateways share the store); null once stopped. */
-  private async hold(firstAttempt: () => void): Promise<AbortSignal | null> {
-    const lease = this.options.connection;
-    if (!lease) return this.health.stopSignal;
-    const held = await lease.acquire(this.health.stopSignal, () => {
-      this.health.set("connected");
-      firstAttempt();
-    });
-    if (!held) return null;
-    this.logger.info("email mailbox lease taken: reading the mailbox");
-    return AbortSignal.any([held, this.health.stopSignal]);
+  /** Opens the mailbox and reads it until the hold is lost; closed when anything fails. */
+  private async readWhileHeld(held: AbortSignal, progress: SessionProgress): Promise<void> {
+    try {
+      this.mailbox = await Mailbox.open(this.mailboxSettings(), this.timing, this.logger);
+      const onLost = () => this.mailbox?.close();
+      held.addEventListener("abort", onLost, { once: true });
+      if (this.health.state !== "connected") this.logger.info("email connected (IMAP IDLE)");
+      progress.connected();
+      progress.healthy();
+      await this.readUntilGone(this.mailbox, held);
+      held.removeEventListener("abort", onLost);
+    } catch (err) {
+      this.mailbox?.close();
+      throw err;
+    } finally {
+      this.mailbox = null;
+    }
   }
 
   /** Batches of unseen mail, each stored before it is acknowledged; IDLE between them. */

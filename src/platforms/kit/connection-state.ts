@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
-import type { ConnectionReport, PlatformStatus } from "../../contract/platform.js";
+import type { ConnectionLease, ConnectionReport, PlatformStatus } from "../../contract/platform.js";
 import { backoffMs } from "../../lib/net.js";
 import type { StreamStore } from "../progress-view.js";
 
@@ -68,6 +68,28 @@ export interface LoopLaunch {
   waitMs: number;
   crashLog: string;
   crashStatus(err: unknown): string;
+}
+
+/** What a session of {@link ConnectionState.keepConnected} reports as it goes. */
+export interface SessionProgress {
+  /** Connected (again): the status says so and the first attempt is over. */
+  connected(): void;
+  /** Work went through: the backoff after the next failure starts over. */
+  healthy(): void;
+}
+
+/** An adapter's connection kept up by {@link ConnectionState.keepConnected}. */
+export interface KeptConnection {
+  /** Set when several gateways share the store: one holds the connection at a time. */
+  lease: ConnectionLease | undefined;
+  /** Said when this gateway takes the lease over. */
+  takenLog: string;
+  /** One connection, while `held` (it aborts when the hold is lost or the adapter stops). */
+  session(held: AbortSignal, progress: SessionProgress): Promise<void>;
+  /** After a failed session: true when it has failed the platform for good (no retry). */
+  fatal(err: unknown): boolean;
+  /** The status while retrying after `err`. */
+  retryStatus(err: unknown): string;
 }
 
 export class ConnectionState {
@@ -188,6 +210,60 @@ export class ConnectionState {
       this.fail(options.crashStatus(err), { retrying: false });
     });
     return { loop, started: Promise.race([first, this.pause(options.waitMs)]) };
+  }
+
+  /**
+   * Waits until this gateway may hold the connection: at once without a lease (one gateway).
+   * With one, while another gateway holds it this one stands by reported connected (its replies
+   * still go out; `attempted` is told), and says `takenLog` once it takes over. The signal aborts
+   * when the hold is lost or the adapter stops; null once stopped.
+   */
+  async holdLease(
+    lease: ConnectionLease | undefined,
+    takenLog: string,
+    attempted: () => void,
+  ): Promise<AbortSignal | null> {
+    if (!lease) return this.stopSignal;
+    const held = await lease.acquire(this.stopSignal, () => {
+      this.set("connected");
+      attempted();
+    });
+    if (!held) return null;
+    this.owner.logger.info(takenLog);
+    return AbortSignal.any([held, this.stopSignal]);
+  }
+
+  /**
+   * An adapter's connection loop: holds the connection (see {@link holdLease}), runs a session
+   * while it is held, and after a failure retries with backoff, unless the failure is fatal or
+   * the hold was lost (then it waits for the lease again at once). Ends at the stop.
+   */
+  async keepConnected(kept: KeptConnection, attempted: () => void): Promise<void> {
+    for (let failures = 0; !this.stopped; ) {
+      const held = await this.holdLease(kept.lease, kept.takenLog, attempted);
+      if (!held) return;
+      const progress: SessionProgress = {
+        connected: () => {
+          this.set("connected");
+          this.sawEvent();
+          attempted();
+        },
+        healthy: () => {
+          failures = 0;
+        },
+      };
+      try {
+        await kept.session(held, progress);
+      } catch (err) {
+        if (this.stopped) return;
+        attempted();
+        if (kept.fatal(err)) return;
+        if (held.aborted) continue;
+        failures += 1;
+        this.fail(kept.retryStatus(err));
+        await this.pause(this.backoffMs(failures));
+      }
+    }
   }
 
   /** The platform spoke (an answered poll, an event, a heartbeat acknowledged). */

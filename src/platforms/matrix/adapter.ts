@@ -23,7 +23,11 @@ import {
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import {
+  type ConnectingAdapterOptions,
+  ConnectionState,
+  type SessionProgress,
+} from "../kit/connection-state.js";
 import type { ProgressSettings, ProgressView } from "../progress-view.js";
 import { splitText } from "../text-pieces.js";
 import { typingSchedule } from "../typing.js";
@@ -238,58 +242,47 @@ export class MatrixAdapter implements PlatformAdapter {
   }
 
   /** Syncs while this gateway holds the account (always, alone); stands by while another does. */
-  private async run(firstAttempt: () => void): Promise<void> {
+  private run(firstAttempt: () => void): Promise<void> {
     let checked = false;
-    for (let failures = 0; !this.health.stopped; ) {
-      const held = await this.hold(firstAttempt);
-      if (!held) return;
-      try {
-        if (!checked) {
-          await this.checkAccount();
-          checked = true;
-        }
-        // Read at every hold: another gateway may have moved it on meanwhile.
-        let since = await this.startingPosition(held);
-        while (!held.aborted) {
-          if (this.health.state !== "connected") {
-            // Previews an earlier process left mid-stream (a crash) are marked interrupted.
-            void this.progressView?.sweep();
+    return this.health.keepConnected(
+      {
+        // The account's lease when several gateways share the store: one /sync per account.
+        lease: this.options.connection,
+        takenLog: "matrix sync taken: syncing from the stored position",
+        session: async (held, progress) => {
+          if (!checked) {
+            await this.checkAccount();
+            checked = true;
           }
-          this.health.set("connected");
-          this.health.sawEvent();
-          firstAttempt();
-          const batch = await this.client!.sync(since, this.timing.pollTimeoutMs, held);
-          this.health.sawEvent();
-          await this.takeBatch(batch);
-          // Only now: a crash before this line syncs the same batch again.
-          await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
-          since = batch.next_batch;
-          failures = 0;
-        }
-        if (!this.health.stopped) this.logger.warn("matrix sync handed over; standing by");
-      } catch (err) {
-        if (this.health.stopped) return;
-        firstAttempt();
-        if (this.fatal(err)) return;
-        if (held.aborted) continue;
-        failures += 1;
-        this.health.fail(`Cannot sync with the Matrix homeserver (${describe(err)}); retrying.`);
-        await this.health.pause(this.health.backoffMs(failures));
-      }
-    }
+          await this.syncWhileHeld(held, progress);
+        },
+        fatal: (err) => this.fatal(err),
+        retryStatus: (err) =>
+          `Cannot sync with the Matrix homeserver (${describe(err)}); retrying.`,
+      },
+      firstAttempt,
+    );
   }
 
-  /** Waits for the account's lease (several gateways on one store); null once stopped. */
-  private async hold(firstAttempt: () => void): Promise<AbortSignal | null> {
-    const lease = this.options.connection;
-    if (!lease) return this.health.stopSignal;
-    const held = await lease.acquire(this.health.stopSignal, () => {
-      this.health.set("connected");
-      firstAttempt();
-    });
-    if (!held) return null;
-    this.logger.info("matrix sync taken: syncing from the stored position");
-    return AbortSignal.any([held, this.health.stopSignal]);
+  /** Syncs batch after batch until the hold is lost, storing the position after each. */
+  private async syncWhileHeld(held: AbortSignal, progress: SessionProgress): Promise<void> {
+    // Read at every hold: another gateway may have moved it on meanwhile.
+    let since = await this.startingPosition(held);
+    while (!held.aborted) {
+      if (this.health.state !== "connected") {
+        // Previews an earlier process left mid-stream (a crash) are marked interrupted.
+        void this.progressView?.sweep();
+      }
+      progress.connected();
+      const batch = await this.client!.sync(since, this.timing.pollTimeoutMs, held);
+      this.health.sawEvent();
+      await this.takeBatch(batch);
+      // Only now: a crash before this line syncs the same batch again.
+      await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
+      since = batch.next_batch;
+      progress.healthy();
+    }
+    if (!this.health.stopped) this.logger.warn("matrix sync handed over; standing by");
   }
 
   private async checkAccount(): Promise<void> {

@@ -28,6 +28,7 @@ import {
   ConnectionState,
   type SessionProgress,
 } from "../kit/connection-state.js";
+import { missingSetting } from "../kit/missing-setting.js";
 import { answerByReply, approvalKey } from "./approval-reply.js";
 import {
   composeReply,
@@ -149,7 +150,11 @@ export class EmailAdapter implements PlatformAdapter {
 
   async start(sink: InboundSink): Promise<void> {
     this.sink ??= sink;
-    const missing = this.missingSetting();
+    const missing = missingSetting(this.options, {
+      imap: "platforms.email.imap (EMAIL_IMAP_HOST, _PORT, _USER, _PASSWORD)",
+      smtp: "platforms.email.smtp (EMAIL_SMTP_HOST, EMAIL_SMTP_PORT)",
+      address: "platforms.email.address (EMAIL_ADDRESS)",
+    });
     const unconfigured = missing && `${missing} is not set; email needs it.`;
     await this.health.start((attempted) => this.run(attempted), unconfigured);
   }
@@ -229,14 +234,6 @@ export class EmailAdapter implements PlatformAdapter {
     if (!bytes) throw new Error(`The mail ${messageId} has no attachment ${index + 1}.`);
     if (bytes.length > maxBytes) throw new FileTooLargeError(maxBytes, bytes.length);
     return bytes;
-  }
-
-  private missingSetting(): string | null {
-    const o = this.options;
-    if (!o.imap) return "platforms.email.imap (EMAIL_IMAP_HOST, _PORT, _USER, _PASSWORD)";
-    if (!o.smtp) return "platforms.email.smtp (EMAIL_SMTP_HOST, EMAIL_SMTP_PORT)";
-    if (!o.address) return "platforms.email.address (EMAIL_ADDRESS)";
-    return null;
   }
 
   private mailboxSettings(): MailboxSettings {

@@ -28,6 +28,7 @@ import {
   ConnectionState,
   type SessionProgress,
 } from "../kit/connection-state.js";
+import { missingSetting } from "../kit/missing-setting.js";
 import type { ProgressSettings, ProgressView } from "../progress-view.js";
 import { splitText } from "../text-pieces.js";
 import { typingSchedule } from "../typing.js";
@@ -144,14 +145,11 @@ export class MatrixAdapter implements PlatformAdapter {
 
   async start(sink: InboundSink): Promise<void> {
     this.sink ??= sink;
-    const o = this.options;
-    const missing = !o.homeserver
-      ? "platforms.matrix.homeserver (MATRIX_HOMESERVER)"
-      : !o.userId
-        ? "platforms.matrix.user_id (MATRIX_USER_ID)"
-        : !o.accessToken
-          ? "platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)"
-          : null;
+    const missing = missingSetting(this.options, {
+      homeserver: "platforms.matrix.homeserver (MATRIX_HOMESERVER)",
+      userId: "platforms.matrix.user_id (MATRIX_USER_ID)",
+      accessToken: "platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)",
+    });
     await this.health.start(
       (attempted) => this.run(attempted),
       missing && `${missing} is not set; Matrix needs it.`,

@@ -23,6 +23,7 @@ import type {
 import type { SessionStore } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import { missingSetting } from "../kit/missing-setting.js";
 import type { ProgressView } from "../progress-view.js";
 import {
   type SlackCandidate,
@@ -198,11 +199,10 @@ export class SlackAdapter implements PlatformAdapter {
   /** Connects in the background; resolves after the first attempt (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {
     this.sink ??= sink;
-    const missing = !this.socket
-      ? "platforms.slack.app_token (SLACK_APP_TOKEN)"
-      : !this.sender
-        ? "platforms.slack.bot_token (SLACK_BOT_TOKEN)"
-        : null;
+    const missing = missingSetting(this.options, {
+      appToken: "platforms.slack.app_token (SLACK_APP_TOKEN)",
+      botToken: "platforms.slack.bot_token (SLACK_BOT_TOKEN)",
+    });
     const unconfigured = missing && `${missing} is not set; Slack needs both tokens.`;
     await this.health.start((attempted) => this.run(attempted), unconfigured);
   }

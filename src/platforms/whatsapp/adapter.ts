@@ -23,6 +23,7 @@ import {
 import type { AppEnv } from "../../control/http-server.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import { missingSetting } from "../kit/missing-setting.js";
 import { typingSchedule } from "../typing.js";
 import { splitWhatsappText, toWhatsappText, WHATSAPP_BUTTON_BODY_LIMIT } from "./format.js";
 import { AUTH_ERROR_CODE, GraphClient, GraphError, OUTSIDE_WINDOW_CODE } from "./graph.js";
@@ -165,7 +166,12 @@ export class WhatsappAdapter implements PlatformAdapter {
   async start(sink: InboundSink): Promise<void> {
     if (this.sink || this.health.stopped) return;
     this.sink = sink;
-    const missing = this.missingSetting();
+    const missing = missingSetting(this.options, {
+      phoneNumberId: "platforms.whatsapp.phone_number_id (WHATSAPP_PHONE_NUMBER_ID)",
+      accessToken: "platforms.whatsapp.access_token (WHATSAPP_ACCESS_TOKEN)",
+      appSecret: "platforms.whatsapp.app_secret (WHATSAPP_APP_SECRET)",
+      verifyToken: "platforms.whatsapp.verify_token (WHATSAPP_VERIFY_TOKEN)",
+    });
     if (missing) {
       this.health.fail(`${missing} is not set; WhatsApp needs it.`, { retrying: false });
       return;
@@ -239,15 +245,6 @@ export class WhatsappAdapter implements PlatformAdapter {
     const { bytes, tooLarge } = await this.graph.download(info.url, maxBytes, signal);
     if (tooLarge) throw new FileTooLargeError(maxBytes);
     return bytes;
-  }
-
-  private missingSetting(): string | null {
-    const o = this.options;
-    if (!o.phoneNumberId) return "platforms.whatsapp.phone_number_id (WHATSAPP_PHONE_NUMBER_ID)";
-    if (!o.accessToken) return "platforms.whatsapp.access_token (WHATSAPP_ACCESS_TOKEN)";
-    if (!o.appSecret) return "platforms.whatsapp.app_secret (WHATSAPP_APP_SECRET)";
-    if (!o.verifyToken) return "platforms.whatsapp.verify_token (WHATSAPP_VERIFY_TOKEN)";
-    return null;
   }
 
   private async probeLoop(): Promise<void> {

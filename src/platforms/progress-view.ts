@@ -62,10 +62,7 @@ export interface PlatformProgress {
   describeError(err: unknown): string;
 }
 
-interface ProgressViewOptions extends Omit<PlatformProgress, "preview" | "final"> {
-  store: StreamStore;
-  settings: ProgressSettings;
-  logger: Logger;
+interface ProgressViewOptions extends Omit<PlatformProgress, "preview" | "final">, ProgressContext {
   gate: ChatGate;
   preview: PreviewTransport;
   final: FinalTransport;
@@ -104,9 +101,12 @@ export class ProgressView {
     return streaming || toolProgress !== "off";
   }
 
-  /** Follows a running turn: a draft per turn, closed (and cleaned up after a cut-off) at its end. */
+  /**
+   * Follows a running turn: a draft per turn, closed (and cleaned up after a cut-off) at its end.
+   * Nothing once the adapter stops.
+   */
   onProgress(update: ProgressUpdate): void {
-    if (!this.enabled) return;
+    if (!this.enabled || this.options.signal.aborted) return;
     const { settings, store, gate, preview, logger, describeError } = this.options;
     if (update.type === "turn_start") {
       this.drafts.set(

@@ -34,7 +34,6 @@ import type {
   InboundSink,
   OutboundReply,
   PlatformAdapter,
-  ProgressUpdate,
 } from "../../contract/platform.js";
 import { ChatAccess } from "../chat-access.js";
 import { ConnectionState } from "../kit/connection-state.js";
@@ -284,9 +283,8 @@ export class DiscordAdapter implements PlatformAdapter {
   }
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
-  progress(update: ProgressUpdate): void {
-    if (!this.health.stopped) this.progressView?.onProgress(update);
-  }
+  readonly progress: PlatformAdapter["progress"] = (update) =>
+    this.progressView?.onProgress(update);
 
   showTyping(address: ChatAddress): () => void {
     if (this.health.stopped) return () => {};

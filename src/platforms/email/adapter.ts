@@ -13,7 +13,6 @@ import { readFile } from "node:fs/promises";
 import nodemailer, { type Transporter } from "nodemailer";
 import type { Logger } from "pino";
 import {
-  type ConnectionLease,
   FileTooLargeError,
   type InboundAttachment,
   type InboundMessage,
@@ -24,8 +23,8 @@ import {
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import {
-  type ConnectingAdapterOptions,
   ConnectionState,
+  type LeasedAdapterOptions,
   type SessionProgress,
 } from "../kit/connection-state.js";
 import { missingSetting } from "../kit/missing-setting.js";
@@ -76,15 +75,13 @@ export interface SmtpSettings {
   tls?: boolean | undefined;
 }
 
-export interface EmailAdapterOptions extends ConnectingAdapterOptions<unknown> {
+export interface EmailAdapterOptions extends LeasedAdapterOptions<unknown> {
   imap: (Omit<MailboxSettings, "tls"> & { tls?: boolean | undefined }) | undefined;
   smtp: SmtpSettings | undefined;
   address: string | undefined;
   allowedSenders: string[];
   adminSenders: string[];
   store: EmailStoreAccess;
-  /** Several gateways on one store: only the holder reads the mailbox. */
-  connection?: ConnectionLease;
   timing?: Partial<EmailTiming>;
 }
 
@@ -245,6 +242,7 @@ export class EmailAdapter implements PlatformAdapter {
   private run(firstAttempt: () => void): Promise<void> {
     return this.health.keepConnected(
       {
+        // Only the lease's holder reads the mailbox.
         lease: this.options.connection,
         takenLog: "email mailbox lease taken: reading the mailbox",
         session: (held, progress) => this.readWhileHeld(held, progress),

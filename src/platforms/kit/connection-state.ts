@@ -36,6 +36,17 @@ export interface ConnectingAdapterOptions<ProgressSettings> {
   progress?: { settings: ProgressSettings; store: StreamStore };
 }
 
+/** A connecting adapter whose connection one gateway at a time holds, when several share a store. */
+export interface LeasedAdapterOptions<ProgressSettings>
+  extends ConnectingAdapterOptions<ProgressSettings> {
+  /**
+   * Set when several gateways share the store: only the holder of this lease keeps the
+   * platform's connection (every gateway sends); the others stand by and take over where it
+   * left off. Without it, the adapter connects at once.
+   */
+  connection?: ConnectionLease;
+}
+
 /**
  * Share of each reconnect wait drawn at random: gateways (and adapters) that lost the same
  * platform at once do not come back in step.

@@ -12,20 +12,18 @@ import type { Logger } from "pino";
 import {
   type AttachmentKind,
   type ChatAddress,
-  type ConnectionLease,
   FileTooLargeError,
   type InboundAttachment,
   type InboundMessage,
   type InboundSink,
   type OutboundReply,
   type PlatformAdapter,
-  type ProgressUpdate,
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import {
-  type ConnectingAdapterOptions,
   ConnectionState,
+  type LeasedAdapterOptions,
   type SessionProgress,
 } from "../kit/connection-state.js";
 import { missingSetting } from "../kit/missing-setting.js";
@@ -63,18 +61,13 @@ export const DEFAULT_MATRIX_TIMING: MatrixTiming = {
   typingEveryMs: 20_000,
 };
 
-export interface MatrixAdapterOptions extends ConnectingAdapterOptions<ProgressSettings> {
+export interface MatrixAdapterOptions extends LeasedAdapterOptions<ProgressSettings> {
   homeserver: string | undefined;
   userId: string | undefined;
   accessToken: string | undefined;
   allowedUsers: string[];
   adminUsers: string[];
   store: MatrixStoreAccess;
-  /**
-   * Several gateways on one store: only the holder syncs the bot account (two syncing gateways
-   * would both take every batch); the others stand by and take over from the stored position.
-   */
-  connection?: ConnectionLease;
   timing?: Partial<MatrixTiming>;
 }
 
@@ -132,9 +125,8 @@ export class MatrixAdapter implements PlatformAdapter {
   }
 
   /** Shows a running turn's reply as it is written, edited in place (progress.ts). */
-  progress(update: ProgressUpdate): void {
-    if (!this.health.stopped) this.progressView?.onProgress(update);
-  }
+  readonly progress: PlatformAdapter["progress"] = (update) =>
+    this.progressView?.onProgress(update);
 
   readonly status = () => this.health.status();
   readonly connection = () => this.health.report();
@@ -244,7 +236,8 @@ export class MatrixAdapter implements PlatformAdapter {
     let checked = false;
     return this.health.keepConnected(
       {
-        // The account's lease when several gateways share the store: one /sync per account.
+        // One /sync per account: two syncing gateways would both take every batch. The others
+        // stand by and take over from the stored position.
         lease: this.options.connection,
         takenLog: "matrix sync taken: syncing from the stored position",
         session: async (held, progress) => {

@@ -14,12 +14,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { LogLevel, type Logger as SlackLogger, SocketModeClient } from "@slack/socket-mode";
 import { WebAPIPlatformError, WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
-import type {
-  InboundSink,
-  OutboundReply,
-  PlatformAdapter,
-  ProgressUpdate,
-} from "../../contract/platform.js";
+import type { InboundSink, OutboundReply, PlatformAdapter } from "../../contract/platform.js";
 import type { SessionStore } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
@@ -230,9 +225,8 @@ export class SlackAdapter implements PlatformAdapter {
   }
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
-  progress(update: ProgressUpdate): void {
-    if (!this.health.stopped) this.progressView?.onProgress(update);
-  }
+  readonly progress: PlatformAdapter["progress"] = (update) =>
+    this.progressView?.onProgress(update);
 
   /** Who the bot is, then one socket connection after another until stopped. */
   private async run(firstAttempt: () => void): Promise<void> {

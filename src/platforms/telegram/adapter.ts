@@ -17,7 +17,6 @@ import type {
   InboundSink,
   OutboundReply,
   PlatformAdapter,
-  ProgressUpdate,
 } from "../../contract/platform.js";
 import { createNodeFetch } from "../../lib/node-fetch.js";
 import {
@@ -232,9 +231,8 @@ export class TelegramAdapter implements PlatformAdapter {
   }
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
-  progress(update: ProgressUpdate): void {
-    if (!this.health.stopped) this.progressView?.onProgress(update);
-  }
+  readonly progress: PlatformAdapter["progress"] = (update) =>
+    this.progressView?.onProgress(update);
 
   /** Downloads a file a user sent (see TelegramFiles). */
   fetchFile(attachment: InboundAttachment, maxBytes: number, signal: AbortSignal): Promise<Buffer> {

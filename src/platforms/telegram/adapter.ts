@@ -19,6 +19,7 @@ import type {
   PlatformAdapter,
 } from "../../contract/platform.js";
 import { createNodeFetch } from "../../lib/node-fetch.js";
+import { commandMenu } from "../kit/command-menu.js";
 import {
   type AdapterTiming,
   type ConnectingAdapterOptions,
@@ -48,17 +49,9 @@ type Intake =
   | { kind: "failed"; err: unknown };
 
 /** Keel's chat commands, registered with setMyCommands at start. */
-export const TELEGRAM_COMMANDS = [
-  { command: "new", description: "Start a fresh conversation" },
-  { command: "stop", description: "Stop the running answer" },
-  { command: "retry", description: "Answer the last message again" },
-  { command: "restart", description: "Restart the gateway" },
-  { command: "status", description: "Show gateway and session status" },
-  { command: "help", description: "List commands" },
-  { command: "sethome", description: "Make this chat the home channel" },
-  { command: "approve", description: "Approve the command waiting here" },
-  { command: "deny", description: "Deny the command waiting here" },
-];
+export const TELEGRAM_COMMANDS = commandMenu({ place: "chat", approvals: true }).map(
+  ({ name, description }) => ({ command: name, description }),
+);
 
 /** Waits and intervals; the defaults suit production, tests shorten them. */
 export interface TelegramTiming extends AdapterTiming {

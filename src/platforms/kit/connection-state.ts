@@ -48,6 +48,14 @@ export interface LeasedAdapterOptions<ProgressSettings>
 }
 
 /**
+ * The status of a platform Keel serves itself (the API, the web chat) rather than connects to:
+ * connected while started, with nothing that can fail in between.
+ */
+export function servedStatus(started: boolean): PlatformStatus {
+  return { state: started ? "connected" : "stopped", error: null };
+}
+
+/**
  * Share of each reconnect wait drawn at random: gateways (and adapters) that lost the same
  * platform at once do not come back in step.
  */

@@ -50,18 +50,13 @@ function telegramAdapter(wiring: PlatformWiring): PlatformAdapter | null {
   const telegram = wiring.config.platforms.telegram;
   if (!(wiring.config.telegramEnabled && telegram.token)) return null;
   return new LazyTelegramAdapter({
+    ...chatPlatform(wiring, "telegram"),
+    ...usersOf(telegram),
     token: telegram.token,
     apiRoot: telegram.api_root,
-    allowedUsers: telegram.allowed_users,
-    adminUsers: telegram.admin_users,
     groupSessionsPerUser: telegram.group_sessions_per_user,
     pairing: wiring.store,
-    logger: wiring.logger.child({ component: "telegram" }),
-    onStatusChange: () => wiring.onPlatformStatusChange(),
-    progress: progressWiring(wiring),
-    ...(wiring.cluster && {
-      poller: connectionLease(wiring, wiring.cluster, "telegram", telegram.token),
-    }),
+    poller: connectionLease(wiring, "telegram", telegram.token),
   });
 }
 
@@ -70,15 +65,11 @@ function slackAdapter(wiring: PlatformWiring): PlatformAdapter | null {
   const slack = wiring.config.platforms.slack;
   if (!(slack.app_token || slack.bot_token)) return null;
   return new LazySlackAdapter({
+    ...chatPlatform(wiring, "slack"),
+    ...usersOf(slack),
     appToken: slack.app_token,
     botToken: slack.bot_token,
     apiRoot: slack.api_root,
-    allowedUsers: slack.allowed_users,
-    adminUsers: slack.admin_users,
-    store: wiring.store,
-    logger: wiring.logger.child({ component: "slack" }),
-    onStatusChange: () => wiring.onPlatformStatusChange(),
-    progress: progressWiring(wiring),
   });
 }
 
@@ -87,18 +78,12 @@ function discordAdapter(wiring: PlatformWiring): PlatformAdapter | null {
   const discord = wiring.config.platforms.discord;
   if (!discord.token) return null;
   return new LazyDiscordAdapter({
+    ...chatPlatform(wiring, "discord"),
+    ...usersOf(discord),
     token: discord.token,
     apiRoot: discord.api_root,
-    allowedUsers: discord.allowed_users,
-    adminUsers: discord.admin_users,
     freeChannels: discord.free_channels,
-    store: wiring.store,
-    logger: wiring.logger.child({ component: "discord" }),
-    onStatusChange: () => wiring.onPlatformStatusChange(),
-    progress: progressWiring(wiring),
-    ...(wiring.cluster && {
-      connection: connectionLease(wiring, wiring.cluster, "discord", discord.token),
-    }),
+    connection: connectionLease(wiring, "discord", discord.token),
   });
 }
 
@@ -114,19 +99,12 @@ function matrixAdapter(wiring: PlatformWiring): PlatformAdapter | null {
   const matrix = wiring.config.platforms.matrix;
   if (!(matrix.homeserver || matrix.access_token)) return null;
   return new MatrixAdapter({
+    ...chatPlatform(wiring, "matrix"),
+    ...usersOf(matrix),
     homeserver: matrix.homeserver,
     userId: matrix.user_id,
     accessToken: matrix.access_token,
-    allowedUsers: matrix.allowed_users,
-    adminUsers: matrix.admin_users,
-    store: wiring.store,
-    logger: wiring.logger.child({ component: "matrix" }),
-    onStatusChange: () => wiring.onPlatformStatusChange(),
-    progress: progressWiring(wiring),
-    ...(wiring.cluster &&
-      matrix.access_token && {
-        connection: connectionLease(wiring, wiring.cluster, "matrix", matrix.access_token),
-      }),
+    connection: connectionLease(wiring, "matrix", matrix.access_token),
   });
 }
 
@@ -134,25 +112,35 @@ function matrixAdapter(wiring: PlatformWiring): PlatformAdapter | null {
 function emailAdapter(wiring: PlatformWiring): PlatformAdapter | null {
   const email = wiring.config.platforms.email;
   if (!(email.imap || email.smtp || email.address)) return null;
+  const { imap } = email;
   return new LazyEmailAdapter({
-    imap: email.imap,
+    ...chatPlatform(wiring, "email"),
+    imap,
     smtp: email.smtp,
     address: email.address,
     allowedSenders: email.allowed_senders,
     adminSenders: email.admin_senders,
-    store: wiring.store,
-    logger: wiring.logger.child({ component: "email" }),
-    onStatusChange: () => wiring.onPlatformStatusChange(),
-    ...(wiring.cluster &&
-      email.imap && {
-        connection: connectionLease(
-          wiring,
-          wiring.cluster,
-          "email",
-          `${email.imap.user}@${email.imap.host}:${email.imap.port}`,
-        ),
-      }),
+    connection: connectionLease(wiring, "email", imap && `${imap.user}@${imap.host}:${imap.port}`),
   });
+}
+
+/**
+ * What every chat platform's adapter gets from the wiring: the store, its logger, the health
+ * callback, and the progress settings (`display.streaming`, `display.tool_progress`; a platform
+ * that cannot edit ignores them).
+ */
+function chatPlatform(wiring: PlatformWiring, platform: string) {
+  return {
+    store: wiring.store,
+    logger: wiring.logger.child({ component: platform }),
+    onStatusChange: () => wiring.onPlatformStatusChange(),
+    progress: progressWiring(wiring),
+  };
+}
+
+/** Who may use a chat platform, from its config section. */
+function usersOf(section: { allowed_users: string[]; admin_users: string[] }) {
+  return { allowedUsers: section.allowed_users, adminUsers: section.admin_users };
 }
 
 /** WhatsApp's messages arrive on its webhook route; no SDK, so nothing to load lazily. */
@@ -180,13 +168,16 @@ function createWhatsappAdapter({
   return adapter;
 }
 
-/** One gateway at a time holds this platform connection (one poller per bot token, say). */
+/**
+ * With several gateways on the store, one at a time holds this platform connection (one poller
+ * per bot token, say); none without a cluster or without the credential.
+ */
 function connectionLease(
-  { store, logger }: PlatformWiring,
-  cluster: ClusterMembership,
+  { store, logger, cluster }: PlatformWiring,
   platform: string,
-  credential: string,
-): ConnectionLease {
+  credential: string | undefined,
+): ConnectionLease | undefined {
+  if (!(cluster && credential)) return undefined;
   return new StoreConnectionLease({
     store,
     key: connectionLeaseKey(platform, credential),

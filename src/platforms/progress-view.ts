@@ -1,15 +1,15 @@
 /**
  * Progress on a chat platform that edits messages, independent of the platform: a draft per
  * running turn, the final reply delivered into the streamed messages, and the sweep that marks
- * previews nothing will finish. A platform supplies its transports, how it splits a reply into
- * pieces, and its usual send for replies without a stream (Telegram today; Discord and Slack
- * plug in the same way, with their own edit limits in `minIntervalMs`).
+ * previews nothing will finish. A platform supplies (`PlatformProgress`) its transports, its pace
+ * per chat, how it splits a reply into pieces, and its usual send for replies without a stream;
+ * the view keeps each chat's pace for previews and final calls alike.
  */
 import type { Logger } from "pino";
-import type { OutboundReply, ProgressUpdate } from "../contract/platform.js";
+import type { ChatAddress, OutboundReply, ProgressUpdate } from "../contract/platform.js";
 import type { StreamStore } from "../sessions/store.js";
 import {
-  type ChatGate,
+  ChatGate,
   deliverIntoStream,
   type FinalTransport,
   markInterrupted,
@@ -31,20 +31,41 @@ export interface ProgressSettings {
   firstShowMs?: number;
 }
 
-export interface ProgressViewOptions {
+/** What an adapter hands its progress view: its `progress` option, its logger and its stop. */
+export interface ProgressContext<Settings extends ProgressSettings = ProgressSettings> {
+  store: StreamStore;
+  settings: Settings;
+  logger: Logger;
+  /** Aborts when the adapter stops: a call waiting for its chat's turn gives up. */
+  signal: AbortSignal;
+}
+
+/** Runs `call` in its chat's turn, at the chat's pace (ChatGate.pace). */
+export type Paced = <T>(address: ChatAddress, call: () => Promise<T>) => Promise<T>;
+
+/** What is the platform's own in its progress view. */
+export interface PlatformProgress {
   /** The platform name the store records stream messages under. */
   platform: string;
-  store: StreamStore;
-  settings: ProgressSettings;
-  gate: ChatGate;
-  preview: PreviewTransport;
-  final: FinalTransport;
+  /** Least time between calls in a chat (platform and chat-type rules). */
+  minIntervalMs(address: ChatAddress): number;
+  preview: Omit<PreviewTransport, "minIntervalMs">;
+  /**
+   * The final calls, each run through `paced`: they keep the chat's pace too, waiting their turn
+   * (a 429 on a final call is the platform sender's to retry).
+   */
+  final(paced: Paced): FinalTransport;
   /** A reply's text formatted and split into the platform's message pieces. */
   pieces(text: string): string[];
   /** The platform's usual delivery, for a reply with no stream that fits one message. */
   send(reply: OutboundReply): Promise<void>;
   describeError(err: unknown): string;
-  logger: Logger;
+}
+
+interface ProgressViewOptions extends Omit<PlatformProgress, "preview" | "final">, ProgressContext {
+  gate: ChatGate;
+  preview: PreviewTransport;
+  final: FinalTransport;
 }
 
 export class ProgressView {
@@ -58,7 +79,21 @@ export class ProgressView {
   private sweeping: Promise<void> | null = null;
   private sweepAgain = false;
 
-  constructor(private readonly options: ProgressViewOptions) {}
+  private readonly options: ProgressViewOptions;
+
+  constructor(context: ProgressContext, platform: PlatformProgress) {
+    const gate = new ChatGate();
+    const { minIntervalMs } = platform;
+    const paced: Paced = (address, call) =>
+      gate.pace(address, minIntervalMs(address), call, context.signal);
+    this.options = {
+      ...context,
+      ...platform,
+      gate,
+      preview: { ...platform.preview, minIntervalMs },
+      final: platform.final(paced),
+    };
+  }
 
   /** True when turns get a draft at all. */
   private get enabled(): boolean {
@@ -66,9 +101,12 @@ export class ProgressView {
     return streaming || toolProgress !== "off";
   }
 
-  /** Follows a running turn: a draft per turn, closed (and cleaned up after a cut-off) at its end. */
+  /**
+   * Follows a running turn: a draft per turn, closed (and cleaned up after a cut-off) at its end.
+   * Nothing once the adapter stops.
+   */
   onProgress(update: ProgressUpdate): void {
-    if (!this.enabled) return;
+    if (!this.enabled || this.options.signal.aborted) return;
     const { settings, store, gate, preview, logger, describeError } = this.options;
     if (update.type === "turn_start") {
       this.drafts.set(

@@ -30,13 +30,10 @@ import type { Logger } from "pino";
 import type {
   ChatAddress,
   ConnectionLease,
-  ConnectionReport,
   InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
-  PlatformStatus,
-  ProgressUpdate,
 } from "../../contract/platform.js";
 import { ChatAccess } from "../chat-access.js";
 import { ConnectionState } from "../kit/connection-state.js";
@@ -133,13 +130,9 @@ export class DiscordAdapter implements PlatformAdapter {
   constructor(private readonly options: DiscordAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_DISCORD_TIMING, ...options.timing };
-    this.health = new ConnectionState({
-      platform: "discord",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    this.health = new ConnectionState("discord", options, this.timing, {
       // Heartbeats keep a held connection talking; a standby (another gateway holds it) is quiet.
-      ...(!options.connection && { stalledAfterMs: this.timing.deafAfterMs }),
+      stalledAfterMs: options.connection ? undefined : this.timing.deafAfterMs,
     });
     this.rest = new REST({
       api: options.apiRoot,
@@ -156,14 +149,11 @@ export class DiscordAdapter implements PlatformAdapter {
       retries: 0,
     }).setToken(options.token);
     this.progressView = options.progress
-      ? createDiscordProgress(
-          this.sender,
-          this.previewRest,
-          options.progress.store,
-          options.progress.settings,
-          this.logger,
-          this.health.stopSignal,
-        )
+      ? createDiscordProgress(this.sender, this.previewRest, {
+          ...options.progress,
+          logger: this.logger,
+          signal: this.health.stopSignal,
+        })
       : null;
     this.access = new ChatAccess("discord", [...options.allowedUsers], options.store, [
       ...options.adminUsers,
@@ -206,13 +196,8 @@ export class DiscordAdapter implements PlatformAdapter {
     });
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   /** Connects in the background; resolves after the first connection (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {
@@ -298,9 +283,8 @@ export class DiscordAdapter implements PlatformAdapter {
   }
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
-  progress(update: ProgressUpdate): void {
-    if (!this.health.stopped) this.progressView?.onProgress(update);
-  }
+  readonly progress: PlatformAdapter["progress"] = (update) =>
+    this.progressView?.onProgress(update);
 
   showTyping(address: ChatAddress): () => void {
     if (this.health.stopped) return () => {};

@@ -5,16 +5,13 @@
  */
 import type { APIInteraction, RESTPutAPIApplicationCommandsJSONBody } from "discord-api-types/v10";
 import { ApplicationCommandType, InteractionType } from "discord-api-types/v10";
+import { commandMenu } from "../kit/command-menu.js";
 
-export const DISCORD_COMMANDS: RESTPutAPIApplicationCommandsJSONBody = [
-  { name: "new", description: "Start a fresh conversation" },
-  { name: "stop", description: "Stop the running answer" },
-  { name: "retry", description: "Answer the last message again" },
-  { name: "restart", description: "Restart the gateway" },
-  { name: "status", description: "Show gateway and session status" },
-  { name: "help", description: "List commands" },
-  { name: "sethome", description: "Make this channel the home channel" },
-].map((c) => ({ ...c, type: ApplicationCommandType.ChatInput }));
+/** Discord's slash commands do not include `/approve` and `/deny`. */
+export const DISCORD_COMMANDS: RESTPutAPIApplicationCommandsJSONBody = commandMenu({
+  place: "channel",
+  approvals: false,
+}).map((c) => ({ ...c, type: ApplicationCommandType.ChatInput }));
 
 const NAMES = new Set(DISCORD_COMMANDS.map((c) => c.name));
 

@@ -1,8 +1,7 @@
 /** The Discord adapter's options, timing and the close codes reconnecting cannot help. */
 import { GatewayIntentBits } from "discord-api-types/v10";
-import type { ConnectionLease } from "../../contract/platform.js";
 import type { PairingStore, PlatformDataStore, SessionStore } from "../../sessions/store.js";
-import type { AdapterTiming, ConnectingAdapterOptions } from "../kit/connection-state.js";
+import type { AdapterTiming, LeasedAdapterOptions } from "../kit/connection-state.js";
 import type { DiscordProgressSettings } from "./progress.js";
 
 /** What the adapter needs of the store: pairing, its gateway state, sessions and catch-up cursors. */
@@ -48,7 +47,8 @@ export const DEFAULT_DISCORD_TIMING: DiscordTiming = {
   restTimeoutMs: 15_000,
 };
 
-export interface DiscordAdapterOptions extends ConnectingAdapterOptions<DiscordProgressSettings> {
+/** `connection`: this one keeps the gateway connection only while it holds the bot's lease. */
+export interface DiscordAdapterOptions extends LeasedAdapterOptions<DiscordProgressSettings> {
   token: string;
   /** REST base, e.g. https://discord.com/api (the gateway URL comes from /v10/gateway/bot). */
   apiRoot: string;
@@ -57,11 +57,6 @@ export interface DiscordAdapterOptions extends ConnectingAdapterOptions<DiscordP
   freeChannels: readonly string[];
   store: DiscordStore;
   timing?: Partial<DiscordTiming>;
-  /**
-   * Several gateways on one store: this one keeps the gateway connection only while it holds
-   * the bot's connection lease (it sends through REST either way). Without it, it connects at once.
-   */
-  connection?: ConnectionLease;
 }
 
 /** Close codes after which reconnecting cannot help (https://discord.com/developers/docs/topics/opcodes-and-status-codes#gateway-gateway-close-event-codes). */

@@ -7,10 +7,7 @@
  * a retry after a crash gets back the message already created.
  */
 import { RateLimitError, type REST } from "@discordjs/rest";
-import type { Logger } from "pino";
-import type { ChatAddress } from "../../contract/platform.js";
-import { type ProgressSettings, ProgressView, type StreamStore } from "../progress-view.js";
-import { ChatGate, type FinalTransport, type PreviewTransport } from "../stream-editor.js";
+import { type ProgressContext, type ProgressSettings, ProgressView } from "../progress-view.js";
 import { type DiscordSender, describeDiscordError, partNonce } from "./send.js";
 import { DISCORD_MESSAGE_LIMIT, splitDiscordMessage } from "./split.js";
 
@@ -26,50 +23,38 @@ export interface DiscordProgressSettings extends ProgressSettings {
 export function createDiscordProgress(
   sender: DiscordSender,
   previewRest: REST,
-  store: StreamStore,
-  settings: DiscordProgressSettings,
-  logger: Logger,
-  signal: AbortSignal,
+  context: ProgressContext<DiscordProgressSettings>,
 ): ProgressView {
-  const gate = new ChatGate();
-  const intervalMs = settings.channelIntervalMs ?? 1000;
-  const preview: PreviewTransport = {
-    limit: DISCORD_MESSAGE_LIMIT,
-    send: (address, text, first) => sender.post(address, text, first, undefined, previewRest),
-    edit: async (address, messageId, text) => {
-      await sender.edit(address, messageId, text, previewRest);
-    },
-    retryAfterMs: (err) => (err instanceof RateLimitError ? Math.max(err.retryAfter, 1) : null),
-    minIntervalMs: () => intervalMs,
-  };
-  const paced = <T>(address: ChatAddress, call: () => Promise<T>): Promise<T> =>
-    gate.pace(address, intervalMs, call, signal);
-  const final: FinalTransport = {
-    sendPiece: (address, piece, first, origin) =>
-      paced(address, () =>
-        sender.post(
-          address,
-          piece,
-          first,
-          origin ? partNonce(origin.reply.outboxId, origin.index) : undefined,
-        ),
-      ),
-    editPiece: (address, messageId, piece) =>
-      paced(address, () => sender.edit(address, messageId, piece)),
-    editPlain: (address, messageId, text) =>
-      paced(address, () => sender.edit(address, messageId, text)),
-    remove: (address, messageId) => paced(address, () => sender.remove(address, messageId)),
-  };
-  return new ProgressView({
+  const intervalMs = context.settings.channelIntervalMs ?? 1000;
+  return new ProgressView(context, {
     platform: "discord",
-    store,
-    settings,
-    gate,
-    preview,
-    final,
+    minIntervalMs: () => intervalMs,
+    preview: {
+      limit: DISCORD_MESSAGE_LIMIT,
+      send: (address, text, first) => sender.post(address, text, first, undefined, previewRest),
+      edit: async (address, messageId, text) => {
+        await sender.edit(address, messageId, text, previewRest);
+      },
+      retryAfterMs: (err) => (err instanceof RateLimitError ? Math.max(err.retryAfter, 1) : null),
+    },
+    final: (paced) => ({
+      sendPiece: (address, piece, first, origin) =>
+        paced(address, () =>
+          sender.post(
+            address,
+            piece,
+            first,
+            origin ? partNonce(origin.reply.outboxId, origin.index) : undefined,
+          ),
+        ),
+      editPiece: (address, messageId, piece) =>
+        paced(address, () => sender.edit(address, messageId, piece)),
+      editPlain: (address, messageId, text) =>
+        paced(address, () => sender.edit(address, messageId, text)),
+      remove: (address, messageId) => paced(address, () => sender.remove(address, messageId)),
+    }),
     pieces: (text) => splitDiscordMessage(text),
     send: (reply) => sender.deliver(reply),
     describeError: describeDiscordError,
-    logger,
   });
 }

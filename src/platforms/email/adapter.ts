@@ -13,19 +13,21 @@ import { readFile } from "node:fs/promises";
 import nodemailer, { type Transporter } from "nodemailer";
 import type { Logger } from "pino";
 import {
-  type ConnectionLease,
-  type ConnectionReport,
   FileTooLargeError,
   type InboundAttachment,
   type InboundMessage,
   type InboundSink,
   type OutboundReply,
   type PlatformAdapter,
-  type PlatformStatus,
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import {
+  ConnectionState,
+  type LeasedAdapterOptions,
+  type SessionProgress,
+} from "../kit/connection-state.js";
+import { missingSetting } from "../kit/missing-setting.js";
 import { answerByReply, approvalKey } from "./approval-reply.js";
 import {
   composeReply,
@@ -73,15 +75,13 @@ export interface SmtpSettings {
   tls?: boolean | undefined;
 }
 
-export interface EmailAdapterOptions extends ConnectingAdapterOptions<unknown> {
+export interface EmailAdapterOptions extends LeasedAdapterOptions<unknown> {
   imap: (Omit<MailboxSettings, "tls"> & { tls?: boolean | undefined }) | undefined;
   smtp: SmtpSettings | undefined;
   address: string | undefined;
   allowedSenders: string[];
   adminSenders: string[];
   store: EmailStoreAccess;
-  /** Several gateways on one store: only the holder reads the mailbox. */
-  connection?: ConnectionLease;
   timing?: Partial<EmailTiming>;
 }
 
@@ -100,21 +100,18 @@ export class EmailAdapter implements PlatformAdapter {
   private readonly access: ChatAccess;
   private readonly transport: Transporter | null;
   private sink: InboundSink | null = null;
-  private loop: Promise<void> | null = null;
   private mailbox: Mailbox | null = null;
 
   constructor(private readonly options: EmailAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_EMAIL_TIMING, ...options.timing };
-    this.health = new ConnectionState({
-      platform: "email",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    this.health = new ConnectionState("email", options, this.timing, {
       // A NOOP answers every refresh; a standby holds no connection, so it is never stalled.
-      ...(!options.connection && {
-        stalledAfterMs: 2 * (this.timing.refreshMs + this.timing.noopTimeoutMs),
-      }),
+      stalledAfterMs: options.connection
+        ? undefined
+        : 2 * (this.timing.refreshMs + this.timing.noopTimeoutMs),
+      crashLog: "email intake loop crashed",
+      crashStatus: (err) => `Email stopped unexpectedly: ${describe(err)}`,
     });
     const lower = (list: string[]) => list.map((a) => a.toLowerCase());
     this.access = new ChatAccess(
@@ -141,41 +138,29 @@ export class EmailAdapter implements PlatformAdapter {
       : null;
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   private get own(): string {
     return (this.options.address ?? "").toLowerCase();
   }
 
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.health.stopped) return;
-    this.sink = sink;
-    const missing = this.missingSetting();
-    if (missing) {
-      this.health.fail(`${missing} is not set; email needs it.`, { retrying: false });
-      return;
-    }
-    this.health.set("starting");
-    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
-      waitMs: this.timing.startWaitMs,
-      crashLog: "email intake loop crashed",
-      crashStatus: (err) => `Email stopped unexpectedly: ${describe(err)}`,
+    this.sink ??= sink;
+    const missing = missingSetting(this.options, {
+      imap: "platforms.email.imap (EMAIL_IMAP_HOST, _PORT, _USER, _PASSWORD)",
+      smtp: "platforms.email.smtp (EMAIL_SMTP_HOST, EMAIL_SMTP_PORT)",
+      address: "platforms.email.address (EMAIL_ADDRESS)",
     });
-    this.loop = loop;
-    await started;
+    const unconfigured = missing && `${missing} is not set; email needs it.`;
+    await this.health.start((attempted) => this.run(attempted), unconfigured);
   }
 
   async stop(): Promise<void> {
     if (this.health.stopped) return;
     this.health.stop();
     this.mailbox?.close();
-    await this.loop;
+    await this.health.loop;
     await this.options.connection?.release();
     this.transport?.close();
     this.health.set("stopped");
@@ -248,67 +233,50 @@ export class EmailAdapter implements PlatformAdapter {
     return bytes;
   }
 
-  private missingSetting(): string | null {
-    const o = this.options;
-    if (!o.imap) return "platforms.email.imap (EMAIL_IMAP_HOST, _PORT, _USER, _PASSWORD)";
-    if (!o.smtp) return "platforms.email.smtp (EMAIL_SMTP_HOST, EMAIL_SMTP_PORT)";
-    if (!o.address) return "platforms.email.address (EMAIL_ADDRESS)";
-    return null;
-  }
-
   private mailboxSettings(): MailboxSettings {
     const imap = this.options.imap!;
     return { ...imap, tls: imap.tls ?? imap.port === 993 };
   }
 
   /** Holds the mailbox (with the lease, when there is one) and reads it until stopped. */
-  private async run(firstAttempt: () => void): Promise<void> {
-    for (let failures = 0; !this.health.stopped; ) {
-      const held = await this.hold(firstAttempt);
-      if (!held) return;
-      try {
-        this.mailbox = await Mailbox.open(this.mailboxSettings(), this.timing, this.logger);
-        const onLost = () => this.mailbox?.close();
-        held.addEventListener("abort", onLost, { once: true });
-        if (this.health.state !== "connected") this.logger.info("email connected (IMAP IDLE)");
-        this.health.set("connected");
-        this.health.sawEvent();
-        firstAttempt();
-        failures = 0;
-        await this.readUntilGone(this.mailbox, held);
-        held.removeEventListener("abort", onLost);
-      } catch (err) {
-        this.mailbox?.close();
-        if (this.health.stopped) return;
-        firstAttempt();
-        if (err instanceof MailboxAuthError) {
+  private run(firstAttempt: () => void): Promise<void> {
+    return this.health.keepConnected(
+      {
+        // Only the lease's holder reads the mailbox.
+        lease: this.options.connection,
+        takenLog: "email mailbox lease taken: reading the mailbox",
+        session: (held, progress) => this.readWhileHeld(held, progress),
+        fatal: (err) => {
+          if (!(err instanceof MailboxAuthError)) return false;
           this.health.fail(
             `The IMAP server refused the login (${err.message}). Check platforms.email.imap.user and password (EMAIL_IMAP_USER, EMAIL_IMAP_PASSWORD), then restart Keel.`,
             { retrying: false },
           );
-          return;
-        }
-        if (held.aborted) continue;
-        failures += 1;
-        this.health.fail(`Cannot read the mailbox over IMAP (${describe(err)}); retrying.`);
-        await this.health.pause(this.health.backoffMs(failures));
-      } finally {
-        this.mailbox = null;
-      }
-    }
+          return true;
+        },
+        retryStatus: (err) => `Cannot read the mailbox over IMAP (${describe(err)}); retrying.`,
+      },
+      firstAttempt,
+    );
   }
 
-  /** Waits for the connection lease (when several gateways share the store); null once stopped. */
-  private async hold(firstAttempt: () => void): Promise<AbortSignal | null> {
-    const lease = this.options.connection;
-    if (!lease) return this.health.stopSignal;
-    const held = await lease.acquire(this.health.stopSignal, () => {
-      this.health.set("connected");
-      firstAttempt();
-    });
-    if (!held) return null;
-    this.logger.info("email mailbox lease taken: reading the mailbox");
-    return AbortSignal.any([held, this.health.stopSignal]);
+  /** Opens the mailbox and reads it until the hold is lost; closed when anything fails. */
+  private async readWhileHeld(held: AbortSignal, progress: SessionProgress): Promise<void> {
+    try {
+      this.mailbox = await Mailbox.open(this.mailboxSettings(), this.timing, this.logger);
+      const onLost = () => this.mailbox?.close();
+      held.addEventListener("abort", onLost, { once: true });
+      if (this.health.state !== "connected") this.logger.info("email connected (IMAP IDLE)");
+      progress.connected();
+      progress.healthy();
+      await this.readUntilGone(this.mailbox, held);
+      held.removeEventListener("abort", onLost);
+    } catch (err) {
+      this.mailbox?.close();
+      throw err;
+    } finally {
+      this.mailbox = null;
+    }
   }
 
   /** Batches of unseen mail, each stored before it is acknowledged; IDLE between them. */

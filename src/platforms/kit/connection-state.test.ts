@@ -7,14 +7,12 @@ function connection(stalledAfterMs?: number) {
   const { logger, lines } = createMemoryLogger();
   const changes: PlatformStatus[] = [];
   let now = 1_000;
-  const state = new ConnectionState({
-    platform: "chat",
-    logger,
-    onStatusChange: (status) => changes.push(status),
-    backoff: { baseMs: 1_000, maxMs: 30_000 },
-    ...(stalledAfterMs !== undefined && { stalledAfterMs }),
-    now: () => now,
-  });
+  const state = new ConnectionState(
+    "chat",
+    { logger, onStatusChange: (status) => changes.push(status) },
+    { backoffBaseMs: 1_000, backoffMaxMs: 30_000 },
+    { stalledAfterMs, now: () => now },
+  );
   return { state, lines, changes, advance: (ms: number) => (now += ms) };
 }
 
@@ -133,5 +131,30 @@ describe("ConnectionState", () => {
     });
     await started;
     expect(state.report().state).toBe("disabled");
+  });
+
+  it("starts its loop once, never after the stop, and not at all when unconfigured", async () => {
+    const { state } = connection();
+    let runs = 0;
+    const run = async (attempted: () => void) => {
+      runs += 1;
+      attempted();
+      await state.pause(60_000);
+    };
+    await state.start(run);
+    await state.start(run);
+    expect(runs).toBe(1);
+    expect(state.status().state).toBe("starting");
+    state.stop();
+    await state.loop;
+    await state.start(run);
+    expect(runs).toBe(1);
+
+    const unconfigured = connection().state;
+    await unconfigured.start(run, "platforms.chat.token is not set; Chat needs it.");
+    expect(runs).toBe(1);
+    expect(unconfigured.loop).toBeNull();
+    expect(unconfigured.status().error).toBe("platforms.chat.token is not set; Chat needs it.");
+    expect(unconfigured.report().state).toBe("down");
   });
 });

@@ -12,20 +12,21 @@ import type { Logger } from "pino";
 import {
   type AttachmentKind,
   type ChatAddress,
-  type ConnectionLease,
-  type ConnectionReport,
   FileTooLargeError,
   type InboundAttachment,
   type InboundMessage,
   type InboundSink,
   type OutboundReply,
   type PlatformAdapter,
-  type PlatformStatus,
-  type ProgressUpdate,
 } from "../../contract/platform.js";
 import type { Store } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
-import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import {
+  ConnectionState,
+  type LeasedAdapterOptions,
+  type SessionProgress,
+} from "../kit/connection-state.js";
+import { missingSetting } from "../kit/missing-setting.js";
 import type { ProgressSettings, ProgressView } from "../progress-view.js";
 import { splitText } from "../text-pieces.js";
 import { typingSchedule } from "../typing.js";
@@ -60,18 +61,13 @@ export const DEFAULT_MATRIX_TIMING: MatrixTiming = {
   typingEveryMs: 20_000,
 };
 
-export interface MatrixAdapterOptions extends ConnectingAdapterOptions<ProgressSettings> {
+export interface MatrixAdapterOptions extends LeasedAdapterOptions<ProgressSettings> {
   homeserver: string | undefined;
   userId: string | undefined;
   accessToken: string | undefined;
   allowedUsers: string[];
   adminUsers: string[];
   store: MatrixStoreAccess;
-  /**
-   * Several gateways on one store: only the holder syncs the bot account (two syncing gateways
-   * would both take every batch); the others stand by and take over from the stored position.
-   */
-  connection?: ConnectionLease;
   timing?: Partial<MatrixTiming>;
 }
 
@@ -91,7 +87,6 @@ export class MatrixAdapter implements PlatformAdapter {
   private readonly client: MatrixClient | null;
   private readonly progressView: ProgressView | null;
   private sink: InboundSink | null = null;
-  private loop: Promise<void> | null = null;
   /** Per room: a direct chat (two members)? Asked once per room and process. */
   private readonly direct = new Map<string, boolean>();
   private readonly toldEncrypted = new Set<string>();
@@ -99,16 +94,13 @@ export class MatrixAdapter implements PlatformAdapter {
   constructor(private readonly options: MatrixAdapterOptions) {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_MATRIX_TIMING, ...options.timing };
-    this.health = new ConnectionState({
-      platform: "matrix",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
-      // A long poll answers at least every pollTimeoutMs: longer silence is a stall (a standby
-      // holds no poll, so it is never stalled).
-      ...(!options.connection && {
-        stalledAfterMs: 2 * (this.timing.pollTimeoutMs + this.timing.requestTimeoutMs),
-      }),
+    // A long poll answers at least every pollTimeoutMs: longer silence is a stall (a standby
+    // holds no poll, so it is never stalled).
+    const pollMs = this.timing.pollTimeoutMs + this.timing.requestTimeoutMs;
+    this.health = new ConnectionState("matrix", options, this.timing, {
+      stalledAfterMs: options.connection ? undefined : 2 * pollMs,
+      crashLog: "matrix sync loop crashed",
+      crashStatus: (err) => `Matrix stopped unexpectedly: ${describe(err)}`,
     });
     this.access = new ChatAccess("matrix", options.allowedUsers, options.store, options.adminUsers);
     this.client =
@@ -126,61 +118,40 @@ export class MatrixAdapter implements PlatformAdapter {
       this.client && options.progress
         ? createMatrixProgress(
             this.client,
-            options.progress.store,
-            options.progress.settings,
-            this.logger,
-            this.health.stopSignal,
+            { ...options.progress, logger: this.logger, signal: this.health.stopSignal },
             (reply) => this.sendPlainReply(reply),
           )
         : null;
   }
 
   /** Shows a running turn's reply as it is written, edited in place (progress.ts). */
-  progress(update: ProgressUpdate): void {
-    if (!this.health.stopped) this.progressView?.onProgress(update);
-  }
+  readonly progress: PlatformAdapter["progress"] = (update) =>
+    this.progressView?.onProgress(update);
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   private get sinceKey(): string {
     return `matrix:since:${this.options.userId}`;
   }
 
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.health.stopped) return;
-    this.sink = sink;
-    const o = this.options;
-    const missing = !o.homeserver
-      ? "platforms.matrix.homeserver (MATRIX_HOMESERVER)"
-      : !o.userId
-        ? "platforms.matrix.user_id (MATRIX_USER_ID)"
-        : !o.accessToken
-          ? "platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)"
-          : null;
-    if (missing) {
-      this.health.fail(`${missing} is not set; Matrix needs it.`, { retrying: false });
-      return;
-    }
-    this.health.set("starting");
-    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
-      waitMs: this.timing.startWaitMs,
-      crashLog: "matrix sync loop crashed",
-      crashStatus: (err) => `Matrix stopped unexpectedly: ${describe(err)}`,
+    this.sink ??= sink;
+    const missing = missingSetting(this.options, {
+      homeserver: "platforms.matrix.homeserver (MATRIX_HOMESERVER)",
+      userId: "platforms.matrix.user_id (MATRIX_USER_ID)",
+      accessToken: "platforms.matrix.access_token (MATRIX_ACCESS_TOKEN)",
     });
-    this.loop = loop;
-    await started;
+    await this.health.start(
+      (attempted) => this.run(attempted),
+      missing && `${missing} is not set; Matrix needs it.`,
+    );
   }
 
   async stop(): Promise<void> {
     if (this.health.stopped) return;
     this.health.stop();
-    await this.loop;
+    await this.health.loop;
     await this.options.connection?.release();
     await this.progressView?.stop();
     this.health.set("stopped");
@@ -261,58 +232,48 @@ export class MatrixAdapter implements PlatformAdapter {
   }
 
   /** Syncs while this gateway holds the account (always, alone); stands by while another does. */
-  private async run(firstAttempt: () => void): Promise<void> {
+  private run(firstAttempt: () => void): Promise<void> {
     let checked = false;
-    for (let failures = 0; !this.health.stopped; ) {
-      const held = await this.hold(firstAttempt);
-      if (!held) return;
-      try {
-        if (!checked) {
-          await this.checkAccount();
-          checked = true;
-        }
-        // Read at every hold: another gateway may have moved it on meanwhile.
-        let since = await this.startingPosition(held);
-        while (!held.aborted) {
-          if (this.health.state !== "connected") {
-            // Previews an earlier process left mid-stream (a crash) are marked interrupted.
-            void this.progressView?.sweep();
+    return this.health.keepConnected(
+      {
+        // One /sync per account: two syncing gateways would both take every batch. The others
+        // stand by and take over from the stored position.
+        lease: this.options.connection,
+        takenLog: "matrix sync taken: syncing from the stored position",
+        session: async (held, progress) => {
+          if (!checked) {
+            await this.checkAccount();
+            checked = true;
           }
-          this.health.set("connected");
-          this.health.sawEvent();
-          firstAttempt();
-          const batch = await this.client!.sync(since, this.timing.pollTimeoutMs, held);
-          this.health.sawEvent();
-          await this.takeBatch(batch);
-          // Only now: a crash before this line syncs the same batch again.
-          await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
-          since = batch.next_batch;
-          failures = 0;
-        }
-        if (!this.health.stopped) this.logger.warn("matrix sync handed over; standing by");
-      } catch (err) {
-        if (this.health.stopped) return;
-        firstAttempt();
-        if (this.fatal(err)) return;
-        if (held.aborted) continue;
-        failures += 1;
-        this.health.fail(`Cannot sync with the Matrix homeserver (${describe(err)}); retrying.`);
-        await this.health.pause(this.health.backoffMs(failures));
-      }
-    }
+          await this.syncWhileHeld(held, progress);
+        },
+        fatal: (err) => this.fatal(err),
+        retryStatus: (err) =>
+          `Cannot sync with the Matrix homeserver (${describe(err)}); retrying.`,
+      },
+      firstAttempt,
+    );
   }
 
-  /** Waits for the account's lease (several gateways on one store); null once stopped. */
-  private async hold(firstAttempt: () => void): Promise<AbortSignal | null> {
-    const lease = this.options.connection;
-    if (!lease) return this.health.stopSignal;
-    const held = await lease.acquire(this.health.stopSignal, () => {
-      this.health.set("connected");
-      firstAttempt();
-    });
-    if (!held) return null;
-    this.logger.info("matrix sync taken: syncing from the stored position");
-    return AbortSignal.any([held, this.health.stopSignal]);
+  /** Syncs batch after batch until the hold is lost, storing the position after each. */
+  private async syncWhileHeld(held: AbortSignal, progress: SessionProgress): Promise<void> {
+    // Read at every hold: another gateway may have moved it on meanwhile.
+    let since = await this.startingPosition(held);
+    while (!held.aborted) {
+      if (this.health.state !== "connected") {
+        // Previews an earlier process left mid-stream (a crash) are marked interrupted.
+        void this.progressView?.sweep();
+      }
+      progress.connected();
+      const batch = await this.client!.sync(since, this.timing.pollTimeoutMs, held);
+      this.health.sawEvent();
+      await this.takeBatch(batch);
+      // Only now: a crash before this line syncs the same batch again.
+      await this.options.store.setPlatformState(this.sinceKey, batch.next_batch);
+      since = batch.next_batch;
+      progress.healthy();
+    }
+    if (!this.health.stopped) this.logger.warn("matrix sync handed over; standing by");
   }
 
   private async checkAccount(): Promise<void> {

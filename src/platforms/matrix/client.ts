@@ -6,6 +6,7 @@
  * A rate limit (`M_LIMIT_EXCEEDED`, 429) means nothing happened: retried after `retry_after_ms`.
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import { readAtMost } from "../kit/read-at-most.js";
 
 export class MatrixError extends Error {
   constructor(
@@ -144,17 +145,7 @@ export class MatrixClient {
     );
     if (!res.ok || !res.body)
       throw new MatrixError(res.status, null, `Matrix download ${res.status}`);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of res.body) {
-      size += chunk.length;
-      if (size > maxBytes) {
-        await res.body.cancel().catch(() => {});
-        return { bytes: Buffer.alloc(0), tooLarge: true };
-      }
-      chunks.push(Buffer.from(chunk));
-    }
-    return { bytes: Buffer.concat(chunks), tooLarge: false };
+    return readAtMost(res.body, maxBytes);
   }
 
   async typing(roomId: string, userId: string, typing: boolean, timeoutMs: number): Promise<void> {

@@ -5,10 +5,8 @@
  * transaction id (`keel-<outbox row>-<piece>`), so a retry does not post it twice.
  */
 import { randomUUID } from "node:crypto";
-import type { Logger } from "pino";
-import type { ChatAddress } from "../../contract/platform.js";
-import { type ProgressSettings, ProgressView, type StreamStore } from "../progress-view.js";
-import { ChatGate, type FinalTransport, type PreviewTransport } from "../stream-editor.js";
+import type { ChatAddress, OutboundReply } from "../../contract/platform.js";
+import { type ProgressContext, ProgressView } from "../progress-view.js";
 import { splitText } from "../text-pieces.js";
 import { type MatrixClient, MatrixError } from "./client.js";
 
@@ -29,57 +27,47 @@ function replacement(eventId: string, body: string): Record<string, unknown> {
 
 export function createMatrixProgress(
   client: MatrixClient,
-  store: StreamStore,
-  settings: ProgressSettings,
-  logger: Logger,
-  signal: AbortSignal,
-  send: (reply: Parameters<ProgressView["deliver"]>[0]) => Promise<void>,
+  context: ProgressContext,
+  send: (reply: OutboundReply) => Promise<void>,
 ): ProgressView {
-  const gate = new ChatGate();
   const once = () => `keel-p-${randomUUID()}`;
-  const preview: PreviewTransport = {
-    limit: MATRIX_PIECE_CHARS,
-    send: (address, body) => client.send(address.chatId, once(), text(body), { wait: false }),
-    edit: async (address, eventId, body) => {
-      await client.send(address.chatId, once(), replacement(eventId, body), { wait: false });
-    },
-    retryAfterMs: (err) =>
-      err instanceof MatrixError && (err.status === 429 || err.errcode === "M_LIMIT_EXCEEDED")
-        ? Math.max(err.retryAfterMs ?? 1000, 1)
-        : null,
-    minIntervalMs: () => ROOM_INTERVAL_MS,
-  };
-  const paced = <T>(address: ChatAddress, call: () => Promise<T>): Promise<T> =>
-    gate.pace(address, ROOM_INTERVAL_MS, call, signal);
-  const edit = (address: ChatAddress, eventId: string, body: string) =>
-    paced(address, async () => {
-      await client.send(address.chatId, once(), replacement(eventId, body));
-      return true;
-    });
-  const final: FinalTransport = {
-    sendPiece: (address, piece, _first, origin) =>
-      paced(address, () =>
-        client.send(
-          address.chatId,
-          origin ? `keel-${origin.reply.outboxId}-${origin.index}` : once(),
-          text(piece),
-        ),
-      ),
-    editPiece: edit,
-    editPlain: edit,
-    remove: (address, eventId) =>
-      paced(address, () => client.redact(address.chatId, eventId, once())),
-  };
-  return new ProgressView({
+  return new ProgressView(context, {
     platform: "matrix",
-    store,
-    settings,
-    gate,
-    preview,
-    final,
+    minIntervalMs: () => ROOM_INTERVAL_MS,
+    preview: {
+      limit: MATRIX_PIECE_CHARS,
+      send: (address, body) => client.send(address.chatId, once(), text(body), { wait: false }),
+      edit: async (address, eventId, body) => {
+        await client.send(address.chatId, once(), replacement(eventId, body), { wait: false });
+      },
+      retryAfterMs: (err) =>
+        err instanceof MatrixError && (err.status === 429 || err.errcode === "M_LIMIT_EXCEEDED")
+          ? Math.max(err.retryAfterMs ?? 1000, 1)
+          : null,
+    },
+    final: (paced) => {
+      const edit = (address: ChatAddress, eventId: string, body: string) =>
+        paced(address, async () => {
+          await client.send(address.chatId, once(), replacement(eventId, body));
+          return true;
+        });
+      return {
+        sendPiece: (address, piece, _first, origin) =>
+          paced(address, () =>
+            client.send(
+              address.chatId,
+              origin ? `keel-${origin.reply.outboxId}-${origin.index}` : once(),
+              text(piece),
+            ),
+          ),
+        editPiece: edit,
+        editPlain: edit,
+        remove: (address, eventId) =>
+          paced(address, () => client.redact(address.chatId, eventId, once())),
+      };
+    },
     pieces: (body) => splitText(body, MATRIX_PIECE_CHARS),
     send,
     describeError: (err) => (err instanceof Error ? err.message : String(err)),
-    logger,
   });
 }

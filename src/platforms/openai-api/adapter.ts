@@ -16,13 +16,13 @@ import type {
   InboundSink,
   OutboundReply,
   PlatformAdapter,
-  PlatformStatus,
   RunnerEvent,
 } from "../../contract/platform.js";
 import type { Granted } from "../../control/access.js";
 import type { AppEnv } from "../../control/http-server.js";
 import { clientGoneSignal, onClientGone } from "../../control/node-request.js";
 import type { InboxStore, SessionStore, TurnStore } from "../../sessions/store.js";
+import { servedStatus } from "../kit/connection-state.js";
 import { BoundedSse } from "./bounded-stream.js";
 import {
   approvalChunk,
@@ -129,9 +129,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
     this.repeats.onNotice(reply.sessionKey);
   }
 
-  status(): PlatformStatus {
-    return { state: this.sink ? "connected" : "stopped", error: null };
-  }
+  readonly status = () => servedStatus(this.sink !== null);
 
   routes(): Hono<AppEnv> {
     const app = new Hono<AppEnv>();

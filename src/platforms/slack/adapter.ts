@@ -14,17 +14,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { LogLevel, type Logger as SlackLogger, SocketModeClient } from "@slack/socket-mode";
 import { WebAPIPlatformError, WebClient } from "@slack/web-api";
 import type { Logger } from "pino";
-import type {
-  ConnectionReport,
-  InboundSink,
-  OutboundReply,
-  PlatformAdapter,
-  PlatformStatus,
-  ProgressUpdate,
-} from "../../contract/platform.js";
+import type { InboundSink, OutboundReply, PlatformAdapter } from "../../contract/platform.js";
 import type { SessionStore } from "../../sessions/store.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import { missingSetting } from "../kit/missing-setting.js";
 import type { ProgressView } from "../progress-view.js";
 import {
   type SlackCandidate,
@@ -141,7 +135,6 @@ export class SlackAdapter implements PlatformAdapter {
   private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
   private identity: SlackIdentity | null = null;
-  private loop: Promise<void> | null = null;
   /** Per channel, the intake of the envelope before: a chat's messages are stored in order. */
   private readonly chains = new Map<string, Promise<void>>();
 
@@ -149,11 +142,9 @@ export class SlackAdapter implements PlatformAdapter {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_SLACK_TIMING, ...options.timing };
     // Not `stalledAfterMs`: Slack is silent while nobody writes (its pings stay in the SDK).
-    this.health = new ConnectionState({
-      platform: "slack",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    this.health = new ConnectionState("slack", options, this.timing, {
+      crashLog: "slack connection loop crashed",
+      crashStatus: (err) => `Slack stopped unexpectedly: ${describeSlackError(err)}`,
     });
     this.access = new ChatAccess("slack", options.allowedUsers, options.store, options.adminUsers);
     const sdkLogger = slackLogger(this.logger);
@@ -188,47 +179,27 @@ export class SlackAdapter implements PlatformAdapter {
       : null;
     this.progressView =
       this.web && this.sender && options.progress
-        ? createSlackProgress(
-            this.web,
-            this.sender,
-            options.progress.store,
-            options.progress.settings,
-            this.logger,
-            this.health.stopSignal,
-          )
+        ? createSlackProgress(this.web, this.sender, {
+            ...options.progress,
+            logger: this.logger,
+            signal: this.health.stopSignal,
+          })
         : null;
     this.socket?.on("slack_event", (envelope: Envelope) => this.onEnvelope(envelope));
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   /** Connects in the background; resolves after the first attempt (or `startWaitMs`). */
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.health.stopped) return;
-    this.sink = sink;
-    if (!this.socket || !this.sender) {
-      this.health.fail(
-        this.socket
-          ? "platforms.slack.bot_token (SLACK_BOT_TOKEN) is not set; Slack needs both tokens."
-          : "platforms.slack.app_token (SLACK_APP_TOKEN) is not set; Slack needs both tokens.",
-        { retrying: false },
-      );
-      return;
-    }
-    this.health.set("starting");
-    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
-      waitMs: this.timing.startWaitMs,
-      crashLog: "slack connection loop crashed",
-      crashStatus: (err) => `Slack stopped unexpectedly: ${describeSlackError(err)}`,
+    this.sink ??= sink;
+    const missing = missingSetting(this.options, {
+      appToken: "platforms.slack.app_token (SLACK_APP_TOKEN)",
+      botToken: "platforms.slack.bot_token (SLACK_BOT_TOKEN)",
     });
-    this.loop = loop;
-    await started;
+    const unconfigured = missing && `${missing} is not set; Slack needs both tokens.`;
+    await this.health.start((attempted) => this.run(attempted), unconfigured);
   }
 
   /** Closes the socket; envelopes not yet acknowledged are delivered again by Slack. */
@@ -239,9 +210,9 @@ export class SlackAdapter implements PlatformAdapter {
       const closed = this.socket.disconnect().catch(() => {});
       await Promise.race([closed, sleep(this.timing.stopTimeoutMs, undefined, { ref: false })]);
     }
-    if (this.loop) {
-      await Promise.race([this.loop, sleep(this.timing.stopTimeoutMs, undefined, { ref: false })]);
-    }
+    const loop = this.health.loop;
+    if (loop)
+      await Promise.race([loop, sleep(this.timing.stopTimeoutMs, undefined, { ref: false })]);
     await this.progressView?.stop();
     this.health.set("stopped");
     this.logger.info("slack stopped");
@@ -254,9 +225,8 @@ export class SlackAdapter implements PlatformAdapter {
   }
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
-  progress(update: ProgressUpdate): void {
-    if (!this.health.stopped) this.progressView?.onProgress(update);
-  }
+  readonly progress: PlatformAdapter["progress"] = (update) =>
+    this.progressView?.onProgress(update);
 
   /** Who the bot is, then one socket connection after another until stopped. */
   private async run(firstAttempt: () => void): Promise<void> {

@@ -7,10 +7,7 @@
  * it, is looked for in the conversation first (send.ts), so a retry never posts it twice.
  */
 import { WebAPIRateLimitedError, type WebClient } from "@slack/web-api";
-import type { Logger } from "pino";
-import type { ChatAddress } from "../../contract/platform.js";
-import { type ProgressSettings, ProgressView, type StreamStore } from "../progress-view.js";
-import { ChatGate, type FinalTransport, type PreviewTransport } from "../stream-editor.js";
+import { type ProgressContext, type ProgressSettings, ProgressView } from "../progress-view.js";
 import { escapeMrkdwn, markdownToMrkdwn, splitMrkdwn } from "./format.js";
 import { describeSlackError, type SlackSender } from "./send.js";
 
@@ -29,56 +26,44 @@ export interface SlackProgressSettings extends ProgressSettings {
 export function createSlackProgress(
   web: WebClient,
   sender: SlackSender,
-  store: StreamStore,
-  settings: SlackProgressSettings,
-  logger: Logger,
-  signal: AbortSignal,
+  context: ProgressContext<SlackProgressSettings>,
 ): ProgressView {
-  const gate = new ChatGate();
-  const intervalMs = settings.channelIntervalMs ?? 1000;
-  const preview: PreviewTransport = {
-    limit: PREVIEW_LIMIT,
-    // The web client rejects rate-limited calls (adapter.ts): a preview never waits inline.
-    send: async (address, text) => {
-      const answer = await web.chat.postMessage({
-        channel: address.chatId,
-        text: escapeMrkdwn(text),
-        ...(address.threadId !== undefined ? { thread_ts: address.threadId } : {}),
-      });
-      if (!answer.ts) throw new Error("Slack answered chat.postMessage without a ts");
-      return answer.ts;
-    },
-    edit: async (address, messageId, text) => {
-      await web.chat.update({ channel: address.chatId, ts: messageId, text: escapeMrkdwn(text) });
-    },
-    retryAfterMs: (err) =>
-      err instanceof WebAPIRateLimitedError ? Math.max(err.retryAfter, 1) * 1000 : null,
-    minIntervalMs: () => intervalMs,
-  };
-  const paced = <T>(address: ChatAddress, call: () => Promise<T>): Promise<T> =>
-    gate.pace(address, intervalMs, call, signal);
-  const final: FinalTransport = {
-    sendPiece: (address, piece, _first, origin) =>
-      paced(address, () =>
-        origin
-          ? sender.postPiece(origin.reply, origin.index, piece)
-          : sender.post(address, piece, null),
-      ),
-    editPiece: (address, ts, piece) => paced(address, () => sender.update(address, ts, piece)),
-    editPlain: (address, ts, text) =>
-      paced(address, () => sender.update(address, ts, escapeMrkdwn(text))),
-    remove: (address, ts) => paced(address, () => sender.remove(address, ts)),
-  };
-  return new ProgressView({
+  const intervalMs = context.settings.channelIntervalMs ?? 1000;
+  return new ProgressView(context, {
     platform: "slack",
-    store,
-    settings,
-    gate,
-    preview,
-    final,
+    minIntervalMs: () => intervalMs,
+    preview: {
+      limit: PREVIEW_LIMIT,
+      // The web client rejects rate-limited calls (adapter.ts): a preview never waits inline.
+      send: async (address, text) => {
+        const answer = await web.chat.postMessage({
+          channel: address.chatId,
+          text: escapeMrkdwn(text),
+          ...(address.threadId !== undefined ? { thread_ts: address.threadId } : {}),
+        });
+        if (!answer.ts) throw new Error("Slack answered chat.postMessage without a ts");
+        return answer.ts;
+      },
+      edit: async (address, messageId, text) => {
+        await web.chat.update({ channel: address.chatId, ts: messageId, text: escapeMrkdwn(text) });
+      },
+      retryAfterMs: (err) =>
+        err instanceof WebAPIRateLimitedError ? Math.max(err.retryAfter, 1) * 1000 : null,
+    },
+    final: (paced) => ({
+      sendPiece: (address, piece, _first, origin) =>
+        paced(address, () =>
+          origin
+            ? sender.postPiece(origin.reply, origin.index, piece)
+            : sender.post(address, piece, null),
+        ),
+      editPiece: (address, ts, piece) => paced(address, () => sender.update(address, ts, piece)),
+      editPlain: (address, ts, text) =>
+        paced(address, () => sender.update(address, ts, escapeMrkdwn(text))),
+      remove: (address, ts) => paced(address, () => sender.remove(address, ts)),
+    }),
     pieces: (text) => splitMrkdwn(markdownToMrkdwn(text)),
     send: (reply) => sender.deliver(reply),
     describeError: describeSlackError,
-    logger,
   });
 }

@@ -12,16 +12,14 @@ import type { Logger } from "pino";
 import type {
   ChatAddress,
   ConnectionLease,
-  ConnectionReport,
   InboundAttachment,
   InboundMessage,
   InboundSink,
   OutboundReply,
   PlatformAdapter,
-  PlatformStatus,
-  ProgressUpdate,
 } from "../../contract/platform.js";
 import { createNodeFetch } from "../../lib/node-fetch.js";
+import { commandMenu } from "../kit/command-menu.js";
 import {
   type AdapterTiming,
   type ConnectingAdapterOptions,
@@ -51,17 +49,9 @@ type Intake =
   | { kind: "failed"; err: unknown };
 
 /** Keel's chat commands, registered with setMyCommands at start. */
-export const TELEGRAM_COMMANDS = [
-  { command: "new", description: "Start a fresh conversation" },
-  { command: "stop", description: "Stop the running answer" },
-  { command: "retry", description: "Answer the last message again" },
-  { command: "restart", description: "Restart the gateway" },
-  { command: "status", description: "Show gateway and session status" },
-  { command: "help", description: "List commands" },
-  { command: "sethome", description: "Make this chat the home channel" },
-  { command: "approve", description: "Approve the command waiting here" },
-  { command: "deny", description: "Deny the command waiting here" },
-];
+export const TELEGRAM_COMMANDS = commandMenu({ place: "chat", approvals: true }).map(
+  ({ name, description }) => ({ command: name, description }),
+);
 
 /** Waits and intervals; the defaults suit production, tests shorten them. */
 export interface TelegramTiming extends AdapterTiming {
@@ -137,7 +127,6 @@ export class TelegramAdapter implements PlatformAdapter {
   private readonly progressView: ProgressView | null;
   private readonly health: ConnectionState;
   private sink: InboundSink | null = null;
-  private loop: Promise<void> | null = null;
   private pollController: AbortController | null = null;
   /** Every update below this id has been committed by the sink. */
   private offset = 0;
@@ -150,13 +139,12 @@ export class TelegramAdapter implements PlatformAdapter {
   constructor(private readonly options: TelegramAdapterOptions) {
     this.logger = options.logger.child({ component: "telegram" });
     this.timing = { ...DEFAULT_TELEGRAM_TIMING, ...options.timing };
-    this.health = new ConnectionState({
-      platform: "telegram",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
+    const owner = { logger: this.logger, onStatusChange: options.onStatusChange };
+    this.health = new ConnectionState("telegram", owner, this.timing, {
       // Every long poll is answered within its timeout; a standby (another gateway polls) is quiet.
-      ...(!options.poller && { stalledAfterMs: 2 * this.pollLimitMs() }),
+      stalledAfterMs: options.poller ? undefined : 2 * this.pollLimitMs(),
+      crashLog: "telegram polling crashed",
+      crashStatus: (err) => `Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`,
     });
     this.bot = new Bot(options.token, {
       client: {
@@ -186,42 +174,26 @@ export class TelegramAdapter implements PlatformAdapter {
       stopSignal: this.health.stopSignal,
     });
     this.progressView = options.progress
-      ? createTelegramProgress(
-          this.bot.api,
-          this.sender,
-          options.progress.store,
-          options.progress.settings,
-          this.logger,
-          this.health.stopSignal,
-        )
+      ? createTelegramProgress(this.bot.api, this.sender, {
+          ...options.progress,
+          logger: this.logger,
+          signal: this.health.stopSignal,
+        })
       : null;
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   /** How long a long poll may take before it counts as stalled. */
   private pollLimitMs(): number {
     return this.timing.pollTimeoutSec * 1000 + this.timing.pollMarginMs;
   }
 
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
-
   /** Starts connecting and polling in the background; resolves after the first attempt. */
   async start(sink: InboundSink): Promise<void> {
-    if (this.loop || this.health.stopped) return;
-    this.sink = sink;
-    this.health.set("starting");
-    const { loop, started } = this.health.launch((attempted) => this.run(attempted), {
-      waitMs: this.timing.startWaitMs,
-      crashLog: "telegram polling crashed",
-      crashStatus: (err) => `Telegram polling stopped unexpectedly: ${describeTelegramError(err)}`,
-    });
-    this.loop = loop;
-    await started;
+    this.sink ??= sink;
+    await this.health.start((attempted) => this.run(attempted));
   }
 
   /** Stops polling and confirms the committed offset; bounded by `stopTimeoutMs` twice at most. */
@@ -230,11 +202,12 @@ export class TelegramAdapter implements PlatformAdapter {
     this.health.stop();
     this.pollController?.abort();
     await this.progressView?.stop();
-    if (this.loop) {
+    const loop = this.health.loop;
+    if (loop) {
       const bound = sleep(this.timing.stopTimeoutMs).then(() => {
         this.logger.warn("telegram intake did not finish in time");
       });
-      await Promise.race([this.loop, bound]);
+      await Promise.race([loop, bound]);
       await this.confirmOffset();
     }
     // After the offset is confirmed: the next holder starts where this one ended.
@@ -251,9 +224,8 @@ export class TelegramAdapter implements PlatformAdapter {
   }
 
   /** Shows a running turn's reply and tool activity as it happens (progress.ts). */
-  progress(update: ProgressUpdate): void {
-    if (!this.health.stopped) this.progressView?.onProgress(update);
-  }
+  readonly progress: PlatformAdapter["progress"] = (update) =>
+    this.progressView?.onProgress(update);
 
   /** Downloads a file a user sent (see TelegramFiles). */
   fetchFile(attachment: InboundAttachment, maxBytes: number, signal: AbortSignal): Promise<Buffer> {

@@ -4,10 +4,8 @@
  * finals formatted (HTML) as every reply is and edited into the previews.
  */
 import { type Api, GrammyError } from "grammy";
-import type { Logger } from "pino";
 import type { ChatAddress } from "../../contract/platform.js";
-import { type ProgressSettings, ProgressView, type StreamStore } from "../progress-view.js";
-import { ChatGate, type FinalTransport, type PreviewTransport } from "../stream-editor.js";
+import { type ProgressContext, type ProgressSettings, ProgressView } from "../progress-view.js";
 import { markdownToTelegramHtml, splitMessage, TELEGRAM_MESSAGE_LIMIT } from "./format.js";
 import { describeTelegramError, isNotModified, type TelegramSender } from "./send.js";
 
@@ -23,56 +21,43 @@ export interface TelegramProgressSettings extends ProgressSettings {
 export function createTelegramProgress(
   api: Api,
   sender: TelegramSender,
-  store: StreamStore,
-  settings: TelegramProgressSettings,
-  logger: Logger,
-  signal: AbortSignal,
+  context: ProgressContext<TelegramProgressSettings>,
 ): ProgressView {
-  const gate = new ChatGate();
-  const minIntervalMs = (address: ChatAddress) =>
-    isGroup(address) ? (settings.groupIntervalMs ?? 3000) : (settings.privateIntervalMs ?? 1000);
-  const preview: PreviewTransport = {
-    limit: TELEGRAM_MESSAGE_LIMIT,
-    send: async (address, text, first) => {
-      const sent = await api.sendMessage(address.chatId, text, sendOptions(address, first));
-      return String(sent.message_id);
-    },
-    edit: async (address, messageId, text) => {
-      try {
-        await api.editMessageText(address.chatId, Number(messageId), text);
-      } catch (err) {
-        if (!isNotModified(err)) throw err;
-      }
-    },
-    retryAfterMs: (err) =>
-      err instanceof GrammyError && err.error_code === 429
-        ? (err.parameters.retry_after ?? 1) * 1000
-        : null,
-    minIntervalMs,
-  };
-  // Final calls keep the chat's pace too: they wait their turn (429s are retried by the sender).
-  const paced = <T>(address: ChatAddress, call: () => Promise<T>): Promise<T> =>
-    gate.pace(address, minIntervalMs(address), call, signal);
-  const final: FinalTransport = {
-    sendPiece: (address, piece, first) =>
-      paced(address, async () => String(await sender.sendPiece(address, piece, first))),
-    editPiece: (address, messageId, piece) =>
-      paced(address, () => sender.editText(address, messageId, piece, true)),
-    editPlain: (address, messageId, text) =>
-      paced(address, () => sender.editText(address, messageId, text, false)),
-    remove: (address, messageId) => paced(address, () => sender.remove(address, messageId)),
-  };
-  return new ProgressView({
+  const { settings } = context;
+  return new ProgressView(context, {
     platform: "telegram",
-    store,
-    settings,
-    gate,
-    preview,
-    final,
+    minIntervalMs: (address) =>
+      isGroup(address) ? (settings.groupIntervalMs ?? 3000) : (settings.privateIntervalMs ?? 1000),
+    preview: {
+      limit: TELEGRAM_MESSAGE_LIMIT,
+      send: async (address, text, first) => {
+        const sent = await api.sendMessage(address.chatId, text, sendOptions(address, first));
+        return String(sent.message_id);
+      },
+      edit: async (address, messageId, text) => {
+        try {
+          await api.editMessageText(address.chatId, Number(messageId), text);
+        } catch (err) {
+          if (!isNotModified(err)) throw err;
+        }
+      },
+      retryAfterMs: (err) =>
+        err instanceof GrammyError && err.error_code === 429
+          ? (err.parameters.retry_after ?? 1) * 1000
+          : null,
+    },
+    final: (paced) => ({
+      sendPiece: (address, piece, first) =>
+        paced(address, async () => String(await sender.sendPiece(address, piece, first))),
+      editPiece: (address, messageId, piece) =>
+        paced(address, () => sender.editText(address, messageId, piece, true)),
+      editPlain: (address, messageId, text) =>
+        paced(address, () => sender.editText(address, messageId, text, false)),
+      remove: (address, messageId) => paced(address, () => sender.remove(address, messageId)),
+    }),
     pieces: (text) => splitMessage(markdownToTelegramHtml(text)),
     send: (reply) => sender.deliver(reply),
     describeError: describeTelegramError,
-    logger,
   });
 }
 

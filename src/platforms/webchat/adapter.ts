@@ -13,9 +13,9 @@ import type {
   InboundSink,
   OutboundReply,
   PlatformAdapter,
-  PlatformStatus,
   RunnerEvent,
 } from "../../contract/platform.js";
+import { servedStatus } from "../kit/connection-state.js";
 import { listConversations, type WebchatStore } from "./conversations.js";
 import { LiveTurns } from "./live-turns.js";
 import {
@@ -102,7 +102,6 @@ export class WebchatAdapter implements PlatformAdapter {
   /** Arguments of running tool calls, by tool-call id (stored with the call when it ends). */
   private readonly toolArguments = new Map<string, string>();
   private sink: InboundSink | null = null;
-  private state: PlatformStatus = { state: "stopped", error: null };
   private heartbeat: NodeJS.Timeout | null = null;
 
   constructor(options: WebchatAdapterOptions) {
@@ -120,14 +119,12 @@ export class WebchatAdapter implements PlatformAdapter {
 
   async start(sink: InboundSink): Promise<void> {
     this.sink = sink;
-    this.state = { state: "connected", error: null };
     this.heartbeat = setInterval(() => this.beat(), this.heartbeatMs);
     this.heartbeat.unref();
   }
 
   async stop(): Promise<void> {
     this.sink = null;
-    this.state = { state: "stopped", error: null };
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
     const closed = [...this.clients].map(
@@ -149,9 +146,7 @@ export class WebchatAdapter implements PlatformAdapter {
     this.live.clear();
   }
 
-  status(): PlatformStatus {
-    return { ...this.state };
-  }
+  readonly status = () => servedStatus(this.sink !== null);
 
   /**
    * Stores a reply or notice as a durable event of its conversation and pushes it to the

@@ -14,17 +14,16 @@ import { Hono } from "hono";
 import type { Logger } from "pino";
 import {
   type ChatAddress,
-  type ConnectionReport,
   FileTooLargeError,
   type InboundAttachment,
   type InboundSink,
   type OutboundReply,
   type PlatformAdapter,
-  type PlatformStatus,
 } from "../../contract/platform.js";
 import type { AppEnv } from "../../control/http-server.js";
 import { ChatAccess, type PairingAccess } from "../chat-access.js";
 import { type ConnectingAdapterOptions, ConnectionState } from "../kit/connection-state.js";
+import { missingSetting } from "../kit/missing-setting.js";
 import { typingSchedule } from "../typing.js";
 import { splitWhatsappText, toWhatsappText, WHATSAPP_BUTTON_BODY_LIMIT } from "./format.js";
 import { AUTH_ERROR_CODE, GraphClient, GraphError, OUTSIDE_WINDOW_CODE } from "./graph.js";
@@ -94,12 +93,7 @@ export class WhatsappAdapter implements PlatformAdapter {
     this.logger = options.logger;
     this.timing = { ...DEFAULT_WHATSAPP_TIMING, ...options.timing };
     // Not `stalledAfterMs`: nobody writing is no sign of trouble on a webhook.
-    this.health = new ConnectionState({
-      platform: "whatsapp",
-      logger: this.logger,
-      ...(options.onStatusChange && { onStatusChange: options.onStatusChange }),
-      backoff: { baseMs: this.timing.backoffBaseMs, maxMs: this.timing.backoffMaxMs },
-    });
+    this.health = new ConnectionState("whatsapp", options, this.timing);
     this.access = new ChatAccess(
       "whatsapp",
       options.allowedUsers,
@@ -123,13 +117,8 @@ export class WhatsappAdapter implements PlatformAdapter {
         : null;
   }
 
-  status(): PlatformStatus {
-    return this.health.status();
-  }
-
-  connection(): ConnectionReport {
-    return this.health.report();
-  }
+  readonly status = () => this.health.status();
+  readonly connection = () => this.health.report();
 
   /** The webhook: Meta's GET handshake and the signed POSTs. Mounted by the gateway. */
   routes(): Hono<AppEnv> {
@@ -177,7 +166,12 @@ export class WhatsappAdapter implements PlatformAdapter {
   async start(sink: InboundSink): Promise<void> {
     if (this.sink || this.health.stopped) return;
     this.sink = sink;
-    const missing = this.missingSetting();
+    const missing = missingSetting(this.options, {
+      phoneNumberId: "platforms.whatsapp.phone_number_id (WHATSAPP_PHONE_NUMBER_ID)",
+      accessToken: "platforms.whatsapp.access_token (WHATSAPP_ACCESS_TOKEN)",
+      appSecret: "platforms.whatsapp.app_secret (WHATSAPP_APP_SECRET)",
+      verifyToken: "platforms.whatsapp.verify_token (WHATSAPP_VERIFY_TOKEN)",
+    });
     if (missing) {
       this.health.fail(`${missing} is not set; WhatsApp needs it.`, { retrying: false });
       return;
@@ -251,15 +245,6 @@ export class WhatsappAdapter implements PlatformAdapter {
     const { bytes, tooLarge } = await this.graph.download(info.url, maxBytes, signal);
     if (tooLarge) throw new FileTooLargeError(maxBytes);
     return bytes;
-  }
-
-  private missingSetting(): string | null {
-    const o = this.options;
-    if (!o.phoneNumberId) return "platforms.whatsapp.phone_number_id (WHATSAPP_PHONE_NUMBER_ID)";
-    if (!o.accessToken) return "platforms.whatsapp.access_token (WHATSAPP_ACCESS_TOKEN)";
-    if (!o.appSecret) return "platforms.whatsapp.app_secret (WHATSAPP_APP_SECRET)";
-    if (!o.verifyToken) return "platforms.whatsapp.verify_token (WHATSAPP_VERIFY_TOKEN)";
-    return null;
   }
 
   private async probeLoop(): Promise<void> {

@@ -5,6 +5,7 @@
  * thrown to the caller (the outbox retries a reply later).
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import { readAtMost } from "../kit/read-at-most.js";
 
 /** The Graph API version the calls name; the webhook format is the same across recent ones. */
 export const GRAPH_VERSION = "v21.0";
@@ -126,17 +127,7 @@ export class GraphClient {
     });
     if (!res.ok || !res.body)
       throw new GraphError(res.status, null, `media download: HTTP ${res.status}`);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of res.body) {
-      size += chunk.length;
-      if (size > maxBytes) {
-        await res.body.cancel().catch(() => {});
-        return { bytes: Buffer.alloc(0), tooLarge: true };
-      }
-      chunks.push(Buffer.from(chunk));
-    }
-    return { bytes: Buffer.concat(chunks), tooLarge: false };
+    return readAtMost(res.body, maxBytes);
   }
 
   /** Uploads a file for sending (POST /{phone_number_id}/media); its media id. */

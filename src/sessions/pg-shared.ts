@@ -31,6 +31,22 @@ export type Db = pg.ClientBase;
  */
 export const DB_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
+const converted = new Map<string, string>();
+
+/**
+ * A statement both engines run, written once with SQLite's `?` placeholders (the role's
+ * statements.ts), in Postgres's `$1, $2, …`. Shared texts hold no `?` but placeholders.
+ */
+export function pgSql(sql: string): string {
+  let text = converted.get(sql);
+  if (text === undefined) {
+    let n = 0;
+    text = sql.replaceAll("?", () => `$${++n}`);
+    converted.set(sql, text);
+  }
+  return text;
+}
+
 export async function all<T>(db: Db, sql: string, params: unknown[] = []): Promise<T[]> {
   return (await db.query(sql, params)).rows as T[];
 }

@@ -122,7 +122,7 @@ export function pgTurns(s: PgContext): TurnStore {
         }
         const now = s.now();
         if (input.lease) {
-          // sql.CUT_RUNNING_TURNS says why.
+          // Turns cut off with their gateway (sql.CUT_RUNNING_TURNS says why).
           const cut = await all<{ inbox_id: number | null }>(db, pgSql(sql.CUT_RUNNING_TURNS), [
             now,
             input.sessionKey,

@@ -130,7 +130,7 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
         }
         const now = s.now();
         if (input.lease) {
-          // sql.CUT_RUNNING_TURNS says why.
+          // Turns cut off with their gateway (sql.CUT_RUNNING_TURNS says why).
           const cut = s.stmt(sql.CUT_RUNNING_TURNS).all(now, input.sessionKey) as {
             inbox_id: number | null;
           }[];

@@ -6,6 +6,7 @@ import type pg from "pg";
 import type { ChatMessage } from "../agent/types.js";
 import type { ChatAddress } from "../contract/platform.js";
 import { newSessionId } from "./session-id.js";
+import { INSERT_OUTBOX, INSERT_TRANSCRIPT, outboxParams } from "./shared-statements.js";
 import type { LeaseToken, OutboxItem, ScheduleAdvance, SessionRecord } from "./store.js";
 import { LeaseLostError } from "./store.js";
 import type { NewOutboxRow } from "./store-rows.js";
@@ -30,6 +31,22 @@ export type Db = pg.ClientBase;
  * start).
  */
 export const DB_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+const converted = new Map<string, string>();
+
+/**
+ * A statement both engines run, written once with SQLite's `?` placeholders (the role's
+ * statements.ts), in Postgres's `$1, $2, …`. Shared texts hold no `?` but placeholders.
+ */
+export function pgSql(sql: string): string {
+  let text = converted.get(sql);
+  if (text === undefined) {
+    let n = 0;
+    text = sql.replaceAll("?", () => `$${++n}`);
+    converted.set(sql, text);
+  }
+  return text;
+}
 
 export async function all<T>(db: Db, sql: string, params: unknown[] = []): Promise<T[]> {
   return (await db.query(sql, params)).rows as T[];
@@ -71,10 +88,7 @@ export async function ensureSessionIn(
     [key, sessionId, platform, origin ? JSON.stringify(origin) : null, credential ?? null, now],
   );
   if (!created) return (await sessionRow(db, key))!;
-  await db.query(
-    "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES ($1, $2, $3, $4)",
-    [sessionId, key, platform, now],
-  );
+  await db.query(pgSql(INSERT_TRANSCRIPT), [sessionId, key, platform, now]);
   return created;
 }
 
@@ -127,10 +141,7 @@ export async function resetSessionIn(s: PgContext, db: Db, key: string): Promise
     [sessionId, now, key],
   ))!;
   const platform = existing.origin ? (JSON.parse(existing.origin) as ChatAddress).platform : null;
-  await db.query(
-    "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES ($1, $2, $3, $4)",
-    [sessionId, key, platform, now],
-  );
+  await db.query(pgSql(INSERT_TRANSCRIPT), [sessionId, key, platform, now]);
   return toSession(updated);
 }
 
@@ -159,30 +170,8 @@ export async function appendIn(
 }
 
 export async function insertOutbox(s: PgContext, db: Db, row: NewOutboxRow): Promise<OutboxItem> {
-  const now = s.now();
-  const state = row.state ?? "pending";
-  const inserted = await first<OutboxRow>(
-    db,
-    `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state,
-         created_at, delivered_at, inbox_id, approval_id, queued_by)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING *`,
-    [
-      row.sessionKey,
-      row.sessionId,
-      row.turnId,
-      row.address.platform,
-      JSON.stringify(row.address),
-      row.text,
-      row.kind,
-      state,
-      now,
-      state === "delivered" ? now : null,
-      row.inboxId ?? null,
-      row.approvalId ?? null,
-      s.instanceId,
-    ],
-  );
-  return toOutbox(inserted!);
+  const params = outboxParams(row, s.now(), s.instanceId);
+  return toOutbox((await first<OutboxRow>(db, pgSql(INSERT_OUTBOX), params))!);
 }
 
 /**

@@ -131,3 +131,24 @@ export interface StoreCounts {
   inbox: number;
   outbox: number;
 }
+
+/** A forgetting that may go ahead, before anything is removed: nothing counted yet. */
+export function forgetTally(ownTranscripts: string[]): Extract<ForgetResult, { ok: true }> {
+  const zero = { sessions: 0, messages: 0, redacted: 0, inbox: 0, outbox: 0 };
+  return { ok: true, ...zero, approvals: 0, pairing: 0, ownTranscripts };
+}
+
+/** Counts a removed session of the person's into the tally. */
+export function countRemovedSession(
+  tally: Extract<ForgetResult, { ok: true }>,
+  removed: PruneCounts,
+) {
+  for (const key of ["sessions", "messages", "inbox", "outbox", "approvals"] as const) {
+    tally[key] += removed[key];
+  }
+}
+
+/** The memory user a person's sessions name (forgetting them unsets it). */
+export function memoryUserOf(person: PersonRef): string {
+  return `${person.platform}-${person.userId}`;
+}

@@ -6,6 +6,7 @@ import type Database from "better-sqlite3";
 import type { ChatMessage } from "../agent/types.js";
 import type { ChatAddress } from "../contract/platform.js";
 import { newSessionId } from "./session-id.js";
+import { INSERT_OUTBOX, INSERT_TRANSCRIPT, outboxParams } from "./shared-statements.js";
 import type { LeaseToken, OutboxItem, ScheduleAdvance, SessionRecord } from "./store.js";
 import { LeaseLostError } from "./store.js";
 import type { NewOutboxRow } from "./store-rows.js";
@@ -54,9 +55,7 @@ export function ensureSessionSync(
     now,
     now,
   );
-  s.stmt(
-    "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
-  ).run(sessionId, key, platform, now);
+  s.stmt(INSERT_TRANSCRIPT).run(sessionId, key, platform, now);
   return sessionRow(s, key)!;
 }
 
@@ -99,9 +98,7 @@ export function resetSessionSync(s: SqliteContext, key: string): SessionRecord {
          updated_at = ? WHERE key = ?`,
   ).run(sessionId, now, key);
   const platform = existing.origin ? (JSON.parse(existing.origin) as ChatAddress).platform : null;
-  s.stmt(
-    "INSERT INTO transcripts (session_id, session_key, platform, created_at) VALUES (?, ?, ?, ?)",
-  ).run(sessionId, key, platform, now);
+  s.stmt(INSERT_TRANSCRIPT).run(sessionId, key, platform, now);
   return toSession(sessionRow(s, key)!);
 }
 
@@ -119,30 +116,8 @@ export function appendSync(
 }
 
 export function insertOutbox(s: SqliteContext, row: NewOutboxRow): OutboxItem {
-  const now = s.now();
-  const state = row.state ?? "pending";
-  const { lastInsertRowid } = s
-    .stmt(
-      `INSERT INTO outbox (session_key, session_id, turn_id, platform, address, text, kind, state,
-         created_at, delivered_at, inbox_id, approval_id, queued_by)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    )
-    .run(
-      row.sessionKey,
-      row.sessionId,
-      row.turnId,
-      row.address.platform,
-      JSON.stringify(row.address),
-      row.text,
-      row.kind,
-      state,
-      now,
-      state === "delivered" ? now : null,
-      row.inboxId ?? null,
-      row.approvalId ?? null,
-      s.instanceId,
-    );
-  return toOutbox(s.stmt("SELECT * FROM outbox WHERE id = ?").get(lastInsertRowid) as OutboxRow);
+  const params = outboxParams(row, s.now(), s.instanceId);
+  return toOutbox(s.stmt(INSERT_OUTBOX).get(...params) as OutboxRow);
 }
 
 /** Throws (undoing this method's savepoint) when a fenced write's lease moved on. */

@@ -245,12 +245,8 @@ export interface MessageRow {
 }
 
 export function toStoredMessage(r: MessageRow): StoredMessage {
-  return {
-    seq: r.seq,
-    turnId: r.turn_id,
-    message: JSON.parse(r.body) as ChatMessage,
-    createdAt: r.created_at,
-  };
+  const message = JSON.parse(r.body) as ChatMessage;
+  return { seq: r.seq, turnId: r.turn_id, message, createdAt: r.created_at };
 }
 
 export interface PairingRow {

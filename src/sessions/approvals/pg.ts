@@ -2,7 +2,7 @@
  * ApprovalStore (approvals) on Postgres; what each method promises is in roles.ts.
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
-import { all, changes, type Db, first, type PgContext } from "../pg-shared.js";
+import { all, changes, type Db, first, type PgContext, pgSql } from "../pg-shared.js";
 import type { ApprovalStore } from "../roles.js";
 import type {
   ApprovalDecisionInput,
@@ -11,6 +11,7 @@ import type {
   ApprovalRequestInput,
 } from "../store.js";
 import { APPROVAL_STATE_OF, type ApprovalRow, toApproval } from "../store-rows.js";
+import * as sql from "./statements.js";
 
 async function approvalRow(db: Db, id: string): Promise<ApprovalRecord | null> {
   const row = await first<ApprovalRow>(db, "SELECT * FROM approvals WHERE id = $1", [id]);
@@ -24,37 +25,9 @@ export function pgApprovals(s: PgContext): ApprovalStore {
         const existing = await approvalRow(db, input.id);
         if (existing) return existing;
         const now = s.now();
-        await db.query(
-          `INSERT INTO tool_calls (tool_call_id, turn_id, session_id, name, arguments, state, started_at)
-             VALUES ($1, $2, $3, $4, $5, 'awaiting_approval', $6)
-             ON CONFLICT (turn_id, tool_call_id) DO UPDATE SET state = 'awaiting_approval'`,
-          [input.toolCallId, input.turnId, input.sessionId, input.toolName, input.arguments, now],
-        );
-        const row = await first<ApprovalRow>(
-          db,
-          `INSERT INTO approvals (id, session_key, session_id, turn_id, tool_call_id, tool_name,
-               summary, rule, reason, address, requester, asker, grants, state, created_at,
-               deadline_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14, $15)
-             RETURNING *`,
-          [
-            input.id,
-            input.sessionKey,
-            input.sessionId,
-            input.turnId,
-            input.toolCallId,
-            input.toolName,
-            input.summary,
-            input.rule,
-            input.reason,
-            input.address ? JSON.stringify(input.address) : null,
-            input.requester,
-            input.asker,
-            JSON.stringify(input.grants),
-            now,
-            input.deadlineAt,
-          ],
-        );
+        await db.query(pgSql(sql.AWAIT_TOOL_CALL), sql.awaitToolCallParams(input, now));
+        const params = sql.approvalParams(input, now);
+        const row = await first<ApprovalRow>(db, pgSql(sql.INSERT_APPROVAL), params);
         return toApproval(row!);
       });
     },

@@ -11,6 +11,7 @@ import type {
   ApprovalRequestInput,
 } from "../store.js";
 import { APPROVAL_STATE_OF, type ApprovalRow, toApproval } from "../store-rows.js";
+import * as sql from "./statements.js";
 
 function getApprovalSync(s: SqliteContext, id: string): ApprovalRecord | null {
   const row = s.stmt("SELECT * FROM approvals WHERE id = ?").get(id) as ApprovalRow | undefined;
@@ -24,33 +25,10 @@ function requestApprovalSync(
 ): ApprovalRecord {
   const existing = getApprovalSync(s, input.id);
   if (existing) return existing;
-  s.stmt(
-    `INSERT INTO tool_calls (tool_call_id, turn_id, session_id, name, arguments, state, started_at)
-       VALUES (?, ?, ?, ?, ?, 'awaiting_approval', ?)
-       ON CONFLICT (turn_id, tool_call_id) DO UPDATE SET state = 'awaiting_approval'`,
-  ).run(input.toolCallId, input.turnId, input.sessionId, input.toolName, input.arguments, now);
-  s.stmt(
-    `INSERT INTO approvals (id, session_key, session_id, turn_id, tool_call_id, tool_name, summary,
-         rule, reason, address, requester, asker, grants, state, created_at, deadline_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
-  ).run(
-    input.id,
-    input.sessionKey,
-    input.sessionId,
-    input.turnId,
-    input.toolCallId,
-    input.toolName,
-    input.summary,
-    input.rule,
-    input.reason,
-    input.address ? JSON.stringify(input.address) : null,
-    input.requester,
-    input.asker,
-    JSON.stringify(input.grants),
-    now,
-    input.deadlineAt,
+  s.stmt(sql.AWAIT_TOOL_CALL).run(...sql.awaitToolCallParams(input, now));
+  return toApproval(
+    s.stmt(sql.INSERT_APPROVAL).get(...sql.approvalParams(input, now)) as ApprovalRow,
   );
-  return getApprovalSync(s, input.id)!;
 }
 
 function findApprovalForCallSync(

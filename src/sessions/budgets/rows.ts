@@ -2,6 +2,7 @@
 import type { ChatAddress } from "../../contract/platform.js";
 import type {
   BudgetDecision,
+  BudgetPauseInput,
   BudgetPauseRecord,
   BudgetPauseState,
   SpendScope,
@@ -80,3 +81,35 @@ export function toSpend(r: SpendRow | undefined): SpendTotals {
 
 export const SPEND_SUMS = `COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
     COALESCE(SUM(completion_tokens), 0) AS completion`;
+
+/** The spend of every key of `column` since a time (`?`), the largest first. */
+export function spendByKeySql(column: string): string {
+  return `SELECT ${column} AS key, ${SPEND_SUMS} FROM model_usage
+    WHERE created_at >= ? AND ${column} IS NOT NULL GROUP BY ${column}
+    ORDER BY SUM(prompt_tokens + completion_tokens) DESC, ${column} LIMIT 500`;
+}
+
+/** With SQLite's `?` placeholders, as both engines run it (Postgres through pgSql). */
+export const INSERT_PAUSE = `INSERT INTO budget_pauses (id, session_key, session_id, turn_id,
+    budget_id, scope_key, period_start, period_end, summary, address, requester, state, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
+  ON CONFLICT (id) DO NOTHING`;
+
+export function pauseParams(input: BudgetPauseInput, now: number): unknown[] {
+  const { id, sessionKey, sessionId, turnId, budgetId, scopeKey } = input;
+  const address = input.address ? JSON.stringify(input.address) : null;
+  return [
+    ...[id, sessionKey, sessionId, turnId, budgetId, scopeKey],
+    ...[input.periodStart, input.periodEnd, input.summary, address, input.requester, now],
+  ];
+}
+
+export const DECIDE_PAUSE = `UPDATE budget_pauses SET state = ?, decided_by = ?, decided_at = ?
+  WHERE id = ? AND state = 'pending'`;
+
+export function decideParams(
+  input: { id: string; decision: BudgetDecision; decidedBy: string | null },
+  now: number,
+): unknown[] {
+  return [BUDGET_STATE_OF[input.decision], input.decidedBy, now, input.id];
+}

@@ -10,21 +10,13 @@ import type {
   BudgetPauseInput,
   BudgetPauseRecord,
 } from "../store.js";
-import {
-  BUDGET_STATE_OF,
-  type BudgetPauseRow,
-  SPEND_COLUMN,
-  SPEND_SUMS,
-  type SpendRow,
-  toBudgetPause,
-  toSpend,
-} from "./rows.js";
+import * as budget from "./rows.js";
 
 function pauseSync(s: SqliteContext, id: string): BudgetPauseRecord | null {
   const row = s.stmt("SELECT * FROM budget_pauses WHERE id = ?").get(id) as
-    | BudgetPauseRow
+    | budget.BudgetPauseRow
     | undefined;
-  return row ? toBudgetPause(row) : null;
+  return row ? budget.toBudgetPause(row) : null;
 }
 
 function listSync(s: SqliteContext, filter: BudgetPauseFilter): BudgetPauseRecord[] {
@@ -55,30 +47,13 @@ function listSync(s: SqliteContext, filter: BudgetPauseFilter): BudgetPauseRecor
       )
       .all(state, state, sessionId, sessionId, sessionKey, sessionKey);
   }
-  return (rows as BudgetPauseRow[]).map(toBudgetPause);
+  return (rows as budget.BudgetPauseRow[]).map(budget.toBudgetPause);
 }
 
 function requestSync(s: SqliteContext, input: BudgetPauseInput): BudgetPauseRecord {
   const existing = pauseSync(s, input.id);
   if (existing) return existing;
-  s.stmt(
-    `INSERT INTO budget_pauses (id, session_key, session_id, turn_id, budget_id, scope_key,
-         period_start, period_end, summary, address, requester, state, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
-  ).run(
-    input.id,
-    input.sessionKey,
-    input.sessionId,
-    input.turnId,
-    input.budgetId,
-    input.scopeKey,
-    input.periodStart,
-    input.periodEnd,
-    input.summary,
-    input.address ? JSON.stringify(input.address) : null,
-    input.requester,
-    s.now(),
-  );
+  s.stmt(budget.INSERT_PAUSE).run(...budget.pauseParams(input, s.now()));
   return pauseSync(s, input.id)!;
 }
 
@@ -86,12 +61,7 @@ function decideSync(
   s: SqliteContext,
   input: { id: string; decision: BudgetDecision; decidedBy: string | null },
 ): { record: BudgetPauseRecord; changed: boolean } | null {
-  const { changes } = s
-    .stmt(
-      `UPDATE budget_pauses SET state = ?, decided_by = ?, decided_at = ?
-       WHERE id = ? AND state = 'pending'`,
-    )
-    .run(BUDGET_STATE_OF[input.decision], input.decidedBy, s.now(), input.id);
+  const { changes } = s.stmt(budget.DECIDE_PAUSE).run(...budget.decideParams(input, s.now()));
   const record = pauseSync(s, input.id);
   return record ? { record, changed: changes > 0 } : null;
 }
@@ -101,26 +71,21 @@ export function sqliteBudgets(s: SqliteContext): BudgetStore {
     spend(query) {
       return s.read(() => {
         if (query.scope === null) {
-          const sql = `SELECT ${SPEND_SUMS} FROM model_usage WHERE created_at >= ?`;
-          return toSpend(s.stmt(sql).get(query.since) as SpendRow);
+          const sql = `SELECT ${budget.SPEND_SUMS} FROM model_usage WHERE created_at >= ?`;
+          return budget.toSpend(s.stmt(sql).get(query.since) as budget.SpendRow);
         }
-        const column = SPEND_COLUMN[query.scope];
-        const sql = `SELECT ${SPEND_SUMS} FROM model_usage WHERE created_at >= ? AND ${column} = ?`;
-        return toSpend(s.stmt(sql).get(query.since, query.key) as SpendRow);
+        const column = budget.SPEND_COLUMN[query.scope];
+        const sql = `SELECT ${budget.SPEND_SUMS} FROM model_usage WHERE created_at >= ? AND ${column} = ?`;
+        return budget.toSpend(s.stmt(sql).get(query.since, query.key) as budget.SpendRow);
       });
     },
     spendByKey(scope, since) {
-      const column = SPEND_COLUMN[scope];
+      const column = budget.SPEND_COLUMN[scope];
       return s.read(() =>
-        (
-          s
-            .stmt(
-              `SELECT ${column} AS key, ${SPEND_SUMS} FROM model_usage
-               WHERE created_at >= ? AND ${column} IS NOT NULL GROUP BY ${column}
-               ORDER BY SUM(prompt_tokens + completion_tokens) DESC, ${column} LIMIT 500`,
-            )
-            .all(since) as SpendRow[]
-        ).map((row) => ({ key: row.key!, ...toSpend(row) })),
+        (s.stmt(budget.spendByKeySql(column)).all(since) as budget.SpendRow[]).map((row) => ({
+          key: row.key!,
+          ...budget.toSpend(row),
+        })),
       );
     },
     requestBudgetPause(input) {

@@ -1,7 +1,10 @@
 /**
  * OutboxStore (the outbox) on Postgres; what each method promises is in roles.ts.
- * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
+ * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`). The statements
+ * SQLite runs too are in outbox/statements.ts.
  */
+
+import type { PgContext } from "../pg-shared.js";
 import {
   all,
   changes,
@@ -9,36 +12,19 @@ import {
   ensureSessionIn,
   first,
   insertOutbox,
-  type PgContext,
+  pgSql,
 } from "../pg-shared.js";
 import type { OutboxStore } from "../roles.js";
-import type {
-  LeaseToken,
-  OnceNoticeInput,
-  OutboxInput,
-  OutboxItem,
-  RequestNoticeInput,
-} from "../store.js";
 import { type OutboxRow, type SessionRow, toOutbox } from "../store-rows.js";
+import * as sql from "./statements.js";
 
 export function pgOutbox(s: PgContext): OutboxStore {
   return {
-    enqueueOutbox(input: OutboxInput): Promise<OutboxItem> {
-      return s.tx((db) =>
-        insertOutbox(s, db, {
-          sessionKey: input.sessionKey,
-          sessionId: input.sessionId,
-          turnId: null,
-          address: input.address,
-          text: input.text,
-          kind: input.kind,
-          state: input.direct ? "sending" : "pending",
-          approvalId: input.approvalId,
-        }),
-      );
+    enqueueOutbox(input) {
+      return s.tx((db) => insertOutbox(s, db, sql.queuedRow(input)));
     },
 
-    enqueueRequestNotice(input: RequestNoticeInput): Promise<OutboxItem | null> {
+    enqueueRequestNotice(input) {
       return s.tx(async (db) => {
         await ensureSessionIn(s, db, input.sessionKey, input.address);
         // Locked: two instances giving the same notice at once give it once.
@@ -48,75 +34,41 @@ export function pgOutbox(s: PgContext): OutboxStore {
           [input.sessionKey],
         ))!;
         if (session.request_notice === input.notice) return null;
-        await db.query("UPDATE sessions SET request_notice = $1 WHERE key = $2", [
-          input.notice,
-          input.sessionKey,
-        ]);
-        return insertOutbox(s, db, {
-          sessionKey: input.sessionKey,
-          sessionId: session.session_id,
-          turnId: null,
-          address: input.address,
-          text: input.text,
-          kind: "notice",
-        });
+        await db.query(pgSql(sql.SET_REQUEST_NOTICE), [input.notice, input.sessionKey]);
+        return insertOutbox(s, db, sql.noticeRow(input, session.session_id));
       });
     },
 
-    enqueueNoticeOnce(input: OnceNoticeInput): Promise<OutboxItem | null> {
+    enqueueNoticeOnce(input) {
       return s.tx(async (db) => {
-        const inserted = await changes(
-          db,
-          `INSERT INTO session_notices (session_id, notice, created_at) VALUES ($1, $2, $3)
-             ON CONFLICT (session_id, notice) DO NOTHING`,
-          [input.sessionId, input.name, s.now()],
-        );
-        if (inserted === 0) return null;
-        return insertOutbox(s, db, {
-          sessionKey: input.sessionKey,
-          sessionId: input.sessionId,
-          turnId: null,
-          address: input.address,
-          text: input.text,
-          kind: "notice",
-        });
+        const params = [input.sessionId, input.name, s.now()];
+        if ((await changes(db, pgSql(sql.NOTE_ONCE), params)) === 0) return null;
+        return insertOutbox(s, db, sql.noticeRow(input, input.sessionId));
       });
     },
 
-    listPendingOutbox(platform?: string): Promise<OutboxItem[]> {
-      return s.read(async (db) =>
-        (
-          await all<OutboxRow>(
-            db,
-            `SELECT o.*, f.path AS file_path, f.name AS file_name, f.mime AS file_mime,
-                 f.size AS file_size
-               FROM outbox o LEFT JOIN sent_files f ON f.id = o.file_id
-               WHERE o.state = 'pending' AND ($1::text IS NULL OR o.platform = $1) ORDER BY o.id`,
-            [platform ?? null],
-          )
-        ).map(toOutbox),
-      );
+    listPendingOutbox(platform?) {
+      return s.read(async (db) => {
+        const rows = await all<OutboxRow>(
+          db,
+          `SELECT ${sql.PENDING_COLUMNS} FROM outbox o LEFT JOIN sent_files f ON f.id = o.file_id
+             WHERE o.state = 'pending' AND ($1::text IS NULL OR o.platform = $1) ORDER BY o.id`,
+          [platform ?? null],
+        );
+        return rows.map(toOutbox);
+      });
     },
 
-    markDelivered(outboxId: number, lease?: LeaseToken): Promise<void> {
+    markDelivered(outboxId, lease?) {
       return s.tx(async (db) => {
         await checkLease(db, lease);
-        await db.query(
-          `UPDATE outbox SET state = 'delivered', delivered_at = $1, attempts = attempts + 1
-             WHERE id = $2`,
-          [s.now(), outboxId],
-        );
+        await db.query(pgSql(sql.MARK_DELIVERED), [s.now(), outboxId]);
       });
     },
 
-    markDeliveryFailed(outboxId: number, maxAttempts: number): Promise<void> {
+    markDeliveryFailed(outboxId, maxAttempts) {
       return s.tx(async (db) => {
-        await db.query(
-          `UPDATE outbox SET attempts = attempts + 1,
-               state = CASE WHEN attempts + 1 >= $1 THEN 'failed' ELSE state END
-             WHERE id = $2 AND state IN ('pending', 'sending')`,
-          [maxAttempts, outboxId],
-        );
+        await db.query(pgSql(sql.MARK_DELIVERY_FAILED), [maxAttempts, outboxId]);
       });
     },
   };

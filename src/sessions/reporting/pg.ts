@@ -2,26 +2,25 @@
  * ReportingStore (reporting) on Postgres; what each method promises is in roles.ts.
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
-import { all, first, type PgContext } from "../pg-shared.js";
+import { all, first, type PgContext, pgSql } from "../pg-shared.js";
 import type { ReportingStore } from "../roles.js";
 import { INTERNAL_KEY_PREFIX } from "../session-id.js";
-import type { SessionSummary, StoreBacklog, UsageTotals } from "../store.js";
 import {
   type SessionSummaryRow,
   toSessionSummary,
   toUsageTotals,
   type UsageSumsRow,
 } from "../store-rows.js";
+import * as sql from "./statements.js";
+
+const POSTGRES: sql.SummaryDialect = {
+  originField: (field) => `(s.origin::json ->> '${field}')`,
+  tokenSum: (sum) => `${sum}::bigint`,
+};
+
+const SUMMARY_COLUMNS = sql.sessionSummaryColumns(POSTGRES);
 
 /** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
-/** The four queue sizes of `backlog()`, one statement (a scrape costs one query). */
-const BACKLOG = `SELECT
-    (SELECT COUNT(*) FROM inbox WHERE state = 'pending') AS inbox,
-    (SELECT COUNT(*) FROM outbox WHERE state = 'pending') AS outbox,
-    (SELECT MIN(created_at) FROM outbox WHERE state = 'pending') AS oldest,
-    (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals,
-    (SELECT COUNT(*) FROM budget_pauses WHERE state = 'pending') AS pauses`;
-
 const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
     COALESCE(SUM(completion_tokens), 0)::bigint AS completion,
     COUNT(*) FILTER (WHERE estimated) AS estimated
@@ -29,27 +28,11 @@ const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::b
 
 export function pgReporting(s: PgContext): ReportingStore {
   return {
-    listSessions(
-      options: { limit?: number; platform?: string; internal?: boolean } = {},
-    ): Promise<SessionSummary[]> {
+    listSessions(options = {}) {
       return s.read(async (db) => {
         const rows = await all<SessionSummaryRow>(
           db,
-          `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
-               (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
-               (SELECT body FROM messages m WHERE m.session_id = s.session_id
-                  ORDER BY seq DESC LIMIT 1) AS last_body,
-               (SELECT body FROM messages m WHERE m.session_id = s.session_id AND m.role = 'user'
-                  ORDER BY seq LIMIT 1) AS first_user_body,
-               (SELECT i.sender_name FROM inbox i
-                  WHERE i.platform = (s.origin::json ->> 'platform')
-                    AND i.chat_id = (s.origin::json ->> 'chatId')
-                    AND i.session_key = s.key AND i.sender_name IS NOT NULL
-                  ORDER BY i.id DESC LIMIT 1) AS sender_name,
-               (SELECT COALESCE(SUM(u.prompt_tokens), 0)::bigint FROM model_usage u
-                  WHERE u.session_id = s.session_id) AS prompt_tokens,
-               (SELECT COALESCE(SUM(u.completion_tokens), 0)::bigint FROM model_usage u
-                  WHERE u.session_id = s.session_id) AS completion_tokens
+          `SELECT ${SUMMARY_COLUMNS}
              FROM sessions s
              WHERE ($1::text IS NULL OR s.platform = $1) AND ($2 OR NOT starts_with(s.key, $3))
              ORDER BY s.updated_at DESC LIMIT $4`,
@@ -64,26 +47,20 @@ export function pgReporting(s: PgContext): ReportingStore {
       });
     },
 
-    sessionUsage(sessionId: string): Promise<UsageTotals> {
+    sessionUsage(sessionId) {
       return s.read(async (db) => {
-        // A task's model calls count toward the chat it was started from (its child sessions).
-        const totals = (await first<UsageSumsRow>(
-          db,
-          `${USAGE_SUMS} WHERE session_id = $1 OR session_id IN (SELECT s.session_id
-             FROM tasks t JOIN sessions s ON s.key = t.child_key WHERE t.root_session_id = $1)`,
-          [sessionId],
-        ))!;
-        const last = await first<{ prompt_tokens: number }>(
-          db,
-          `SELECT prompt_tokens FROM model_usage WHERE session_id = $1 AND purpose = 'turn'
-             ORDER BY id DESC LIMIT 1`,
-          [sessionId],
-        );
+        const totals = (await first<UsageSumsRow>(db, pgSql(`${USAGE_SUMS} ${sql.WITH_TASKS}`), [
+          sessionId,
+          sessionId,
+        ]))!;
+        const last = await first<{ prompt_tokens: number }>(db, pgSql(sql.LAST_TURN_PROMPT), [
+          sessionId,
+        ]);
         return toUsageTotals(totals, last?.prompt_tokens ?? null);
       });
     },
 
-    totalUsage(): Promise<UsageTotals> {
+    totalUsage() {
       return s.read(async (db) => {
         // Kept by a trigger on model_usage in 16 shards (migration 18): summing every call grew
         // with age.
@@ -109,22 +86,9 @@ export function pgReporting(s: PgContext): ReportingStore {
       });
     },
 
-    backlog(): Promise<StoreBacklog> {
+    backlog() {
       return s.read(async (db) => {
-        const row = await first<{
-          inbox: string | number;
-          outbox: string | number;
-          oldest: string | number | null;
-          approvals: string | number;
-          pauses: string | number;
-        }>(db, BACKLOG);
-        return {
-          inboxPending: Number(row!.inbox),
-          outboxPending: Number(row!.outbox),
-          outboxOldestAt: row!.oldest === null ? null : Number(row!.oldest),
-          approvalsPending: Number(row!.approvals),
-          budgetPausesPending: Number(row!.pauses),
-        };
+        return sql.toBacklog((await first<sql.BacklogRow>(db, sql.BACKLOG))!);
       });
     },
   };

@@ -5,57 +5,33 @@
 import type { ReportingStore } from "../roles.js";
 import { INTERNAL_KEY_PREFIX } from "../session-id.js";
 import type { SqliteContext } from "../sqlite-shared.js";
-import type { SessionSummary, StoreBacklog, UsageTotals } from "../store.js";
 import {
   type SessionSummaryRow,
   toSessionSummary,
   toUsageTotals,
   type UsageSumsRow,
 } from "../store-rows.js";
+import * as sql from "./statements.js";
+
+const SQLITE: sql.SummaryDialect = {
+  originField: (field) => `json_extract(s.origin, '$.${field}')`,
+  tokenSum: (sum) => sum,
+};
+
+const SUMMARY_COLUMNS = sql.sessionSummaryColumns(SQLITE);
 
 /** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
-/** The four queue sizes of `backlog()`, one statement (a scrape costs one query). */
-const BACKLOG = `SELECT
-    (SELECT COUNT(*) FROM inbox WHERE state = 'pending') AS inbox,
-    (SELECT COUNT(*) FROM outbox WHERE state = 'pending') AS outbox,
-    (SELECT MIN(created_at) FROM outbox WHERE state = 'pending') AS oldest,
-    (SELECT COUNT(*) FROM approvals WHERE state = 'pending') AS approvals,
-    (SELECT COUNT(*) FROM budget_pauses WHERE state = 'pending') AS pauses`;
-
-interface BacklogRow {
-  inbox: number;
-  outbox: number;
-  oldest: number | null;
-  approvals: number;
-  pauses: number;
-}
-
 const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
     COALESCE(SUM(completion_tokens), 0) AS completion, COALESCE(SUM(estimated), 0) AS estimated
   FROM model_usage`;
 
 export function sqliteReporting(s: SqliteContext): ReportingStore {
   return {
-    listSessions(
-      options: { limit?: number; platform?: string; internal?: boolean } = {},
-    ): Promise<SessionSummary[]> {
+    listSessions(options = {}) {
       return s.read(() => {
         const rows = s
           .stmt(
-            `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
-               (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
-               (SELECT body FROM messages m WHERE m.session_id = s.session_id ORDER BY seq DESC LIMIT 1) AS last_body,
-               (SELECT body FROM messages m WHERE m.session_id = s.session_id AND m.role = 'user'
-                  ORDER BY seq LIMIT 1) AS first_user_body,
-               (SELECT i.sender_name FROM inbox i
-                  WHERE i.platform = json_extract(s.origin, '$.platform')
-                    AND i.chat_id = json_extract(s.origin, '$.chatId')
-                    AND i.session_key = s.key AND i.sender_name IS NOT NULL
-                  ORDER BY i.id DESC LIMIT 1) AS sender_name,
-               (SELECT COALESCE(SUM(u.prompt_tokens), 0) FROM model_usage u
-                  WHERE u.session_id = s.session_id) AS prompt_tokens,
-               (SELECT COALESCE(SUM(u.completion_tokens), 0) FROM model_usage u
-                  WHERE u.session_id = s.session_id) AS completion_tokens
+            `SELECT ${SUMMARY_COLUMNS}
              FROM sessions s
              WHERE (? IS NULL OR s.platform = ?) AND (? = 1 OR substr(s.key, 1, ?) <> ?)
              ORDER BY s.updated_at DESC LIMIT ?`,
@@ -72,26 +48,19 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
       });
     },
 
-    sessionUsage(sessionId: string): Promise<UsageTotals> {
+    sessionUsage(sessionId) {
       return s.read(() => {
-        // A task's model calls count toward the chat it was started from (its child sessions).
         const totals = s
-          .stmt(
-            `${USAGE_SUMS} WHERE session_id = ? OR session_id IN (SELECT s.session_id
-               FROM tasks t JOIN sessions s ON s.key = t.child_key WHERE t.root_session_id = ?)`,
-          )
+          .stmt(`${USAGE_SUMS} ${sql.WITH_TASKS}`)
           .get(sessionId, sessionId) as UsageSumsRow;
-        const last = s
-          .stmt(
-            `SELECT prompt_tokens FROM model_usage WHERE session_id = ? AND purpose = 'turn'
-             ORDER BY id DESC LIMIT 1`,
-          )
-          .get(sessionId) as { prompt_tokens: number } | undefined;
+        const last = s.stmt(sql.LAST_TURN_PROMPT).get(sessionId) as
+          | { prompt_tokens: number }
+          | undefined;
         return toUsageTotals(totals, last?.prompt_tokens ?? null);
       });
     },
 
-    totalUsage(): Promise<UsageTotals> {
+    totalUsage() {
       return s.read(() => {
         // Kept by a trigger on model_usage (migration 18): summing every call grew with age.
         const totals = s
@@ -114,16 +83,9 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
       });
     },
 
-    backlog(): Promise<StoreBacklog> {
+    backlog() {
       return s.read(() => {
-        const row = s.stmt(BACKLOG).get() as BacklogRow;
-        return {
-          inboxPending: row.inbox,
-          outboxPending: row.outbox,
-          outboxOldestAt: row.oldest,
-          approvalsPending: row.approvals,
-          budgetPausesPending: row.pauses,
-        };
+        return sql.toBacklog(s.stmt(sql.BACKLOG).get() as sql.BacklogRow);
       });
     },
   };

@@ -3,13 +3,7 @@
  * (the same rules as sqlite-person.ts). Parameters: $1 platform, $2 user id, $3 `platform:id`.
  */
 import { all, type Db, first } from "../pg-shared.js";
-import {
-  FORGOTTEN_TEXT,
-  type ForgetResult,
-  type PersonData,
-  type PersonRef,
-  type PersonTranscript,
-} from "../retention-records.js";
+import * as records from "../retention-records.js";
 import { pgRemoveSession, pgSessionHeld, pgRun as run } from "./pg-remove.js";
 
 const THEIR_INBOX = "SELECT id FROM inbox WHERE platform = $1 AND sender_id = $2";
@@ -21,9 +15,9 @@ const OWN_KEYS = `SELECT DISTINCT i.session_key FROM inbox i WHERE i.platform = 
 const THEIR_TURNS = `SELECT id FROM turns WHERE inbox_id IN (${THEIR_INBOX})
   UNION SELECT turn_id FROM inbox WHERE id IN (${THEIR_INBOX}) AND turn_id IS NOT NULL`;
 
-const params = (p: PersonRef) => [p.platform, p.userId, `${p.platform}:${p.userId}`];
+const params = (p: records.PersonRef) => [p.platform, p.userId, `${p.platform}:${p.userId}`];
 
-async function transcriptMessages(db: Db, id: string, own: boolean, person: PersonRef) {
+async function transcriptMessages(db: Db, id: string, own: boolean, person: records.PersonRef) {
   const rows = own
     ? await all<{ seq: number; role: string; body: string; created_at: number }>(
         db,
@@ -44,7 +38,7 @@ async function transcriptMessages(db: Db, id: string, own: boolean, person: Pers
   }));
 }
 
-export async function pgPersonData(db: Db, person: PersonRef): Promise<PersonData> {
+export async function pgPersonData(db: Db, person: records.PersonRef): Promise<records.PersonData> {
   const p = params(person);
   const ownKeys = new Set(
     (await all<{ session_key: string }>(db, OWN_KEYS, p.slice(0, 2))).map((r) => r.session_key),
@@ -60,7 +54,7 @@ export async function pgPersonData(db: Db, person: PersonRef): Promise<PersonDat
     `SELECT DISTINCT session_id, session_key FROM inbox WHERE id IN (${THEIR_INBOX}) AND $3::text IS NOT NULL`,
     p,
   );
-  const transcripts: PersonTranscript[] = [];
+  const transcripts: records.PersonTranscript[] = [];
   for (const t of own) {
     const messages = await transcriptMessages(db, t.session_id, true, person);
     transcripts.push({ sessionId: t.session_id, sessionKey: t.session_key, own: true, messages });
@@ -115,7 +109,7 @@ async function redactShared(db: Db, pu: string[]) {
     db,
     `UPDATE messages SET body = jsonb_set(body::jsonb, '{content}', to_jsonb($3::text))::text
       WHERE turn_id IN (${THEIR_TURNS})`,
-    [...pu, FORGOTTEN_TEXT],
+    [...pu, records.FORGOTTEN_TEXT],
   );
   for (const [table, column] of [
     ["outbox", "text"],
@@ -124,7 +118,7 @@ async function redactShared(db: Db, pu: string[]) {
   ]) {
     await run(db, `UPDATE ${table} SET ${column} = $3 WHERE turn_id IN (${THEIR_TURNS})`, [
       ...pu,
-      FORGOTTEN_TEXT,
+      records.FORGOTTEN_TEXT,
     ]);
   }
   for (const table of ["media_steps", "idempotency_keys"]) {
@@ -134,12 +128,15 @@ async function redactShared(db: Db, pu: string[]) {
     db,
     `UPDATE inbox SET text = $3, sender_id = NULL, sender_name = NULL, attachments = NULL,
        client_tools = NULL WHERE platform = $1 AND sender_id = $2`,
-    [...pu, FORGOTTEN_TEXT],
+    [...pu, records.FORGOTTEN_TEXT],
   );
   return { redacted, inbox };
 }
 
-export async function pgForgetPerson(db: Db, person: PersonRef): Promise<ForgetResult> {
+export async function pgForgetPerson(
+  db: Db,
+  person: records.PersonRef,
+): Promise<records.ForgetResult> {
   const p = params(person);
   // Their chats and rows are locked against a message arriving meanwhile.
   await db.query("SELECT pg_advisory_xact_lock(hashtext('keel:forget:' || $1))", [p[2]]);
@@ -166,25 +163,8 @@ export async function pgForgetPerson(db: Db, person: PersonRef): Promise<ForgetR
       [ownKeys],
     )
   ).map((r) => r.session_id);
-  const result = {
-    ok: true as const,
-    sessions: 0,
-    messages: 0,
-    redacted: 0,
-    inbox: 0,
-    outbox: 0,
-    approvals: 0,
-    pairing: 0,
-    ownTranscripts,
-  };
-  for (const key of ownKeys) {
-    const removed = await pgRemoveSession(db, key);
-    result.sessions += removed.sessions;
-    result.messages += removed.messages;
-    result.inbox += removed.inbox;
-    result.outbox += removed.outbox;
-    result.approvals += removed.approvals;
-  }
+  const result = records.forgetTally(ownTranscripts);
+  for (const key of ownKeys) records.countRemovedSession(result, await pgRemoveSession(db, key));
   const pu = p.slice(0, 2);
   const shared = await redactShared(db, pu);
   result.redacted = shared.redacted;
@@ -195,7 +175,7 @@ export async function pgForgetPerson(db: Db, person: PersonRef): Promise<ForgetR
   ]);
   await run(db, "DELETE FROM approval_grants WHERE asker = $1", [p[2]]);
   await run(db, "UPDATE sessions SET memory_user = NULL WHERE memory_user = $1", [
-    `${person.platform}-${person.userId}`,
+    records.memoryUserOf(person),
   ]);
   return result;
 }

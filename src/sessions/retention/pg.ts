@@ -4,14 +4,13 @@
  * same work and rolls it back.
  */
 import { type Db, first, type PgContext } from "../pg-shared.js";
-import {
-  emptyPruneCounts,
-  PRUNED_TOOL_OUTPUT,
-  type PruneCounts,
-  type RetentionCutoffs,
-  type RetentionHolds,
-  type StoreCounts,
+import type {
+  PruneCounts,
+  RetentionCutoffs,
+  RetentionHolds,
+  StoreCounts,
 } from "../retention-records.js";
+import { emptyPruneCounts, PRUNED_TOOL_OUTPUT } from "../retention-records.js";
 import type { RetentionStore } from "../roles.js";
 import { DryRunRollback, settleDryRun } from "./dry-run.js";
 import { pgForgetPerson, pgPersonData } from "./pg-person.js";

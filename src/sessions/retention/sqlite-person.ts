@@ -3,13 +3,7 @@
  * A person is a platform user id; their own chats are the sessions where only they wrote (a DM),
  * shared ones (groups) keep the chat with their messages redacted.
  */
-import {
-  FORGOTTEN_TEXT,
-  type ForgetResult,
-  type PersonData,
-  type PersonRef,
-  type PersonTranscript,
-} from "../retention-records.js";
+import * as records from "../retention-records.js";
 import type { SqliteContext } from "../sqlite-shared.js";
 import { markRewrite, sqliteRemoveSession, sqliteSessionHeld } from "./sqlite-remove.js";
 
@@ -22,7 +16,7 @@ const OWN_KEYS = `SELECT DISTINCT i.session_key FROM inbox i WHERE i.platform = 
 const THEIR_TURNS = `SELECT id FROM turns WHERE inbox_id IN (${THEIR_INBOX})
   UNION SELECT turn_id FROM inbox WHERE id IN (${THEIR_INBOX}) AND turn_id IS NOT NULL`;
 
-function bind(person: PersonRef) {
+function bind(person: records.PersonRef) {
   return { p: person.platform, u: person.userId, pu: `${person.platform}:${person.userId}` };
 }
 
@@ -33,7 +27,7 @@ interface MessageRow {
   created_at: number;
 }
 
-function transcriptMessages(s: SqliteContext, id: string, own: boolean, person: PersonRef) {
+function transcriptMessages(s: SqliteContext, id: string, own: boolean, person: records.PersonRef) {
   const rows = (
     own
       ? s
@@ -56,10 +50,10 @@ function transcriptMessages(s: SqliteContext, id: string, own: boolean, person: 
   }));
 }
 
-export function sqlitePersonData(s: SqliteContext, person: PersonRef): PersonData {
+export function sqlitePersonData(s: SqliteContext, person: records.PersonRef): records.PersonData {
   const b = bind(person);
   const ownKeys = new Set(s.stmt(OWN_KEYS).pluck().all(b) as string[]);
-  const transcripts: PersonTranscript[] = [];
+  const transcripts: records.PersonTranscript[] = [];
   const own = s
     .stmt(
       `SELECT session_id, session_key FROM transcripts WHERE session_key IN (${OWN_KEYS}) ORDER BY created_at`,
@@ -122,7 +116,7 @@ function redactShared(s: SqliteContext, b: ReturnType<typeof bind>) {
       `UPDATE messages SET body = json_set(body, '$.content', @gone)
         WHERE turn_id IN (${THEIR_TURNS})`,
     )
-    .run({ ...b, gone: FORGOTTEN_TEXT }).changes;
+    .run({ ...b, gone: records.FORGOTTEN_TEXT }).changes;
   for (const [table, column] of [
     ["outbox", "text"],
     ["stream_messages", "text"],
@@ -130,7 +124,7 @@ function redactShared(s: SqliteContext, b: ReturnType<typeof bind>) {
   ]) {
     s.stmt(`UPDATE ${table} SET ${column} = @gone WHERE turn_id IN (${THEIR_TURNS})`).run({
       ...b,
-      gone: FORGOTTEN_TEXT,
+      gone: records.FORGOTTEN_TEXT,
     });
   }
   for (const id of touched) s.transcripts.forget(id);
@@ -143,11 +137,14 @@ function redactShared(s: SqliteContext, b: ReturnType<typeof bind>) {
       `UPDATE inbox SET text = @gone, sender_id = NULL, sender_name = NULL, attachments = NULL,
          client_tools = NULL WHERE platform = @p AND sender_id = @u`,
     )
-    .run({ ...b, gone: FORGOTTEN_TEXT }).changes;
+    .run({ ...b, gone: records.FORGOTTEN_TEXT }).changes;
   return { redacted, inbox };
 }
 
-export function sqliteForgetPerson(s: SqliteContext, person: PersonRef): ForgetResult {
+export function sqliteForgetPerson(
+  s: SqliteContext,
+  person: records.PersonRef,
+): records.ForgetResult {
   const b = bind(person);
   const ownKeys = s.stmt(OWN_KEYS).pluck().all(b) as string[];
   const waiting = s
@@ -166,25 +163,8 @@ export function sqliteForgetPerson(s: SqliteContext, person: PersonRef): ForgetR
     .stmt(`SELECT session_id FROM transcripts WHERE session_key IN (${OWN_KEYS})`)
     .pluck()
     .all(b) as string[];
-  const result = {
-    ok: true as const,
-    sessions: 0,
-    messages: 0,
-    redacted: 0,
-    inbox: 0,
-    outbox: 0,
-    approvals: 0,
-    pairing: 0,
-    ownTranscripts,
-  };
-  for (const key of ownKeys) {
-    const removed = sqliteRemoveSession(s, key);
-    result.sessions += removed.sessions;
-    result.messages += removed.messages;
-    result.inbox += removed.inbox;
-    result.outbox += removed.outbox;
-    result.approvals += removed.approvals;
-  }
+  const result = records.forgetTally(ownTranscripts);
+  for (const key of ownKeys) records.countRemovedSession(result, sqliteRemoveSession(s, key));
   const shared = redactShared(s, b);
   result.redacted = shared.redacted;
   result.inbox += shared.inbox;
@@ -196,7 +176,7 @@ export function sqliteForgetPerson(s: SqliteContext, person: PersonRef): ForgetR
     .run(b).changes;
   s.stmt("DELETE FROM approval_grants WHERE asker = @pu").run(b);
   s.stmt("UPDATE sessions SET memory_user = NULL WHERE memory_user = ?").run(
-    `${person.platform}-${person.userId}`,
+    records.memoryUserOf(person),
   );
   return result;
 }

@@ -4,14 +4,13 @@
  * never holds the write lock for long. A dry run does the same work and rolls it back.
  */
 
-import {
-  emptyPruneCounts,
-  PRUNED_TOOL_OUTPUT,
-  type PruneCounts,
-  type RetentionCutoffs,
-  type RetentionHolds,
-  type StoreCounts,
+import type {
+  PruneCounts,
+  RetentionCutoffs,
+  RetentionHolds,
+  StoreCounts,
 } from "../retention-records.js";
+import { emptyPruneCounts, PRUNED_TOOL_OUTPUT } from "../retention-records.js";
 import type { RetentionStore } from "../roles.js";
 import type { SqliteContext } from "../sqlite-shared.js";
 import { DryRunRollback, settleDryRun } from "./dry-run.js";

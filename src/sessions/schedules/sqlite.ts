@@ -9,116 +9,71 @@ import {
   type SqliteContext,
   sessionRow,
 } from "../sqlite-shared.js";
-import type { ScheduleJob, ScheduleJobInput } from "../store.js";
 import { ScheduleNameTakenError } from "../store.js";
 import { type ScheduleJobRow, toScheduleJob } from "../store-rows.js";
+import * as sql from "./statements.js";
 
 function scheduleRow(s: SqliteContext, name: string): ScheduleJobRow | undefined {
-  return s.stmt("SELECT * FROM schedule_jobs WHERE name = ?").get(name) as
-    | ScheduleJobRow
-    | undefined;
+  return s.stmt(sql.SELECT_JOB).get(name) as ScheduleJobRow | undefined;
 }
 
 export function sqliteSchedules(s: SqliteContext): ScheduleStore {
   return {
-    createScheduleJob(input: ScheduleJobInput): Promise<ScheduleJob> {
+    createScheduleJob(input) {
       return s.tx(() => {
-        if (scheduleRow(s, input.name)) throw new ScheduleNameTakenError(input.name);
-        const now = s.now();
-        s.stmt(
-          `INSERT INTO schedule_jobs (name, kind, expr, tz, prompt, session_key, chat, misfire,
-               next_fire_at, created_by, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        ).run(
-          input.name,
-          input.kind,
-          input.expr,
-          input.tz,
-          input.prompt,
-          input.sessionKey,
-          input.chat ? JSON.stringify(input.chat) : null,
-          input.misfire,
-          input.nextFireAt,
-          input.createdBy,
-          now,
-          now,
-        );
+        const row = s.stmt(sql.INSERT_JOB).get(...sql.jobParams(input, s.now())) as
+          | ScheduleJobRow
+          | undefined;
+        if (!row) throw new ScheduleNameTakenError(input.name);
         // A name used before (a deleted job, a one-shot that ran) left its session behind: the new
         // job, perhaps another chat's, starts a fresh transcript instead of inheriting that one.
         if (sessionRow(s, input.sessionKey)) resetSessionSync(s, input.sessionKey);
-        return toScheduleJob(scheduleRow(s, input.name)!);
+        return toScheduleJob(row);
       });
     },
 
-    listScheduleJobs(): Promise<ScheduleJob[]> {
-      return s.read(() =>
-        (s.stmt("SELECT * FROM schedule_jobs ORDER BY name").all() as ScheduleJobRow[]).map(
-          toScheduleJob,
-        ),
-      );
+    listScheduleJobs() {
+      return s.read(() => (s.stmt(sql.LIST_JOBS).all() as ScheduleJobRow[]).map(toScheduleJob));
     },
 
-    getScheduleJob(name: string): Promise<ScheduleJob | null> {
+    getScheduleJob(name) {
       return s.read(() => {
         const row = scheduleRow(s, name);
         return row ? toScheduleJob(row) : null;
       });
     },
 
-    deleteScheduleJob(name: string): Promise<boolean> {
-      return s.tx(() => s.stmt("DELETE FROM schedule_jobs WHERE name = ?").run(name).changes === 1);
+    deleteScheduleJob(name) {
+      return s.tx(() => s.stmt(sql.DELETE_JOB).run(name).changes === 1);
     },
 
-    skipScheduleSlots(
-      jobId: number,
-      expectedNextFireAt: number,
-      nextFireAt: number | null,
-    ): Promise<boolean> {
+    skipScheduleSlots(jobId, expectedNextFireAt, nextFireAt) {
       return s.tx(() => moveScheduleCursor(s, { jobId, expectedNextFireAt, nextFireAt }));
     },
 
-    pauseScheduleJob(name: string, reason: string): Promise<ScheduleJob | null> {
+    pauseScheduleJob(name, reason) {
       return s.tx(() => {
-        s.stmt(
-          "UPDATE schedule_jobs SET paused = 1, paused_reason = ?, updated_at = ? WHERE name = ?",
-        ).run(reason, s.now(), name);
-        const row = scheduleRow(s, name);
+        const row = s.stmt(sql.PAUSE_JOB).get(reason, s.now(), name) as ScheduleJobRow | undefined;
         return row ? toScheduleJob(row) : null;
       });
     },
 
-    resumeScheduleJob(name: string, nextFireAt: number | null): Promise<ScheduleJob | null> {
+    resumeScheduleJob(name, nextFireAt) {
       return s.tx(() => {
-        s.stmt(
-          `UPDATE schedule_jobs SET paused = 0, paused_reason = NULL, failures = 0, next_fire_at = ?,
-               updated_at = ? WHERE name = ?`,
-        ).run(nextFireAt, s.now(), name);
-        const row = scheduleRow(s, name);
+        const row = s.stmt(sql.RESUME_JOB).get(nextFireAt, s.now(), name) as
+          | ScheduleJobRow
+          | undefined;
         return row ? toScheduleJob(row) : null;
       });
     },
 
-    recordScheduleRun(
-      name: string,
-      ok: boolean,
-      pauseAfter: number,
-    ): Promise<{ job: ScheduleJob; pausedNow: boolean } | null> {
+    recordScheduleRun(name, ok, pauseAfter) {
       return s.tx(() => {
         const row = scheduleRow(s, name);
         if (!row) return null;
-        const failures = ok ? 0 : row.failures + 1;
-        const pausedNow = !ok && row.paused === 0 && failures >= pauseAfter;
-        s.stmt(
-          `UPDATE schedule_jobs SET failures = ?, paused = ?, paused_reason = ?, updated_at = ?
-             WHERE id = ?`,
-        ).run(
-          failures,
-          pausedNow ? 1 : row.paused,
-          pausedNow ? `${failures} failed runs in a row` : row.paused_reason,
-          s.now(),
-          row.id,
-        );
-        return { job: toScheduleJob(scheduleRow(s, name)!), pausedNow };
+        const { pausedNow, params } = sql.runOutcome(row, ok, pauseAfter, s.now());
+        const updated = s.stmt(sql.RECORD_RUN).get(...params) as ScheduleJobRow;
+        return { job: toScheduleJob(updated), pausedNow };
       });
     },
   };

@@ -2,14 +2,14 @@
  * TaskStore (tasks) on Postgres; what each method promises is in roles.ts.
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
-import { all, changes, type Db, first, insertOutbox, type PgContext } from "../pg-shared.js";
+import { all, changes, type Db, first, insertOutbox, type PgContext, pgSql } from "../pg-shared.js";
 import type { TaskStore } from "../roles.js";
 import type { ChildTurn, TaskEnd, TaskInput, TaskRecord, TurnState } from "../store.js";
-import { finalAnswer, type TaskRow, taskChildKey, taskNoticeText, toTask } from "./rows.js";
+import * as taskRows from "./rows.js";
 
 async function get(db: Db, id: number): Promise<TaskRecord | null> {
-  const row = await first<TaskRow>(db, "SELECT * FROM tasks WHERE id = $1", [id]);
-  return row ? toTask(row) : null;
+  const row = await first<taskRows.TaskRow>(db, "SELECT * FROM tasks WHERE id = $1", [id]);
+  return row ? taskRows.toTask(row) : null;
 }
 
 export function pgTasks(s: PgContext): TaskStore {
@@ -21,38 +21,21 @@ export function pgTasks(s: PgContext): TaskStore {
           await db.query("SELECT pg_advisory_xact_lock(hashtext($1))", [
             `task:${input.parentSessionId}:${input.parentToolCallId}`,
           ]);
-          const row = await first<TaskRow>(
+          const row = await first<taskRows.TaskRow>(
             db,
             "SELECT * FROM tasks WHERE parent_session_id = $1 AND parent_tool_call_id = $2",
             [input.parentSessionId, input.parentToolCallId],
           );
-          if (row) return { task: toTask(row), created: false };
+          if (row) return { task: taskRows.toTask(row), created: false };
         }
+        const params = taskRows.taskParams(input, s.now());
         const inserted = await first<{ id: number | string }>(
           db,
-          `INSERT INTO tasks (parent_session_key, parent_session_id, parent_tool_call_id,
-             root_session_id, child_key, chat_platform, chat_id, chat, requester, prompt, context,
-             depth, background, state, created_at)
-           VALUES ($1, $2, $3, $4, '', $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13)
-           RETURNING id`,
-          [
-            input.parentSessionKey,
-            input.parentSessionId,
-            input.parentToolCallId,
-            input.rootSessionId,
-            input.chat.platform,
-            input.chat.chatId,
-            JSON.stringify(input.chat),
-            input.requester,
-            input.prompt,
-            input.context,
-            input.depth,
-            input.background,
-            s.now(),
-          ],
+          pgSql(taskRows.INSERT_TASK),
+          params,
         );
         const id = Number(inserted!.id);
-        await db.query("UPDATE tasks SET child_key = $1 WHERE id = $2", [taskChildKey(id), id]);
+        await db.query(pgSql(taskRows.SET_CHILD_KEY), [taskRows.taskChildKey(id), id]);
         return { task: (await get(db, id))!, created: true };
       });
     },
@@ -80,7 +63,7 @@ export function pgTasks(s: PgContext): TaskStore {
         }
         const sql = `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
           ORDER BY id ${filter.limit ? `DESC LIMIT ${Math.floor(filter.limit)}` : ""}`;
-        const rows = (await all<TaskRow>(db, sql, params)).map(toTask);
+        const rows = (await all<taskRows.TaskRow>(db, sql, params)).map(taskRows.toTask);
         return filter.limit ? rows.reverse() : rows;
       });
     },
@@ -98,25 +81,11 @@ export function pgTasks(s: PgContext): TaskStore {
 
     endTask(end: TaskEnd) {
       return s.tx(async (db) => {
-        const ended = await changes(
-          db,
-          `UPDATE tasks SET state = $1, result = $2, finished_at = $3
-           WHERE id = $4 AND state IN ('queued', 'running')`,
-          [end.state, end.result, s.now(), end.id],
-        );
-        if (ended === 0) return null;
+        const params = [end.state, end.result, s.now(), end.id];
+        if ((await changes(db, pgSql(taskRows.END_TASK), params)) === 0) return null;
         const task = (await get(db, end.id))!;
-        const text = taskNoticeText(end, task);
-        if (text !== null) {
-          await insertOutbox(s, db, {
-            sessionKey: task.parentSessionKey,
-            sessionId: task.parentSessionId,
-            turnId: null,
-            address: task.chat,
-            text,
-            kind: "notice",
-          });
-        }
+        const notice = taskRows.taskNoticeRow(end, task);
+        if (notice) await insertOutbox(s, db, notice);
         return task;
       });
     },
@@ -135,13 +104,13 @@ export function pgTasks(s: PgContext): TaskStore {
     listTaskNotes(parentSessionKey: string) {
       return s.read(async (db) =>
         (
-          await all<TaskRow>(
+          await all<taskRows.TaskRow>(
             db,
             `SELECT * FROM tasks WHERE parent_session_key = $1 AND NOT noted AND background
              AND state NOT IN ('queued', 'running') ORDER BY id`,
             [parentSessionKey],
           )
-        ).map(toTask),
+        ).map(taskRows.toTask),
       );
     },
 
@@ -164,7 +133,7 @@ export function pgTasks(s: PgContext): TaskStore {
           "SELECT body FROM messages WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
           [turn.session_id],
         );
-        return { state: turn.state, answer: finalAnswer(last?.body) };
+        return { state: turn.state, answer: taskRows.finalAnswer(last?.body) };
       });
     },
   };

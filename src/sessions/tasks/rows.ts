@@ -1,6 +1,7 @@
 /** Task rows as both engines return them, and the record each becomes (SQLite 0/1, Postgres booleans). */
 import type { ChatAddress } from "../../contract/platform.js";
-import type { TaskEnd, TaskRecord, TaskState } from "../task-records.js";
+import type { NewOutboxRow } from "../store-rows.js";
+import type { TaskEnd, TaskInput, TaskRecord, TaskState } from "../task-records.js";
 
 export interface TaskRow {
   id: number | string;
@@ -53,12 +54,34 @@ export function taskChildKey(id: number): string {
 
 export const ACTIVE_TASK_STATES: readonly TaskState[] = ["queued", "running"];
 
-/** Whether the notice of `end` goes to the chat, given the task as it is when it ends. */
-export function taskNoticeText(end: TaskEnd, task: TaskRecord): string | null {
+/** The notice of `end` for the task's chat, given the task as it is when it ends; null: none. */
+export function taskNoticeRow(end: TaskEnd, task: TaskRecord): NewOutboxRow | null {
   if (!end.notice) return null;
   if (end.notice.when === "background" && !task.background) return null;
-  return end.notice.text;
+  const { parentSessionKey: sessionKey, parentSessionId: sessionId, chat: address } = task;
+  return { sessionKey, sessionId, turnId: null, address, text: end.notice.text, kind: "notice" };
 }
+
+/** A new task, queued; its child key is set once its id is known. */
+export const INSERT_TASK = `INSERT INTO tasks (parent_session_key, parent_session_id,
+    parent_tool_call_id, root_session_id, child_key, chat_platform, chat_id, chat, requester,
+    prompt, context, depth, background, state, created_at)
+  VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?) RETURNING id`;
+
+export function taskParams(input: TaskInput, now: number): unknown[] {
+  const { parentSessionKey, parentSessionId, parentToolCallId, rootSessionId, chat } = input;
+  return [
+    ...[parentSessionKey, parentSessionId, parentToolCallId, rootSessionId, chat.platform],
+    ...[chat.chatId, JSON.stringify(chat), input.requester, input.prompt, input.context],
+    ...[input.depth, input.background ? 1 : 0, now],
+  ];
+}
+
+export const SET_CHILD_KEY = "UPDATE tasks SET child_key = ? WHERE id = ?";
+
+/** Ends a task still queued or running (SQLite's `?`; Postgres converts it with pgSql). */
+export const END_TASK = `UPDATE tasks SET state = ?, result = ?, finished_at = ?
+  WHERE id = ? AND state IN ('queued', 'running')`;
 
 /** The last message as a final answer: an assistant message with text and no tool calls. */
 export function finalAnswer(body: string | undefined): string | null {

@@ -5,12 +5,12 @@
 import type { TaskStore } from "../roles.js";
 import { insertOutbox, type SqliteContext } from "../sqlite-shared.js";
 import type { ChildTurn, TaskEnd, TaskInput, TaskRecord, TurnState } from "../store.js";
-import { finalAnswer, type TaskRow, taskChildKey, taskNoticeText, toTask } from "./rows.js";
+import * as taskRows from "./rows.js";
 
 export function sqliteTasks(s: SqliteContext): TaskStore {
   const get = (id: number): TaskRecord | null => {
-    const row = s.stmt("SELECT * FROM tasks WHERE id = ?").get(id) as TaskRow | undefined;
-    return row ? toTask(row) : null;
+    const row = s.stmt("SELECT * FROM tasks WHERE id = ?").get(id) as taskRows.TaskRow | undefined;
+    return row ? taskRows.toTask(row) : null;
   };
   return {
     createTask(input: TaskInput) {
@@ -18,33 +18,12 @@ export function sqliteTasks(s: SqliteContext): TaskStore {
         if (input.parentToolCallId !== null) {
           const row = s
             .stmt("SELECT * FROM tasks WHERE parent_session_id = ? AND parent_tool_call_id = ?")
-            .get(input.parentSessionId, input.parentToolCallId) as TaskRow | undefined;
-          if (row) return { task: toTask(row), created: false };
+            .get(input.parentSessionId, input.parentToolCallId) as taskRows.TaskRow | undefined;
+          if (row) return { task: taskRows.toTask(row), created: false };
         }
-        const { lastInsertRowid } = s
-          .stmt(
-            `INSERT INTO tasks (parent_session_key, parent_session_id, parent_tool_call_id,
-               root_session_id, child_key, chat_platform, chat_id, chat, requester, prompt, context,
-               depth, background, state, created_at)
-             VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)`,
-          )
-          .run(
-            input.parentSessionKey,
-            input.parentSessionId,
-            input.parentToolCallId,
-            input.rootSessionId,
-            input.chat.platform,
-            input.chat.chatId,
-            JSON.stringify(input.chat),
-            input.requester,
-            input.prompt,
-            input.context,
-            input.depth,
-            input.background ? 1 : 0,
-            s.now(),
-          );
-        const id = Number(lastInsertRowid);
-        s.stmt("UPDATE tasks SET child_key = ? WHERE id = ?").run(taskChildKey(id), id);
+        const params = taskRows.taskParams(input, s.now());
+        const { id } = s.stmt(taskRows.INSERT_TASK).get(...params) as { id: number };
+        s.stmt(taskRows.SET_CHILD_KEY).run(taskRows.taskChildKey(id), id);
         return { task: get(id)!, created: true };
       });
     },
@@ -71,7 +50,7 @@ export function sqliteTasks(s: SqliteContext): TaskStore {
         }
         const sql = `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
           ORDER BY id ${filter.limit ? `DESC LIMIT ${Math.floor(filter.limit)}` : ""}`;
-        const rows = (s.stmt(sql).all(...params) as TaskRow[]).map(toTask);
+        const rows = (s.stmt(sql).all(...params) as taskRows.TaskRow[]).map(taskRows.toTask);
         return filter.limit ? rows.reverse() : rows;
       });
     },
@@ -89,25 +68,11 @@ export function sqliteTasks(s: SqliteContext): TaskStore {
 
     endTask(end: TaskEnd) {
       return s.tx(() => {
-        const { changes } = s
-          .stmt(
-            `UPDATE tasks SET state = ?, result = ?, finished_at = ?
-             WHERE id = ? AND state IN ('queued', 'running')`,
-          )
-          .run(end.state, end.result, s.now(), end.id);
-        if (changes === 0) return null;
+        const ended = s.stmt(taskRows.END_TASK).run(end.state, end.result, s.now(), end.id);
+        if (ended.changes === 0) return null;
         const task = get(end.id)!;
-        const text = taskNoticeText(end, task);
-        if (text !== null) {
-          insertOutbox(s, {
-            sessionKey: task.parentSessionKey,
-            sessionId: task.parentSessionId,
-            turnId: null,
-            address: task.chat,
-            text,
-            kind: "notice",
-          });
-        }
+        const notice = taskRows.taskNoticeRow(end, task);
+        if (notice) insertOutbox(s, notice);
         return task;
       });
     },
@@ -130,8 +95,8 @@ export function sqliteTasks(s: SqliteContext): TaskStore {
               `SELECT * FROM tasks WHERE parent_session_key = ? AND noted = 0 AND background = 1
                AND state NOT IN ('queued', 'running') ORDER BY id`,
             )
-            .all(parentSessionKey) as TaskRow[]
-        ).map(toTask),
+            .all(parentSessionKey) as taskRows.TaskRow[]
+        ).map(taskRows.toTask),
       );
     },
 
@@ -152,7 +117,7 @@ export function sqliteTasks(s: SqliteContext): TaskStore {
         const last = s
           .stmt("SELECT body FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1")
           .get(turn.session_id) as { body: string } | undefined;
-        return { state: turn.state, answer: finalAnswer(last?.body) };
+        return { state: turn.state, answer: taskRows.finalAnswer(last?.body) };
       });
     },
   };

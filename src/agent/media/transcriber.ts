@@ -3,7 +3,7 @@
  * `openai` client. Ogg/Opus voice notes go as they are: whisper-1 and whisper.cpp servers take
  * them, and Keel cannot count on ffmpeg being installed.
  */
-import OpenAI, { toFile } from "openai";
+import type OpenAI from "openai";
 
 export interface AudioFile {
   bytes: Buffer;
@@ -22,32 +22,38 @@ export interface TranscriberOptions {
 }
 
 export function createTranscriber(options: TranscriberOptions): Transcriber {
-  const client = new OpenAI({
-    baseURL: options.baseUrl,
-    apiKey: options.apiKey || "keel-no-key",
-    // Explicit values so the client reads none of its OPENAI_* environment variables.
-    organization: null,
-    project: null,
-    webhookSecret: null,
-    adminAPIKey: null,
-    logLevel: "off",
-    maxRetries: 2,
-    timeout: options.timeoutMs,
-  });
+  // The SDK is a large package: it loads with the first voice note, not with every start.
+  let client: OpenAI | undefined;
   return async (audio, signal) => {
+    const loaded = await import("openai");
+    client ??= new loaded.default({
+      baseURL: options.baseUrl,
+      apiKey: options.apiKey || "keel-no-key",
+      // Explicit values so the client reads none of its OPENAI_* environment variables.
+      organization: null,
+      project: null,
+      webhookSecret: null,
+      adminAPIKey: null,
+      logLevel: "off",
+      maxRetries: 2,
+      timeout: options.timeoutMs,
+    });
     try {
       const result = await client.audio.transcriptions.create(
-        { file: await toFile(audio.bytes, audio.name, { type: audio.mime }), model: options.model },
+        {
+          file: await loaded.toFile(audio.bytes, audio.name, { type: audio.mime }),
+          model: options.model,
+        },
         { signal },
       );
       return result.text.trim();
     } catch (error) {
-      throw new Error(describe(error));
+      throw new Error(describe(error, loaded.default));
     }
   };
 }
 
-function describe(error: unknown): string {
+function describe(error: unknown, OpenAI: typeof import("openai").default): string {
   if (error instanceof OpenAI.APIUserAbortError) return "interrupted";
   if (error instanceof OpenAI.APIConnectionTimeoutError)
     return "the endpoint did not answer in time";

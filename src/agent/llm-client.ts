@@ -2,10 +2,11 @@
  * The model endpoint: OpenAI-compatible chat completions through the official `openai` client,
  * always streamed, with every failure turned into a value.
  */
-import OpenAI from "openai";
+import type OpenAI from "openai";
+import { errorMessage } from "../lib/errors.js";
 import { createNodeFetch } from "../lib/node-fetch.js";
 import { savedImageNote } from "./image-input.js";
-import { openAiClient } from "./openai-client.js";
+import { loadOpenAiSdk, openAiClient } from "./openai-client.js";
 import type {
   AssistantMessage,
   ChatMessage,
@@ -29,6 +30,12 @@ export interface LlmClientOptions {
 
 type Failure = Extract<LlmResult, { ok: false }>;
 
+/** The loaded SDK: its error classes, and the client for this model. */
+interface Sdk {
+  OpenAI: typeof OpenAI;
+  client: OpenAI;
+}
+
 /** Tool call fragments gathered by `index` while the stream runs. */
 interface PartialToolCall {
   id: string;
@@ -42,14 +49,22 @@ interface PartialToolCall {
  * `{ ok: false, kind }`. It never retries: the caller decides.
  */
 export function createLlmClient(options: LlmClientOptions): LlmClient {
-  const client = openAiClient({
-    baseUrl: options.baseUrl,
-    apiKey: options.apiKey,
-    maxRetries: 0,
-    fetch: createNodeFetch(),
-    // Our own timer covers the whole call; this one is only a backstop.
-    timeoutMs: Math.ceil(options.timeoutMs) + 5_000,
-  });
+  // The SDK loads with the first call, not with every start.
+  let sdk: Promise<Sdk> | undefined;
+  const loadSdk = () => {
+    sdk ??= loadOpenAiSdk().then((loaded) => ({
+      OpenAI: loaded.default,
+      client: openAiClient(loaded, {
+        baseUrl: options.baseUrl,
+        apiKey: options.apiKey,
+        maxRetries: 0,
+        fetch: createNodeFetch(),
+        // Our own timer covers the whole call; this one is only a backstop.
+        timeoutMs: Math.ceil(options.timeoutMs) + 5_000,
+      }),
+    }));
+    return sdk;
+  };
   const secrets = [options.apiKey].filter((s): s is string => Boolean(s));
 
   return {
@@ -70,13 +85,20 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
         }
         return undefined;
       };
+      let loaded: Sdk | undefined;
       try {
         if (input.signal.aborted) return interrupted()!;
-        const result = await streamCompletion(client, options.model, input, controller.signal);
+        loaded = await loadSdk();
+        const result = await streamCompletion(
+          loaded.client,
+          options.model,
+          input,
+          controller.signal,
+        );
         // The client ends an aborted stream quietly, so a short result may really be an abort.
         return interrupted() ?? result;
       } catch (error) {
-        return interrupted() ?? describeError(error, secrets);
+        return interrupted() ?? describeError(error, secrets, loaded?.OpenAI);
       } finally {
         clearTimeout(timer);
         input.signal.removeEventListener("abort", onAbort);
@@ -191,7 +213,13 @@ function toWireMessage(message: ChatMessage): OpenAI.Chat.Completions.ChatComple
   return wire;
 }
 
-function describeError(error: unknown, secrets: string[]): Failure {
+/** `OpenAI` is undefined only when the SDK itself failed to load (a broken install). */
+function describeError(
+  error: unknown,
+  secrets: string[],
+  OpenAI: typeof import("openai").default | undefined,
+): Failure {
+  if (!OpenAI) return fail("invalid", `The model client could not load: ${errorMessage(error)}.`);
   if (error instanceof OpenAI.APIConnectionTimeoutError) {
     return fail("timeout", "The model did not answer in time.");
   }

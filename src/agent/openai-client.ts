@@ -1,9 +1,12 @@
 /**
  * The official `openai` client as Keel builds it for any OpenAI-compatible endpoint (chat
  * completions, transcriptions): settings given explicitly, so it reads none of its OPENAI_*
- * environment variables, and its logging off.
+ * environment variables, and its logging off. The SDK is a large package, so it is loaded with
+ * the first call that needs it, not with every start.
  */
-import OpenAI from "openai";
+import type OpenAI from "openai";
+
+export type OpenAiSdk = typeof import("openai");
 
 export interface OpenAiClientOptions {
   baseUrl: string;
@@ -14,8 +17,12 @@ export interface OpenAiClientOptions {
   fetch?: typeof globalThis.fetch;
 }
 
-export function openAiClient(options: OpenAiClientOptions): OpenAI {
-  return new OpenAI({
+export function loadOpenAiSdk(): Promise<OpenAiSdk> {
+  return import("openai");
+}
+
+export function openAiClient(sdk: OpenAiSdk, options: OpenAiClientOptions): OpenAI {
+  return new sdk.default({
     baseURL: options.baseUrl,
     // The client refuses to start without a key; keyless local endpoints ignore this one.
     apiKey: options.apiKey || "keel-no-key",

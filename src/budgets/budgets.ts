@@ -26,6 +26,7 @@ import type {
   BudgetStore,
   UsageScope,
 } from "../sessions/store.js";
+import { localTimeZone } from "./local-zone.js";
 import {
   type BudgetRule,
   type BudgetStanding,
@@ -52,8 +53,12 @@ export interface BudgetsOptions {
   store: BudgetStore;
   rules: readonly BudgetRule[];
   prices: Prices | undefined;
-  /** The gateway's time zone: periods are its calendar days and months. */
-  timeZone: string;
+  /**
+   * The gateway's time zone: periods are its calendar days and months. Default: the process's
+   * (TZ, else the machine's), read when first needed, since the first Intl call loads ICU's
+   * data (some 10 ms of a start that configured no budget).
+   */
+  timeZone?: string;
   /** Queues a message to a chat; `pauseId` makes it a card with answer buttons. */
   notify(address: ChatAddress, text: string, pauseId?: string): Promise<void>;
   /** Shows the answer on the card, where the platform keeps one. */
@@ -73,6 +78,7 @@ export type BudgetDecideOutcome = AnswerOutcome<BudgetPauseRecord>;
 export class Budgets implements TurnBudgets {
   private readonly now: () => number;
   private readonly periodEnds: PeriodicCheck;
+  private zone: string | undefined;
 
   constructor(private readonly options: BudgetsOptions) {
     this.now = options.now ?? Date.now;
@@ -86,7 +92,8 @@ export class Budgets implements TurnBudgets {
   }
 
   get timeZone(): string {
-    return this.options.timeZone;
+    this.zone ??= this.options.timeZone ?? localTimeZone();
+    return this.zone;
   }
 
   gateFor(turn: GateTurn, scope: UsageScope): ModelCallGate {
@@ -148,8 +155,8 @@ export class Budgets implements TurnBudgets {
   }
 
   standing(rule: BudgetRule, key: string | null): Promise<BudgetStanding> {
-    const { store, timeZone, prices } = this.options;
-    return standingOf(store, rule, key, { now: this.now(), timeZone, prices });
+    const { store, prices } = this.options;
+    return standingOf(store, rule, key, { now: this.now(), timeZone: this.timeZone, prices });
   }
 
   private async pause(turn: GateTurn, standing: BudgetStanding): Promise<BudgetPauseRecord> {
@@ -163,7 +170,7 @@ export class Budgets implements TurnBudgets {
       scopeKey: standing.key,
       periodStart: standing.periodStart,
       periodEnd: standing.periodEnd,
-      summary: pauseQuestion(standing, id, this.options.timeZone),
+      summary: pauseQuestion(standing, id, this.timeZone),
       address: turn.address,
       requester: turn.requester,
     });

@@ -17,7 +17,6 @@ import { withMallocTunables } from "../lib/malloc-tunables.js";
 import { KEEL_VERSION } from "../lib/version.js";
 import { detectSupervisor } from "../lifecycle/exit-code.js";
 import { consumePlannedStopForSelf } from "../lifecycle/markers.js";
-import { checkInstalledServiceTimeout } from "../service/install.js";
 import { gatewayBaseUrl, loginLink } from "./gateway-probe.js";
 import { type CliIo, EXIT } from "./io.js";
 import { type GlobalOptions, loadForCommand } from "./load.js";
@@ -156,6 +155,8 @@ function successor(config: Config, supervised: boolean, env: Env) {
 async function warnAboutServiceTimeout(config: Config, logger: Logger): Promise<void> {
   try {
     const { homedir } = await import("node:os");
+    // Loaded here, after the start: the service installer is otherwise a CLI command's.
+    const { checkInstalledServiceTimeout } = await import("../service/install.js");
     const warning = await checkInstalledServiceTimeout(
       { drainTimeoutSeconds: config.agent.restart_drain_timeout },
       { platform: process.platform, homeDir: homedir() },

@@ -14,10 +14,8 @@ import { writeJsonAtomic } from "../lib/atomic-file.js";
 import { errorMessage } from "../lib/errors.js";
 import { startPolling, type Watcher } from "../lifecycle/lifecycle-phase.js";
 import type { Store } from "../sessions/store.js";
-import { backupFileName, writeBackup } from "./backup.js";
 import { homeData } from "./home-data.js";
 import { describePrune, prune, retentionConfigured } from "./prune.js";
-import { verifyBackup } from "./verify.js";
 
 const PRUNE_EVERY_MS = 3_600_000;
 const PRUNE_FIRST_AFTER_MS = 60_000;
@@ -97,6 +95,9 @@ export function startDataJobs(deps: DataJobsDeps): Watcher {
 /** One scheduled backup: written, verified, the oldest beyond `backup.keep` removed. */
 export async function scheduledBackup(deps: DataJobsDeps): Promise<BackupState> {
   const { config, logger } = deps;
+  // Loaded when a backup is due: most gateways never take one, and tar is a large package.
+  const { backupFileName, writeBackup } = await import("./backup.js");
+  const { verifyBackup } = await import("./verify.js");
   const dir = resolve(config.home, config.backup.dir ?? "backups");
   const path = join(dir, backupFileName(deps.now()));
   let state: BackupState;

@@ -6,7 +6,6 @@
 import type { Logger } from "pino";
 import type { Approvals } from "../approvals/approvals.js";
 import { Budgets, isBudgetPauseId } from "../budgets/budgets.js";
-import { localTimeZone } from "../budgets/local-zone.js";
 import { usageLines, usageReport } from "../budgets/report.js";
 import { SenderLimits } from "../budgets/sender-limits.js";
 import type { Config } from "../config/schema.js";
@@ -35,7 +34,6 @@ export function createBudgetParts(
     store,
     rules: config.budgets,
     prices: config.model.prices,
-    timeZone: localTimeZone(),
     notify: (address, text, pauseId) => parts.sendNotice(address, text, pauseId),
     updateCard: (address, pauseId, text) =>
       parts.platforms.approvalAnswered(address, pauseId, text),

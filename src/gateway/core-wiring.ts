@@ -9,7 +9,6 @@
 import type { Logger } from "pino";
 import { Approvals } from "../approvals/approvals.js";
 import { createApprovalPolicy } from "../approvals/policy.js";
-import { loadShellParser } from "../approvals/shell-syntax.js";
 import type { Config } from "../config/schema.js";
 import type { ChatAddress, PlatformAdapter } from "../contract/platform.js";
 import { PlatformRegistry } from "../contract/registry.js";
@@ -274,7 +273,8 @@ function createApprovals(
     updateCard: (address, approvalId, text) =>
       parts.platforms.approvalAnswered(address, approvalId, text),
     continueSession: parts.continueSession,
-    loadShell: loadShellParser,
+    // With the grammar, its WebAssembly runtime's JavaScript loads at the first command too.
+    loadShell: async () => (await import("../approvals/shell-syntax.js")).loadShellParser(),
     logger: logger.child({ component: "approvals" }),
     now,
   });

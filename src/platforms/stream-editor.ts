@@ -213,7 +213,8 @@ export class StreamDraft {
     if (this.segments.some((s) => s.kind === "tool")) return true;
     if (this.textSince === null) return false;
     const text = this.render();
-    if (/[.!?…:;](\s|$)|\n/.test(text)) return true;
+    // The ellipsis as an escape: the code every start loads stays Latin-1 (scripts/bundle.mjs).
+    if (/[.!?\u2026:;](\s|$)|\n/.test(text)) return true;
     return this.now() - this.textSince >= (this.options.firstShowMs ?? 1000);
   }
 

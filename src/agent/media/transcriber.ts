@@ -3,8 +3,8 @@
  * `openai` client. Ogg/Opus voice notes go as they are: whisper-1 and whisper.cpp servers take
  * them, and Keel cannot count on ffmpeg being installed.
  */
-import OpenAI, { toFile } from "openai";
-import { openAiClient } from "../openai-client.js";
+import type OpenAI from "openai";
+import { loadOpenAiSdk, openAiClient } from "../openai-client.js";
 
 export interface AudioFile {
   bytes: Buffer;
@@ -23,26 +23,32 @@ export interface TranscriberOptions {
 }
 
 export function createTranscriber(options: TranscriberOptions): Transcriber {
-  const client = openAiClient({
-    baseUrl: options.baseUrl,
-    apiKey: options.apiKey,
-    maxRetries: 2,
-    timeoutMs: options.timeoutMs,
-  });
+  // The SDK loads with the first voice note, not with every start.
+  let client: OpenAI | undefined;
   return async (audio, signal) => {
+    const loaded = await loadOpenAiSdk();
+    client ??= openAiClient(loaded, {
+      baseUrl: options.baseUrl,
+      apiKey: options.apiKey,
+      maxRetries: 2,
+      timeoutMs: options.timeoutMs,
+    });
     try {
       const result = await client.audio.transcriptions.create(
-        { file: await toFile(audio.bytes, audio.name, { type: audio.mime }), model: options.model },
+        {
+          file: await loaded.toFile(audio.bytes, audio.name, { type: audio.mime }),
+          model: options.model,
+        },
         { signal },
       );
       return result.text.trim();
     } catch (error) {
-      throw new Error(describe(error));
+      throw new Error(describe(error, loaded.default));
     }
   };
 }
 
-function describe(error: unknown): string {
+function describe(error: unknown, OpenAI: typeof import("openai").default): string {
   if (error instanceof OpenAI.APIUserAbortError) return "interrupted";
   if (error instanceof OpenAI.APIConnectionTimeoutError)
     return "the endpoint did not answer in time";

@@ -6,7 +6,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
-import { type RawData, WebSocket, WebSocketServer } from "ws";
+import type { RawData, WebSocket, WebSocketServer } from "ws";
 import type {
   ChatAddress,
   InboundAttachment,
@@ -93,7 +93,8 @@ export class WebchatAdapter implements PlatformAdapter {
   private readonly authorize: (req: IncomingMessage) => Promise<UpgradeVerdict>;
   private readonly heartbeatMs: number;
   private readonly uploads: WebchatUploads | null;
-  private readonly wss: WebSocketServer;
+  /** Created by `start()`: ws loads with the web chat, not with every gateway. */
+  private wss: WebSocketServer | null = null;
   private readonly clients = new Set<Client>();
   private readonly live = new LiveTurns();
   /** Per-conversation chain so a user message is stored before the reply it causes. */
@@ -110,14 +111,11 @@ export class WebchatAdapter implements PlatformAdapter {
     this.authorize = options.authorize;
     this.heartbeatMs = options.heartbeatMs ?? 30_000;
     this.uploads = options.uploads ?? null;
-    this.wss = new WebSocketServer({
-      noServer: true,
-      maxPayload: MAX_FRAME_BYTES,
-      handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
-    });
   }
 
   async start(sink: InboundSink): Promise<void> {
+    const { createSocketServer } = await import("./socket-server.js");
+    this.wss ??= createSocketServer({ maxPayload: MAX_FRAME_BYTES, subprotocol: SUBPROTOCOL });
     this.sink = sink;
     this.heartbeat = setInterval(() => this.beat(), this.heartbeatMs);
     this.heartbeat.unref();
@@ -295,6 +293,11 @@ export class WebchatAdapter implements PlatformAdapter {
           return;
         }
         if (socket.destroyed) return;
+        // Set by start(), which came before the sink that refusalOf() asked for.
+        if (!this.wss) {
+          socket.destroy();
+          return;
+        }
         this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, verdict.operator));
       },
       (err: unknown) => {
@@ -541,7 +544,7 @@ export class WebchatAdapter implements PlatformAdapter {
   }
 
   private send(client: Client, message: ServerMessage): void {
-    if (client.ws.readyState === WebSocket.OPEN) client.ws.send(JSON.stringify(message));
+    if (client.ws.readyState === client.ws.OPEN) client.ws.send(JSON.stringify(message));
   }
 }
 

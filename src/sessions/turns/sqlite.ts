@@ -123,6 +123,20 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
       return s.read(() => transcriptSync(s, sessionId, afterSeq));
     },
 
+    loadLastMessages(sessionIds: readonly string[]): Promise<Map<string, ChatMessage>> {
+      return s.read(() => {
+        const last = s.stmt(
+          "SELECT body FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+        );
+        const found = new Map<string, ChatMessage>();
+        for (const id of sessionIds) {
+          const row = last.get(id) as { body: string } | undefined;
+          if (row) found.set(id, JSON.parse(row.body) as ChatMessage);
+        }
+        return found;
+      });
+    },
+
     loadTurnHistory(sessionId: string): Promise<TurnHistory> {
       return s.read(() => {
         const row = latestCompactionSync(s, sessionId);
@@ -289,6 +303,25 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
           state: input.reply.inBand ? "delivered" : "pending",
           approvalId: input.reply.approvalId,
         });
+      });
+    },
+
+    interruptTurns(turns: readonly { turnId: number; lease?: LeaseToken }[]): Promise<void> {
+      return s.tx(() => {
+        // Every lease first: one that moved on stores nothing.
+        for (const t of turns) checkLease(s, t.lease);
+        const now = s.now();
+        for (const { turnId } of turns) {
+          const turn = s
+            .stmt(
+              "UPDATE turns SET state = 'interrupted', finished_at = ? WHERE id = ? RETURNING *",
+            )
+            .get(now, turnId) as TurnRow | undefined;
+          if (!turn) throw new Error(`unknown turn ${turnId}`);
+          if (turn.inbox_id === null) continue;
+          s.stmt("UPDATE inbox SET state = 'done' WHERE id = ?").run(turn.inbox_id);
+          s.stmt("UPDATE inbox SET state = 'done' WHERE turn_id = ?").run(turn.id);
+        }
       });
     },
 

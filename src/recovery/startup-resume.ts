@@ -80,8 +80,8 @@ export async function resumeInterruptedSessions(options: ResumeOptions): Promise
     );
     return outcome;
   }
-  // Read before the first resume starts: the resumed turns would otherwise queue ahead of the
-  // rest of these reads (one round trip per session: 18 s for 1,000 on Postgres).
+  // One read, before the first resume starts: read one session at a time, the checks queued
+  // behind the resumed turns on the store's connections.
   const resuming = plan.resume.map((candidate) => byKey.get(candidate.key)!);
   const withWork = await sessionsWithWorkToContinue(store, resuming);
   for (const session of resuming) {

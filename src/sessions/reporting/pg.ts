@@ -46,13 +46,16 @@ export function pgReporting(s: PgContext): ReportingStore {
                     AND i.chat_id = (s.origin::json ->> 'chatId')
                     AND i.session_key = s.key AND i.sender_name IS NOT NULL
                   ORDER BY i.id DESC LIMIT 1) AS sender_name,
-               (SELECT COALESCE(SUM(u.prompt_tokens), 0)::bigint FROM model_usage u
-                  WHERE u.session_id = s.session_id) AS prompt_tokens,
-               (SELECT COALESCE(SUM(u.completion_tokens), 0)::bigint FROM model_usage u
-                  WHERE u.session_id = s.session_id) AS completion_tokens
-             FROM sessions s
-             WHERE ($1::text IS NULL OR s.platform = $1) AND ($2 OR NOT starts_with(s.key, $3))
-             ORDER BY s.updated_at DESC LIMIT $4`,
+               u.prompt_tokens, u.completion_tokens
+             FROM (SELECT * FROM sessions s
+                     WHERE ($1::text IS NULL OR s.platform = $1) AND ($2 OR NOT starts_with(s.key, $3))
+                     ORDER BY s.updated_at DESC LIMIT $4) s
+             -- Both sums in one pass over the session's model calls (two subqueries read them twice).
+             CROSS JOIN LATERAL (
+               SELECT COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt_tokens,
+                 COALESCE(SUM(completion_tokens), 0)::bigint AS completion_tokens
+               FROM model_usage WHERE session_id = s.session_id) u
+             ORDER BY s.updated_at DESC`,
           [
             options.platform ?? null,
             options.internal !== false,

@@ -3,7 +3,6 @@
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
 import { all, changes, DB_NOW, first, type PgContext } from "../pg-shared.js";
-import type { ClusterStore } from "./role.js";
 import type { InstanceInput, InstanceRecord, LeaseToken, SessionLease } from "../store.js";
 import {
   type InstanceRow,
@@ -11,6 +10,7 @@ import {
   toInstance,
   toSessionLease,
 } from "../store-rows.js";
+import type { ClusterStore } from "./role.js";
 
 export function pgCluster(s: PgContext): ClusterStore {
   return {

@@ -2,7 +2,7 @@
  * ClusterStore (instances and leases) on SQLite; what each method promises is in roles.ts.
  * Writes run in the group commit (`s.tx`), reads through `s.read`.
  */
-import type { ClusterStore } from "./role.js";
+
 import type { SqliteContext } from "../sqlite-shared.js";
 import type { InstanceInput, InstanceRecord, LeaseToken, SessionLease } from "../store.js";
 import {
@@ -11,6 +11,7 @@ import {
   toInstance,
   toSessionLease,
 } from "../store-rows.js";
+import type { ClusterStore } from "./role.js";
 
 /** See ClusterStore.claimSessionLease. */
 function claimSync(

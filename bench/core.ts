@@ -42,6 +42,11 @@ export interface CoreResult {
     bare: { p50: number; p99: number; max: number };
     added: { p50: number; p99: number };
   };
+  /**
+   * Time to first token through `/v1` streaming: request start to the first chunk with text,
+   * direct to the model and through Keel (interleaved), p50 in ms.
+   */
+  ttftMs: { gateway: number; direct: number; added: number };
   turnsPerSecond: number;
   turnsPerSecondOverall: number;
   /** The floor's turns/s with the same sessions and window. */
@@ -126,6 +131,7 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     const idle = gw.rssMb();
     const floorIdle = floor.rssMb();
     const latency = await measureLatency(model, gw, floor, bare, options);
+    const ttftMs = await measureTtft(model, gw, options);
     const rssBefore = gw.rssMb();
     await gw.resetLoopDelay();
     const load = await concurrentTurns(gw.baseUrl, gw.authHeaders(), options);
@@ -138,6 +144,7 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     const bareLoad = await concurrentTurns(bare.baseUrl, {}, options);
     return {
       latencyMs: latency,
+      ttftMs,
       turnsPerSecond: load.turnsPerSecond,
       turnsPerSecondOverall: load.overall,
       floorTurnsPerSecond: floorLoad.turnsPerSecond,
@@ -169,6 +176,36 @@ export async function runCore(options: CoreOptions): Promise<CoreResult> {
     await model.close();
     for (const home of homes) rmSync(home, { recursive: true, force: true });
   }
+}
+
+const STREAM_BODY = { ...BODY, stream: true };
+/** A chunk that carries text: a delta with non-empty content (not the role-only first chunk). */
+const HAS_TEXT = (text: string) => /"content":"[^"]/.test(text);
+
+/**
+ * Time to first token, direct and through the gateway's `/v1` streaming, interleaved; a quarter
+ * of the latency requests (the stand-in model streams at once, so what is left is the path).
+ */
+async function measureTtft(model: FakeOpenAI, gw: GatewayChild, options: CoreOptions) {
+  const direct = new HttpClient(model.baseUrl.replace(/\/v1$/, ""));
+  const through = new HttpClient(gw.baseUrl, gw.authHeaders());
+  const samples = { direct: [] as number[], gateway: [] as number[] };
+  const count = Math.ceil(options.latencyRequests / 4);
+  try {
+    for (let i = 0; i < 50 + count; i += 1) {
+      const a = await direct.postStream(PATH, STREAM_BODY, HAS_TEXT);
+      const b = await through.postStream(PATH, STREAM_BODY, HAS_TEXT);
+      if (i < 50 || Number.isNaN(a.ms) || Number.isNaN(b.ms)) continue;
+      samples.direct.push(a.ms);
+      samples.gateway.push(b.ms);
+    }
+  } finally {
+    direct.close();
+    through.close();
+  }
+  const gateway = median(samples.gateway);
+  const direct50 = median(samples.direct);
+  return { gateway, direct: direct50, added: gateway - direct50 };
 }
 
 /** RSS 0.5 s after a load ended, and again SETTLE_S after it. */

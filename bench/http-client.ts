@@ -67,6 +67,51 @@ export class HttpClient {
     });
   }
 
+  /**
+   * POSTs JSON to a streaming endpoint; resolves, once the whole answer is read (the socket goes
+   * back to the pool), with the ms from request start to the first received chunk whose text
+   * `first` accepts (NaN when none did).
+   */
+  postStream(path: string, body: unknown, first: (text: string) => boolean): Promise<PostResult> {
+    const payload = JSON.stringify(body);
+    const started = performance.now();
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          host: this.host,
+          port: this.port,
+          path,
+          method: "POST",
+          agent: this.agent,
+          headers: {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(payload),
+            ...this.headers,
+          },
+        },
+        (res) => {
+          let at = Number.NaN;
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => {
+            chunks.push(c);
+            if (Number.isNaN(at) && first(c.toString("utf8"))) at = performance.now() - started;
+          });
+          res.on("end", () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              headers: res.headers,
+              body: Buffer.concat(chunks).toString("utf8"),
+              ms: at,
+            }),
+          );
+          res.on("error", reject);
+        },
+      );
+      req.on("error", reject);
+      req.end(payload);
+    });
+  }
+
   /** GETs `path`; resolves with the status (body discarded). Rejects on network errors. */
   getStatus(path: string): Promise<number> {
     return new Promise((resolve, reject) => {

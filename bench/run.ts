@@ -15,6 +15,7 @@
  * - `api` (alias `core`): added latency through the OpenAI-compatible API, turns/s with
  *   concurrent sessions, both also as ratios to two floors measured in the same run (the `openai`
  *   SDK forwarder, bench/floor-server.ts, and the bare node:http one, bench/bare-floor-server.mjs);
+ *   time to first token through `/v1` streaming minus the model's own;
  *   cold start to ready, idle RSS and RSS after many turns, then after
  *   as many again (`--latency-requests`, `--sessions`, `--turns`; `--gateway-node-args="--flag ..."` starts
  *   Keel's gateway, and only it, with those Node/V8 flags, for an A/B of a flag).
@@ -299,6 +300,14 @@ function apiReport(results: CoreResult[]): string {
       true,
     ),
     `    (added at p50: Keel ${ms((r) => r.latencyMs.gateway.p50 - r.latencyMs.direct.p50)} ms, bare floor ${ms((r) => r.latencyMs.bare.p50 - r.latencyMs.direct.p50)} ms, SDK floor ${ms((r) => r.latencyMs.floor.p50 - r.latencyMs.direct.p50)} ms; bare p99 ${ms((r) => r.latencyMs.bare.p99)} ms)`,
+    line(
+      "time to first token, added p50",
+      pick(results, (r) => r.ttftMs.added),
+      "ms",
+      2,
+      true,
+    ),
+    `    (/v1 streaming, first chunk with text: Keel ${ms((r) => r.ttftMs.gateway)} ms, model alone ${ms((r) => r.ttftMs.direct)} ms)`,
     line(
       "added latency p99",
       pick(results, (r) => r.latencyMs.added.p99),

@@ -133,7 +133,10 @@ function main(): void {
     }))
     .sort((a, b) => b.lines - a.lines);
   const functions = files.flatMap(functionLengths).sort((a, b) => b.lines - a.lines);
-  const roles = interfaceMembers(join(ROOT, "src/sessions/roles.ts"));
+  // ClusterStore sits in its folder (roles.ts re-exports it), roles.ts at its size budget.
+  const roles = ["src/sessions/roles.ts", "src/sessions/cluster/role.ts"].flatMap((path) =>
+    interfaceMembers(join(ROOT, path)),
+  );
   const row = (m: Measure) => `  ${String(m.lines).padStart(5)}  ${m.where}`;
   const over = (list: Measure[], max: number) => list.filter((m) => m.lines > max).length;
   const total = fileLines.reduce((sum, f) => sum + f.lines, 0);
@@ -147,7 +150,9 @@ function main(): void {
   console.log(`\nlongest files:\n${fileLines.slice(0, top).map(row).join("\n")}`);
   console.log(`\nlongest functions:\n${functions.slice(0, top).map(row).join("\n")}`);
   const methods = roles.reduce((sum, r) => sum + r.lines, 0);
-  console.log(`\nstore members per role (src/sessions/roles.ts, ${methods} in all):`);
+  console.log(
+    `\nstore members per role (src/sessions/roles.ts and cluster/role.ts, ${methods} in all):`,
+  );
   console.log(roles.map(row).join("\n"));
 }
 

@@ -1,10 +1,12 @@
 /**
  * The root logger: JSON lines (pino) to a file and/or stderr, with secrets redacted. On a
  * terminal, stderr gets a short human-readable form instead (`pretty`); the file stays JSON.
+ * The JSON destinations coalesce the lines of one event-loop turn into one write (log-destination.ts).
  */
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import pino, { type Logger } from "pino";
+import { coalescingDestination } from "./log-destination.js";
 import { formatLogLine } from "./log-format.js";
 import { maskUrlCredentials } from "./url-credentials.js";
 
@@ -35,7 +37,9 @@ export function createLogger(options: LoggerOptions): Logger {
     // Logs hold chat text and tool output: private to the gateway's user.
     mkdirSync(dirname(options.file), { recursive: true, mode: 0o700 });
     streams.push({
-      stream: pino.destination({ dest: options.file, sync: true, mkdir: true, mode: 0o600 }),
+      stream: coalescingDestination(
+        pino.destination({ dest: options.file, sync: true, mkdir: true, mode: 0o600 }),
+      ),
     });
   }
   if (options.stderr && options.pretty) {
@@ -43,7 +47,7 @@ export function createLogger(options: LoggerOptions): Logger {
     const colour = out === process.stderr;
     streams.push({ stream: { write: (line: string) => out.write(formatLogLine(line, colour)) } });
   } else if (options.stderr) {
-    streams.push({ stream: pino.destination(2) });
+    streams.push({ stream: coalescingDestination(pino.destination(2)) });
   }
   if (streams.length === 0) return pino({ level: "silent" });
   return pino(

@@ -5,6 +5,7 @@
  * 120 s is presumed cut off too (docs/architecture.md, recovery) — unless its transcript shows
  * nothing left to do.
  */
+import type { ChatMessage } from "../agent/types.js";
 import type { CrashPoint } from "../lib/crash-point.js";
 import type {
   ClusterStore,
@@ -17,8 +18,6 @@ import type {
 } from "../sessions/store.js";
 
 export const RECENT_ACTIVITY_MS = 120_000;
-/** Cut-off turns (and their sessions' leases) taken together at start-up (see inBatches). */
-const CLOSE_AT_ONCE = 32;
 
 export interface RecoveryReport {
   interruptedTurns: number;
@@ -43,19 +42,7 @@ export async function recoverInterruptedWork(
   try {
     return await recover(store, options, held);
   } finally {
-    await inBatches([...held.values()], (lease) => store.releaseSessionLease(lease));
-  }
-}
-
-/**
- * Runs `fn` on every item, CLOSE_AT_ONCE at a time: the store takes them together (SQLite's group
- * commit, the Postgres pool's connections, which a thousand at once would wait on past its
- * connect timeout). One after the other, 1,000 cut-off turns kept a gateway from being ready for
- * seconds (30 s on Postgres, a lease claimed, a turn closed and a lease released each in turn).
- */
-async function inBatches<T>(items: readonly T[], fn: (item: T) => Promise<unknown>): Promise<void> {
-  for (let at = 0; at < items.length; at += CLOSE_AT_ONCE) {
-    await Promise.all(items.slice(at, at + CLOSE_AT_ONCE).map(fn));
+    await store.releaseSessionLeases([...held.values()]);
   }
 }
 
@@ -76,11 +63,16 @@ async function recover(
     return lease !== null;
   };
   const found = await store.listRunningTurns();
-  const mineKeys = new Set<string>();
-  // Each session once (its lease is claimed once), several sessions at a time.
-  await inBatches([...new Set(found.map((turn) => turn.sessionKey))], async (key) => {
-    if (await mine(key)) mineKeys.add(key);
-  });
+  // The cut-off sessions' leases, each once, all in one transaction: one at a time (a lease
+  // claimed, a turn closed and a lease released each in turn), 1,000 cut-off turns kept a
+  // gateway on Postgres from being ready for 31 s.
+  const foundKeys = [...new Set(found.map((turn) => turn.sessionKey))];
+  if (options.leases) {
+    const { owner, ttlMs } = options.leases;
+    for (const [key, lease] of await store.claimSessionLeases(foundKeys, owner, ttlMs))
+      held.set(key, lease);
+  }
+  const mineKeys = options.leases ? new Set(held.keys()) : new Set(foundKeys);
   const candidates: TurnRecord[] = found.filter((turn) => mineKeys.has(turn.sessionKey));
   // Under the leases now held, re-read: another instance may have recovered one meanwhile.
   const still = options.leases ? new Set((await store.listRunningTurns()).map((t) => t.id)) : null;
@@ -91,29 +83,25 @@ async function recover(
   // start finds them again. The other order would leave closed turns nobody resumes.
   await markCutOff(store, cutOff, "restart_interrupted", startedAt);
   options.crashPoint?.("mid_recovery");
-  // Each its own transaction on its own turn, several at a time (inBatches).
-  await inBatches(running, (turn) =>
-    store.finishTurn({
-      turnId: turn.id,
-      state: "interrupted",
-      finalMessage: null,
-      reply: null,
-      lease: held.get(turn.sessionKey),
+  // All in one transaction, each under its session's lease.
+  await store.interruptTurns(
+    running.map((turn) => {
+      const lease = held.get(turn.sessionKey);
+      return { turnId: turn.id, ...(lease && { lease }) };
     }),
   );
   const recent: string[] = [];
   if (!options.cleanShutdown) {
+    const cutOffKeys = new Set(cutOff);
     // listSessionsActiveSince leaves out sessions already resume-pending.
-    for (const session of await store.listSessionsActiveSince(options.now - RECENT_ACTIVITY_MS)) {
-      // A session whose last turn answered was not cut off: marking it would count a restart
-      // against it, and three such counts suspend a session that never lost anything.
-      if (
-        !cutOff.includes(session.key) &&
-        (await hasWorkToContinue(store, session)) &&
-        (await mine(session.key))
-      ) {
-        recent.push(session.key);
-      }
+    const active = (await store.listSessionsActiveSince(options.now - RECENT_ACTIVITY_MS)).filter(
+      (session) => !cutOffKeys.has(session.key),
+    );
+    // A session whose last turn answered was not cut off: marking it would count a restart
+    // against it, and three such counts suspend a session that never lost anything.
+    const withWork = await sessionsWithWorkToContinue(store, active);
+    for (const session of active) {
+      if (withWork.has(session.key) && (await mine(session.key))) recent.push(session.key);
     }
     await store.markResumePending(recent, "restart_interrupted");
   }
@@ -147,15 +135,22 @@ export async function markCutOff(
 }
 
 /**
- * False when the session's transcript is empty or ends with a final assistant answer (no tool
- * calls): the record shows its last turn finished, so there is nothing to continue.
+ * The keys of the sessions that have work to continue, read together (one store read, however
+ * many: at start-up there may be a thousand). A session has none when its transcript is empty or
+ * ends with a final assistant answer (no tool calls): the record shows its last turn finished.
  */
-export async function hasWorkToContinue(
+export async function sessionsWithWorkToContinue(
   store: TurnStore,
-  session: SessionRecord,
-): Promise<boolean> {
-  const transcript = await store.loadTranscript(session.sessionId);
-  const last = transcript.at(-1)?.message;
+  sessions: readonly SessionRecord[],
+): Promise<Set<string>> {
+  if (sessions.length === 0) return new Set();
+  const last = await store.loadLastMessages(sessions.map((s) => s.sessionId));
+  return new Set(
+    sessions.filter((s) => endsWithWorkToContinue(last.get(s.sessionId))).map((s) => s.key),
+  );
+}
+
+function endsWithWorkToContinue(last: ChatMessage | undefined): boolean {
   if (!last) return false;
   return !(last.role === "assistant" && !last.tool_calls?.length);
 }

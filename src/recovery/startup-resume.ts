@@ -11,7 +11,7 @@ import { droppedRequestNotice, heldBackNotice } from "../runner/lifecycle-texts.
 import type { Runner } from "../runner/runner.js";
 import type { OutboxStore, SessionRecord, SessionStore, TurnStore } from "../sessions/store.js";
 import { readBootHistory, recordBoot } from "./boot-history.js";
-import { hasWorkToContinue } from "./recovery.js";
+import { sessionsWithWorkToContinue } from "./recovery.js";
 import { planResume } from "./resume-planner.js";
 
 export interface ResumeOptions {
@@ -63,9 +63,10 @@ export async function resumeInterruptedSessions(options: ResumeOptions): Promise
   if (plan.breakerTripped) {
     outcome.breakerTripped = true;
     const windowSeconds = Math.round(options.breakerWindowMs / 1000);
-    for (const candidate of plan.held) {
-      const session = byKey.get(candidate.key)!;
-      if (!(await hasWorkToContinue(store, session))) {
+    const held = plan.held.map((candidate) => byKey.get(candidate.key)!);
+    const withWork = await sessionsWithWorkToContinue(store, held);
+    for (const session of held) {
+      if (!withWork.has(session.key)) {
         await store.clearResumePending(session.key);
         continue;
       }
@@ -79,9 +80,12 @@ export async function resumeInterruptedSessions(options: ResumeOptions): Promise
     );
     return outcome;
   }
-  for (const candidate of plan.resume) {
-    const session = byKey.get(candidate.key)!;
-    if (!(await hasWorkToContinue(store, session))) {
+  // One read, before the first resume starts: read one session at a time, the checks queued
+  // behind the resumed turns on the store's connections.
+  const resuming = plan.resume.map((candidate) => byKey.get(candidate.key)!);
+  const withWork = await sessionsWithWorkToContinue(store, resuming);
+  for (const session of resuming) {
+    if (!withWork.has(session.key)) {
       // The record shows the turn had already answered: nothing to continue, no duplicate reply.
       await store.clearResumePending(session.key);
       continue;

@@ -178,6 +178,26 @@ export async function insertOutbox(s: PgContext, db: Db, row: NewOutboxRow): Pro
  * Throws when a fenced write's lease moved on. The row stays share-locked until this
  * transaction ends, so a claim by another instance waits for this write instead of passing it.
  */
+/** checkLease for many, in one statement: LeaseLostError for the first that moved on. */
+export async function checkLeases(db: Db, leases: readonly LeaseToken[]): Promise<void> {
+  if (leases.length === 0) return;
+  const id = (key: string, owner: string, fence: number | string) => `${key}\n${owner}\n${fence}`;
+  const held = new Set(
+    (
+      await all<{ session_key: string; owner: string; fence: number | string }>(
+        db,
+        `SELECT session_key, owner, fence FROM session_leases
+           WHERE (session_key, owner, fence) IN (
+             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))
+           FOR SHARE`,
+        [leases.map((l) => l.sessionKey), leases.map((l) => l.owner), leases.map((l) => l.fence)],
+      )
+    ).map((row) => id(row.session_key, row.owner, row.fence)),
+  );
+  const lost = leases.find((l) => !held.has(id(l.sessionKey, l.owner, l.fence)));
+  if (lost) throw new LeaseLostError(lost.sessionKey);
+}
+
 export async function checkLease(db: Db, lease: LeaseToken | undefined): Promise<void> {
   if (!lease) return;
   const held = await first(

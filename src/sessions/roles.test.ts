@@ -54,7 +54,8 @@ function interfaces(file: string): Map<string, { methods: string[]; extends: str
   return found;
 }
 
-const roles = interfaces("./roles.ts");
+// ClusterStore sits in its folder, re-exported by roles.ts (which is at its size budget).
+const roles = new Map([...interfaces("./roles.ts"), ...interfaces("./cluster/role.ts")]);
 const store = interfaces("./store.ts").get("Store")!;
 
 describe("store roles", () => {

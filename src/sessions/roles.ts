@@ -27,8 +27,6 @@ import type {
   IdempotencyRecord,
   InboxAnswer,
   InboxItem,
-  InstanceInput,
-  InstanceRecord,
   LeaseToken,
   MediaStepInput,
   OnceNoticeInput,
@@ -44,7 +42,6 @@ import type {
   ScheduleJobInput,
   ScheduleNameTakenError,
   SentFile,
-  SessionLease,
   SessionRecord,
   SessionSummary,
   StartedTurn,
@@ -70,6 +67,8 @@ import type {
   StoreCounts,
 } from "./retention-records.js";
 import type { ChildTurn, TaskEnd, TaskInput, TaskRecord, TaskState } from "./task-records.js";
+
+export type { ClusterStore } from "./cluster/role.js";
 
 /**
  * What comes in: inbound messages committed before they are acknowledged, their idempotency keys,
@@ -177,6 +176,8 @@ export interface TurnStore {
    * shared between calls (the SQLite store keeps them parsed): callers must not change them.
    */
   loadTranscript(sessionId: string, afterSeq?: number): Promise<StoredMessage[]>;
+  /** Each transcript's last message, in one read (start-up's check of every cut-off session). */
+  loadLastMessages(sessionIds: readonly string[]): Promise<Map<string, ChatMessage>>;
   /**
    * What a turn works from, in one read: the transcript's latest compaction, the messages after
    * it, and the tool calls a crash left started without a result.
@@ -229,6 +230,8 @@ export interface TurnStore {
    * there is text for the user, an outbox row queued, all in one transaction.
    */
   finishTurn(input: FinishTurnInput): Promise<OutboxItem | null>;
+  /** finishTurn(`interrupted`, no message, no reply) for many in one transaction; all or none. */
+  interruptTurns(turns: readonly { turnId: number; lease?: LeaseToken }[]): Promise<void>;
   /** Turns still `running` (after a crash these are the interrupted ones). */
   listRunningTurns(): Promise<TurnRecord[]>;
 
@@ -428,51 +431,6 @@ export interface ScheduleStore {
     ok: boolean,
     pauseAfter: number,
   ): Promise<{ job: ScheduleJob; pausedNow: boolean } | null>;
-}
-
-/** Several gateways on one store: their instance rows and the leases they hold. */
-export interface ClusterStore {
-  /**
-   * Records a gateway sharing this store (or refreshes its row after a restart under the same
-   * id); its heartbeat starts now.
-   */
-  registerInstance(instance: InstanceInput): Promise<InstanceRecord>;
-  /** Refreshes the instance's heartbeat; false when its row is gone (it was removed). */
-  heartbeatInstance(id: string): Promise<boolean>;
-  /** Removes the instance (a planned stop) and gives up its session leases. */
-  removeInstance(id: string): Promise<void>;
-  /** Every registered instance, oldest first. */
-  listInstances(): Promise<InstanceRecord[]>;
-  /**
-   * Ids of the instances that heartbeated within `staleMs` (the store's clock); with `platform`,
-   * only those that deliver to it (or did not say which platforms they have).
-   */
-  listLiveInstances(staleMs: number, platform?: string): Promise<string[]>;
-  /**
-   * Forgets the instances silent (no heartbeat) for at least `silentForMs` on the store's clock
-   * whose cut-off turns were taken over: none still runs a turn under one of their session
-   * leases. Their leases are left as they are (expired by then). Returns the removed rows.
-   */
-  removeDeadInstances(silentForMs: number): Promise<InstanceRecord[]>;
-  /**
-   * Leases are keyed by name: a session's key, `outbox:<chat>` for a chat's delivery, and
-   * `poller:<platform>:<hash>` for a platform connection only one gateway may hold (cluster/).
-   *
-   * Takes the session's lease for `owner` for `ttlMs`, unless another owner holds a live one
-   * (then null). Taking it from another owner (or after them) raises the fence, so their writes
-   * with the old token fail from then on; renewing your own keeps it.
-   */
-  claimSessionLease(sessionKey: string, owner: string, ttlMs: number): Promise<SessionLease | null>;
-  /**
-   * Extends a lease still held with this token; null when it moved on or was let go (released,
-   * or freed with its gateway's instance): a renewal landing just after must not take it back
-   * from the gateway about to claim it.
-   */
-  renewSessionLease(lease: LeaseToken, ttlMs: number): Promise<SessionLease | null>;
-  /** Lets the lease go (another owner may take it at once); nothing when it already moved on. */
-  releaseSessionLease(lease: LeaseToken): Promise<void>;
-  /** Current leases (live or not), by session key. */
-  listSessionLeases(): Promise<SessionLease[]>;
 }
 
 /** What the operator reads: the sessions list, token usage, counts, the queues' backlog. */

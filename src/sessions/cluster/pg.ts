@@ -3,7 +3,6 @@
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`).
  */
 import { all, changes, DB_NOW, first, type PgContext } from "../pg-shared.js";
-import type { ClusterStore } from "../roles.js";
 import type { InstanceInput, InstanceRecord, LeaseToken, SessionLease } from "../store.js";
 import {
   type InstanceRow,
@@ -11,6 +10,7 @@ import {
   toInstance,
   toSessionLease,
 } from "../store-rows.js";
+import type { ClusterStore } from "./role.js";
 
 export function pgCluster(s: PgContext): ClusterStore {
   return {
@@ -115,6 +115,30 @@ export function pgCluster(s: PgContext): ClusterStore {
       });
     },
 
+    claimSessionLeases(
+      sessionKeys: readonly string[],
+      owner: string,
+      ttlMs: number,
+    ): Promise<Map<string, SessionLease>> {
+      // Sorted: gateways claiming overlapping sets lock the rows in one order (no deadlock).
+      const keys = [...new Set(sessionKeys)].sort();
+      if (keys.length === 0) return Promise.resolve(new Map());
+      return s.tx(async (db) => {
+        const rows = await all<SessionLeaseRow>(
+          db,
+          `INSERT INTO session_leases AS l (session_key, owner, fence, expires_at)
+             SELECT key, $2, 1, ${DB_NOW} + $3 FROM unnest($1::text[]) AS k(key) ORDER BY key
+             ON CONFLICT (session_key) DO UPDATE SET
+               fence = CASE WHEN l.owner = EXCLUDED.owner THEN l.fence ELSE l.fence + 1 END,
+               owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+             WHERE l.owner = EXCLUDED.owner OR l.expires_at <= ${DB_NOW}
+             RETURNING *`,
+          [keys, owner, ttlMs],
+        );
+        return new Map(rows.map((row) => [row.session_key, toSessionLease(row)]));
+      });
+    },
+
     renewSessionLease(lease: LeaseToken, ttlMs: number): Promise<SessionLease | null> {
       return s.tx(async (db) => {
         const row = await first<SessionLeaseRow>(
@@ -133,6 +157,18 @@ export function pgCluster(s: PgContext): ClusterStore {
           `UPDATE session_leases SET expires_at = 0
              WHERE session_key = $1 AND owner = $2 AND fence = $3`,
           [lease.sessionKey, lease.owner, lease.fence],
+        );
+      });
+    },
+
+    releaseSessionLeases(leases: readonly LeaseToken[]): Promise<void> {
+      if (leases.length === 0) return Promise.resolve();
+      return s.tx(async (db) => {
+        await db.query(
+          `UPDATE session_leases AS l SET expires_at = 0
+             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(key, owner, fence)
+             WHERE l.session_key = t.key AND l.owner = t.owner AND l.fence = t.fence`,
+          [leases.map((l) => l.sessionKey), leases.map((l) => l.owner), leases.map((l) => l.fence)],
         );
       });
     },

@@ -2,7 +2,7 @@
  * ClusterStore (instances and leases) on SQLite; what each method promises is in roles.ts.
  * Writes run in the group commit (`s.tx`), reads through `s.read`.
  */
-import type { ClusterStore } from "../roles.js";
+
 import type { SqliteContext } from "../sqlite-shared.js";
 import type { InstanceInput, InstanceRecord, LeaseToken, SessionLease } from "../store.js";
 import {
@@ -11,6 +11,35 @@ import {
   toInstance,
   toSessionLease,
 } from "../store-rows.js";
+import type { ClusterStore } from "./role.js";
+
+/** See ClusterStore.claimSessionLease. */
+function claimSync(
+  s: SqliteContext,
+  sessionKey: string,
+  owner: string,
+  ttlMs: number,
+): SessionLease | null {
+  const now = s.now();
+  // The row stays for good (a release only expires it): the fence never goes back.
+  const row = s
+    .stmt(
+      `INSERT INTO session_leases (session_key, owner, fence, expires_at) VALUES (?, ?, 1, ?)
+       ON CONFLICT (session_key) DO UPDATE SET
+         fence = CASE WHEN owner = excluded.owner THEN fence ELSE fence + 1 END,
+         owner = excluded.owner, expires_at = excluded.expires_at
+       WHERE owner = excluded.owner OR expires_at <= ?
+       RETURNING *`,
+    )
+    .get(sessionKey, owner, now + ttlMs, now) as SessionLeaseRow | undefined;
+  return row ? toSessionLease(row) : null;
+}
+
+function releaseSync(s: SqliteContext, lease: LeaseToken): void {
+  s.stmt(
+    "UPDATE session_leases SET expires_at = 0 WHERE session_key = ? AND owner = ? AND fence = ?",
+  ).run(lease.sessionKey, lease.owner, lease.fence);
+}
 
 export function sqliteCluster(s: SqliteContext): ClusterStore {
   return {
@@ -96,20 +125,21 @@ export function sqliteCluster(s: SqliteContext): ClusterStore {
       owner: string,
       ttlMs: number,
     ): Promise<SessionLease | null> {
+      return s.tx(() => claimSync(s, sessionKey, owner, ttlMs));
+    },
+
+    claimSessionLeases(
+      sessionKeys: readonly string[],
+      owner: string,
+      ttlMs: number,
+    ): Promise<Map<string, SessionLease>> {
       return s.tx(() => {
-        const now = s.now();
-        // The row stays for good (a release only expires it): the fence never goes back.
-        const row = s
-          .stmt(
-            `INSERT INTO session_leases (session_key, owner, fence, expires_at) VALUES (?, ?, 1, ?)
-             ON CONFLICT (session_key) DO UPDATE SET
-               fence = CASE WHEN owner = excluded.owner THEN fence ELSE fence + 1 END,
-               owner = excluded.owner, expires_at = excluded.expires_at
-             WHERE owner = excluded.owner OR expires_at <= ?
-             RETURNING *`,
-          )
-          .get(sessionKey, owner, now + ttlMs, now) as SessionLeaseRow | undefined;
-        return row ? toSessionLease(row) : null;
+        const taken = new Map<string, SessionLease>();
+        for (const key of new Set(sessionKeys)) {
+          const lease = claimSync(s, key, owner, ttlMs);
+          if (lease) taken.set(key, lease);
+        }
+        return taken;
       });
     },
 
@@ -128,10 +158,12 @@ export function sqliteCluster(s: SqliteContext): ClusterStore {
     },
 
     releaseSessionLease(lease: LeaseToken): Promise<void> {
+      return s.tx(() => releaseSync(s, lease));
+    },
+
+    releaseSessionLeases(leases: readonly LeaseToken[]): Promise<void> {
       return s.tx(() => {
-        s.stmt(
-          "UPDATE session_leases SET expires_at = 0 WHERE session_key = ? AND owner = ? AND fence = ?",
-        ).run(lease.sessionKey, lease.owner, lease.fence);
+        for (const lease of leases) releaseSync(s, lease);
       });
     },
 

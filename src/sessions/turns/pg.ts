@@ -8,6 +8,7 @@ import {
   appendIn,
   changes,
   checkLease,
+  checkLeases,
   type Db,
   ensureSessionIn,
   first,
@@ -15,6 +16,7 @@ import {
   type PgContext,
   pgSql,
 } from "../pg-shared.js";
+import type { ChatMessage } from "../../agent/types.js";
 import type { TurnStore } from "../roles.js";
 import { InboxItemTakenError, type StartTurnInput, type UsageInput } from "../store.js";
 import type { CompactionRow, MessageRow, SessionRow, ToolCallRow, TurnRow } from "../store-rows.js";
@@ -61,6 +63,23 @@ export function pgTurns(s: PgContext): TurnStore {
   return {
     loadTranscript(sessionId, afterSeq = 0) {
       return s.read((db) => transcriptIn(db, sessionId, afterSeq));
+    },
+
+    loadLastMessages(sessionIds) {
+      if (sessionIds.length === 0) return Promise.resolve(new Map());
+      return s.read(async (db) => {
+        // One index probe per transcript (messages_session), however long the transcript.
+        const rows = await all<{ session_id: string; body: string }>(
+          db,
+          `SELECT ids.id AS session_id, last.body
+             FROM unnest($1::text[]) AS ids(id)
+             CROSS JOIN LATERAL (
+               SELECT body FROM messages WHERE session_id = ids.id ORDER BY seq DESC LIMIT 1
+             ) AS last`,
+          [[...new Set(sessionIds)]],
+        );
+        return new Map(rows.map((r) => [r.session_id, JSON.parse(r.body) as ChatMessage]));
+      });
     },
 
     loadTurnHistory(sessionId) {
@@ -186,6 +205,34 @@ export function pgTurns(s: PgContext): TurnStore {
         }
         const reply = sql.replyRow(turn, input);
         return reply && insertOutbox(s, db, reply);
+      });
+    },
+
+    interruptTurns(turns) {
+      if (turns.length === 0) return Promise.resolve();
+      return s.tx(async (db) => {
+        await checkLeases(
+          db,
+          turns.flatMap((t) => (t.lease ? [t.lease] : [])),
+        );
+        const ids = [...new Set(turns.map((t) => t.turnId))];
+        // Set-wise, one statement each: a thousand cut-off turns are three statements, not 4,000.
+        const closed = await all<{ id: number | string; inbox_id: number | string | null }>(
+          db,
+          `UPDATE turns SET state = 'interrupted', finished_at = $2 WHERE id = ANY($1::bigint[])
+             RETURNING id, inbox_id`,
+          [ids, s.now()],
+        );
+        if (closed.length !== ids.length) {
+          const found = new Set(closed.map((row) => Number(row.id)));
+          throw new Error(`unknown turn ${ids.find((id) => !found.has(id))}`);
+        }
+        const inboxIds = closed.flatMap((row) => (row.inbox_id === null ? [] : [row.inbox_id]));
+        // The items the turns took, and the rest of each batch (startTurn's `joined`).
+        await db.query(
+          "UPDATE inbox SET state = 'done' WHERE id = ANY($1::bigint[]) OR turn_id = ANY($2::bigint[])",
+          [inboxIds, ids],
+        );
       });
     },
 

@@ -3,6 +3,7 @@
  * Writes run in the group commit (`s.tx`), reads through `s.read`. The statements Postgres runs
  * too are in turns/statements.ts.
  */
+import type { ChatMessage } from "../../agent/types.js";
 import type { TurnStore } from "../roles.js";
 import {
   appendSync,
@@ -78,6 +79,20 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
   return {
     loadTranscript(sessionId, afterSeq = 0) {
       return s.read(() => transcriptSync(s, sessionId, afterSeq));
+    },
+
+    loadLastMessages(sessionIds) {
+      return s.read(() => {
+        const last = s.stmt(
+          "SELECT body FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+        );
+        const found = new Map<string, ChatMessage>();
+        for (const id of sessionIds) {
+          const row = last.get(id) as { body: string } | undefined;
+          if (row) found.set(id, JSON.parse(row.body) as ChatMessage);
+        }
+        return found;
+      });
     },
 
     loadTurnHistory(sessionId) {
@@ -174,6 +189,25 @@ export function sqliteTurns(s: SqliteContext): TurnStore {
         }
         const reply = sql.replyRow(turn, input);
         return reply && insertOutbox(s, reply);
+      });
+    },
+
+    interruptTurns(turns) {
+      return s.tx(() => {
+        // Every lease first: one that moved on stores nothing.
+        for (const t of turns) checkLease(s, t.lease);
+        const now = s.now();
+        for (const { turnId } of turns) {
+          const turn = s
+            .stmt(
+              "UPDATE turns SET state = 'interrupted', finished_at = ? WHERE id = ? RETURNING *",
+            )
+            .get(now, turnId) as TurnRow | undefined;
+          if (!turn) throw new Error(`unknown turn ${turnId}`);
+          if (turn.inbox_id === null) continue;
+          s.stmt("UPDATE inbox SET state = 'done' WHERE id = ?").run(turn.inbox_id);
+          s.stmt("UPDATE inbox SET state = 'done' WHERE turn_id = ?").run(turn.id);
+        }
       });
     },
 

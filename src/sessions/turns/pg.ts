@@ -3,6 +3,8 @@
  * Writes run in one transaction each (`s.tx`), reads in one snapshot (`s.read`). The statements
  * SQLite runs too are in turns/statements.ts.
  */
+
+import type { ChatMessage } from "../../agent/types.js";
 import {
   all,
   appendIn,
@@ -16,7 +18,6 @@ import {
   type PgContext,
   pgSql,
 } from "../pg-shared.js";
-import type { ChatMessage } from "../../agent/types.js";
 import type { TurnStore } from "../roles.js";
 import { InboxItemTakenError, type StartTurnInput, type UsageInput } from "../store.js";
 import type { CompactionRow, MessageRow, SessionRow, ToolCallRow, TurnRow } from "../store-rows.js";

@@ -68,7 +68,9 @@ describe.skipIf(skip)("keel approvals on a Postgres store", () => {
   it("lists, shows and answers the waiting approval stored in Postgres", async () => {
     const listed = await keel("approvals", "list", "--json");
     expect(listed.code, listed.text).toBe(0);
-    expect(JSON.parse(listed.out.join("\n")).map((a: { id: string }) => a.id)).toEqual(["ab12cd34ef"]);
+    expect(JSON.parse(listed.out.join("\n")).map((a: { id: string }) => a.id)).toEqual([
+      "ab12cd34ef",
+    ]);
     const shown = await keel("approvals", "show", "ab12cd34ef");
     expect(shown.text).toContain("rm -rf build");
 

@@ -5,8 +5,8 @@
  */
 import type { Command } from "commander";
 import { makeVisible } from "../approvals/visible-text.js";
-import { approvalJson } from "../control/approval-routes.js";
 import { storeTarget } from "../config/store-target.js";
+import { approvalJson } from "../control/approval-routes.js";
 import { openCommandStore } from "../sessions/open-store.js";
 import type { ApprovalDecision, ApprovalStore } from "../sessions/store.js";
 import { answerWaiting } from "./answer-waiting.js";

@@ -13,7 +13,7 @@ import {
 import type { ClusterStore } from "./role.js";
 
 export function pgCluster(s: PgContext): ClusterStore {
-  return {
+  const cluster: ClusterStore = {
     registerInstance(instance: InstanceInput): Promise<InstanceRecord> {
       return s.tx(async (db) => {
         const row = await first<InstanceRow>(
@@ -93,26 +93,12 @@ export function pgCluster(s: PgContext): ClusterStore {
       );
     },
 
-    claimSessionLease(
+    async claimSessionLease(
       sessionKey: string,
       owner: string,
       ttlMs: number,
     ): Promise<SessionLease | null> {
-      return s.tx(async (db) => {
-        // The row stays for good (a release only expires it): the fence never goes back.
-        const row = await first<SessionLeaseRow>(
-          db,
-          `INSERT INTO session_leases AS l (session_key, owner, fence, expires_at)
-             VALUES ($1, $2, 1, ${DB_NOW} + $3)
-             ON CONFLICT (session_key) DO UPDATE SET
-               fence = CASE WHEN l.owner = EXCLUDED.owner THEN l.fence ELSE l.fence + 1 END,
-               owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-             WHERE l.owner = EXCLUDED.owner OR l.expires_at <= ${DB_NOW}
-             RETURNING *`,
-          [sessionKey, owner, ttlMs],
-        );
-        return row ? toSessionLease(row) : null;
-      });
+      return (await cluster.claimSessionLeases([sessionKey], owner, ttlMs)).get(sessionKey) ?? null;
     },
 
     claimSessionLeases(
@@ -124,6 +110,7 @@ export function pgCluster(s: PgContext): ClusterStore {
       const keys = [...new Set(sessionKeys)].sort();
       if (keys.length === 0) return Promise.resolve(new Map());
       return s.tx(async (db) => {
+        // The row stays for good (a release only expires it): the fence never goes back.
         const rows = await all<SessionLeaseRow>(
           db,
           `INSERT INTO session_leases AS l (session_key, owner, fence, expires_at)
@@ -181,4 +168,5 @@ export function pgCluster(s: PgContext): ClusterStore {
       );
     },
   };
+  return cluster;
 }

@@ -4,6 +4,7 @@
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { turnAskingApproval } from "../../test/helpers/approval-request.js";
 import { runCliInProcess } from "../../test/helpers/cli-run.js";
 import { adminQuery, TEST_PG_URL } from "../../test/helpers/store-harness.js";
 import { createTempDir } from "../../test/helpers/temp-home.js";
@@ -12,8 +13,6 @@ import { PgStore } from "../sessions/pg-store.js";
 const skip = process.env.KEEL_TEST_PG === "skip";
 const DB = `keel_approvals_cli_${process.pid}`;
 const url = TEST_PG_URL.replace(/\/[^/]*$/, `/${DB}`);
-const KEY = "agent:main:telegram:dm:42";
-const ADDRESS = { platform: "telegram", chatId: "42" };
 
 describe.skipIf(skip)("keel approvals on a Postgres store", () => {
   const dir = createTempDir();
@@ -21,38 +20,7 @@ describe.skipIf(skip)("keel approvals on a Postgres store", () => {
     await adminQuery(`DROP DATABASE IF EXISTS ${DB}`);
     await adminQuery(`CREATE DATABASE ${DB}`);
     const store = await PgStore.open(url);
-    const { item } = await store.acceptInbound({
-      platform: "telegram",
-      chatId: "42",
-      platformMessageId: "1",
-      sessionKey: KEY,
-      text: "clean up",
-      senderId: "42",
-      address: ADDRESS,
-    });
-    const turn = await store.startTurn({
-      sessionKey: KEY,
-      inboxId: item.id,
-      userMessage: { role: "user", content: "clean up" },
-      origin: ADDRESS,
-    });
-    await store.requestApproval({
-      id: "ab12cd34ef",
-      sessionKey: KEY,
-      sessionId: turn.sessionId,
-      turnId: turn.id,
-      toolCallId: "call-1",
-      toolName: "terminal",
-      arguments: '{"command":"rm -rf build"}',
-      summary: "rm -rf build",
-      rule: "terminal:recursive_delete",
-      reason: "deletes recursively",
-      address: ADDRESS,
-      requester: "telegram:42",
-      asker: "telegram:42",
-      grants: [],
-      deadlineAt: Date.now() + 600_000,
-    });
+    await store.requestApproval(await turnAskingApproval(store, Date.now() + 600_000));
     await store.close();
   });
   afterAll(async () => {

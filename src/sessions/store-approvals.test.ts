@@ -1,10 +1,12 @@
 /** The store contract for approvals, on every implementation (see store.test.ts). */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  APPROVAL_ADDRESS as ADDRESS,
+  APPROVAL_KEY as KEY,
+  turnAskingApproval,
+} from "../../test/helpers/approval-request.js";
 import { storeHarnesses } from "../../test/helpers/store-harness.js";
 import type { ApprovalRequestInput, Store } from "./store.js";
-
-const KEY = "agent:main:telegram:dm:42";
-const ADDRESS = { platform: "telegram", chatId: "42" };
 
 describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
   let store: Store;
@@ -13,38 +15,7 @@ describe.each(storeHarnesses())("the $name store: approvals", (harness) => {
   beforeEach(async () => {
     await harness.setup();
     store = await harness.open(() => 5_000);
-    const { item } = await store.acceptInbound({
-      platform: "telegram",
-      chatId: "42",
-      platformMessageId: "1",
-      sessionKey: KEY,
-      text: "clean up",
-      senderId: "42",
-      address: ADDRESS,
-    });
-    const turn = await store.startTurn({
-      sessionKey: KEY,
-      inboxId: item.id,
-      userMessage: { role: "user", content: "clean up" },
-      origin: ADDRESS,
-    });
-    request = {
-      id: "ab12cd34ef",
-      sessionKey: KEY,
-      sessionId: turn.sessionId,
-      turnId: turn.id,
-      toolCallId: "call-1",
-      toolName: "terminal",
-      arguments: '{"command":"rm -rf build"}',
-      summary: "rm -rf build",
-      rule: "terminal:recursive_delete",
-      reason: "deletes recursively",
-      address: ADDRESS,
-      requester: "telegram:42",
-      asker: "telegram:42",
-      grants: ["terminal:cmd:rm -rf build"],
-      deadlineAt: 600_000,
-    };
+    request = await turnAskingApproval(store, 600_000);
   });
   afterEach(async () => {
     await store.close();

@@ -141,10 +141,17 @@ describe.concurrent("Telegram progress", () => {
     ]);
     await h.start();
     h.telegram.sendUserMessage({ chatId: ALLOWED_USER, text: "run it" });
-    await waitFor(() =>
-      botMessages(h.telegram, ALLOWED_USER)[0]?.text.includes("↳ first ⏎ last") ? true : null,
-    );
-    await waitFor(() => botMessages(h.telegram, ALLOWED_USER)[0]?.text === "slow answer");
+    // The tail is a passing state (the final answer replaces it), so it is read from what the bot
+    // sent, not from what the chat shows now; a whole turn with a sandboxed command gets the
+    // file's turn budget, as a loaded machine needs.
+    const showsTail = (call: SentCall) =>
+      call.ok &&
+      (call.method === "sendMessage" || call.method === "editMessageText") &&
+      String(call.payload.text ?? "").includes("↳ first ⏎ last");
+    await waitFor(() => h.telegram.sent.some(showsTail), { timeoutMs: 30_000 });
+    await waitFor(() => botMessages(h.telegram, ALLOWED_USER)[0]?.text === "slow answer", {
+      timeoutMs: 30_000,
+    });
   });
 
   telegramTest("a stop keeps the streamed text and says it was interrupted", async ({ h }) => {

@@ -175,10 +175,9 @@ export async function insertOutbox(s: PgContext, db: Db, row: NewOutboxRow): Pro
 }
 
 /**
- * Throws when a fenced write's lease moved on. The row stays share-locked until this
- * transaction ends, so a claim by another instance waits for this write instead of passing it.
+ * checkLease for many, in one statement: LeaseLostError for the first that moved on. The rows are
+ * locked in key order, the order claimSessionLeases takes them in, so the two cannot deadlock.
  */
-/** checkLease for many, in one statement: LeaseLostError for the first that moved on. */
 export async function checkLeases(db: Db, leases: readonly LeaseToken[]): Promise<void> {
   if (leases.length === 0) return;
   const id = (key: string, owner: string, fence: number | string) => `${key}\n${owner}\n${fence}`;
@@ -189,7 +188,7 @@ export async function checkLeases(db: Db, leases: readonly LeaseToken[]): Promis
         `SELECT session_key, owner, fence FROM session_leases
            WHERE (session_key, owner, fence) IN (
              SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]))
-           FOR SHARE`,
+           ORDER BY session_key FOR SHARE`,
         [leases.map((l) => l.sessionKey), leases.map((l) => l.owner), leases.map((l) => l.fence)],
       )
     ).map((row) => id(row.session_key, row.owner, row.fence)),
@@ -198,6 +197,10 @@ export async function checkLeases(db: Db, leases: readonly LeaseToken[]): Promis
   if (lost) throw new LeaseLostError(lost.sessionKey);
 }
 
+/**
+ * Throws when a fenced write's lease moved on. The row stays share-locked until this
+ * transaction ends, so a claim by another instance waits for this write instead of passing it.
+ */
 export async function checkLease(db: Db, lease: LeaseToken | undefined): Promise<void> {
   if (!lease) return;
   const held = await first(

@@ -151,6 +151,12 @@ export function pgCluster(s: PgContext): ClusterStore {
     releaseSessionLeases(leases: readonly LeaseToken[]): Promise<void> {
       if (leases.length === 0) return Promise.resolve();
       return s.tx(async (db) => {
+        // Locked in key order first, as claimSessionLeases takes them: the two cannot deadlock.
+        await db.query(
+          `SELECT 1 FROM session_leases WHERE session_key = ANY($1::text[])
+             ORDER BY session_key FOR UPDATE`,
+          [[...new Set(leases.map((l) => l.sessionKey))]],
+        );
         await db.query(
           `UPDATE session_leases AS l SET expires_at = 0
              FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(key, owner, fence)

@@ -26,6 +26,12 @@ describe("address rules", () => {
     ["::ffff:7f00:1", "loopback"],
     ["::ffff:a9fe:a9fe", "link-local"],
     ["::ffff:10.1.2.3", "private"],
+    // Every spelling Node connects to the IPv4 address inside, and NAT64's prefix.
+    ["0:0:0:0:0:ffff:7f00:1", "loopback"],
+    ["0::ffff:a9fe:a9fe", "link-local"],
+    ["::ffff:0:7f00:1", "loopback"],
+    ["64:ff9b::169.254.169.254", "link-local"],
+    ["fe80::1%eth0", "link-local"],
   ])("refuses %s (%s)", (address, kind) => {
     const why = rules.refusal(address, address);
     expect(why).toContain(kind);
@@ -58,9 +64,11 @@ describe("address rules", () => {
     expect(allowing.refusal("other.intranet", "127.0.0.1")).toContain("loopback");
   });
 
-  it("reads IPv4-mapped IPv6 in both spellings", () => {
+  it("reads an IPv4 address inside IPv6 in every spelling", () => {
     expect(unmapped("::ffff:7f00:1")).toBe("127.0.0.1");
     expect(unmapped("::FFFF:192.168.0.1")).toBe("192.168.0.1");
+    expect(unmapped("0:0:0:0:0:FFFF:7f00:1")).toBe("127.0.0.1");
+    expect(unmapped("64:ff9b::a9fe:a9fe")).toBe("169.254.169.254");
     expect(unmapped("2001:db8::1")).toBe("2001:db8::1");
   });
 

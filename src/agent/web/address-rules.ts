@@ -11,7 +11,7 @@
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { BlockList, isIP, type LookupFunction } from "node:net";
 
-/** Ranges no fetch may reach by default. IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is checked as IPv4. */
+/** Ranges no fetch may reach by default. An IPv6 address carrying an IPv4 one is checked as IPv4 (unmapped). */
 const REFUSED_V4: readonly [string, number, string][] = [
   ["0.0.0.0", 8, "unspecified"],
   ["10.0.0.0", 8, "private"],
@@ -93,17 +93,30 @@ function refusedKind(address: string): string | null {
   return null;
 }
 
-/** `::ffff:127.0.0.1` and `::ffff:7f00:1` as `127.0.0.1`; any other address unchanged. */
+/**
+ * An IPv6 address that carries an IPv4 one, in any spelling (`::ffff:127.0.0.1`,
+ * `0:0:0:0:0:ffff:7f00:1`, `::ffff:0:7f00:1`, NAT64's `64:ff9b::7f00:1`), as that IPv4 address:
+ * Node connects `::ffff:7f00:1` to 127.0.0.1, and a NAT64 gateway forwards `64:ff9b::/96` to the
+ * IPv4 address inside. Any other address comes back unchanged.
+ */
 export function unmapped(address: string): string {
-  const match = /^::ffff:(?:0:)?(.+)$/i.exec(address);
+  if (isIP(address) !== 6) return address;
+  const match = /^(?:::ffff:(?:0:)?|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(
+    canonicalV6(address),
+  );
   if (!match) return address;
-  const tail = match[1]!;
-  if (isIP(tail) === 4) return tail;
-  const hex = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(tail);
-  if (!hex) return address;
-  const high = Number.parseInt(hex[1]!, 16);
-  const low = Number.parseInt(hex[2]!, 16);
+  const high = Number.parseInt(match[1]!, 16);
+  const low = Number.parseInt(match[2]!, 16);
   return [high >> 8, high & 255, low >> 8, low & 255].join(".");
+}
+
+/** One spelling per IPv6 address (the URL parser's: lower case, zeros compressed, hex tail). */
+function canonicalV6(address: string): string {
+  try {
+    return new URL(`http://[${address}]`).hostname.slice(1, -1);
+  } catch {
+    return address; // a zone id (`fe80::1%eth0`): no URL spelling, and never a mapped address
+  }
 }
 
 /** `[::1]` (a URL's hostname) as `::1`. */

@@ -67,6 +67,11 @@ describe("the browser's guard proxy", () => {
       `CONNECT 127.0.0.1:${web.port} HTTP/1.1\r\nHost: x\r\n${auth()}\r\n`,
     );
     expect(tunnel).toMatch(/^HTTP\/1\.1 403 /);
+    // Loopback spelled as a long-form IPv4-mapped IPv6 literal: Node would connect it.
+    const mapped = await exchange(
+      `CONNECT [0:0:0:0:0:ffff:7f00:1]:${web.port} HTTP/1.1\r\nHost: x\r\n${auth()}\r\n`,
+    );
+    expect(mapped).toMatch(/^HTTP\/1\.1 403 /);
     const byName = await exchange(
       `CONNECT other.test:${web.port} HTTP/1.1\r\nHost: x\r\n${auth()}\r\n`,
     );
@@ -78,6 +83,7 @@ describe("the browser's guard proxy", () => {
     expect(plain).toContain("Refused by Keel: ::1 is a loopback address");
     expect(proxy.takeRefusals()).toEqual([
       expect.stringContaining("127.0.0.1 is a loopback"),
+      expect.stringContaining("0:0:0:0:0:ffff:7f00:1 (127.0.0.1) is a loopback"),
       expect.stringContaining("other.test (127.0.0.1) is a loopback"),
       expect.stringContaining("::1 is a loopback"),
     ]);

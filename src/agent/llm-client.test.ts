@@ -232,6 +232,26 @@ describe("createLlmClient", () => {
     expect(result).toMatchObject({ ok: false, kind: "invalid" });
   });
 
+  it("a failed load of the SDK is an invalid failure, and the next call loads it again", async () => {
+    fake = await startFakeOpenAI();
+    let loads = 0;
+    const llm = createLlmClient({
+      baseUrl: fake.baseUrl,
+      model: "m",
+      timeoutMs: 5000,
+      loadSdk: () => {
+        loads += 1;
+        // The first load finds the package's file gone (an upgrade replaced it meanwhile).
+        return loads === 1 ? Promise.reject(new Error("ENOENT: openai chunk")) : import("openai");
+      },
+    });
+    const call = () =>
+      llm.complete({ messages: user("echo: hi"), tools: [], signal: new AbortController().signal });
+    expect(await call()).toMatchObject({ ok: false, kind: "invalid" });
+    expect(await call()).toMatchObject({ ok: true });
+    expect(loads).toBe(2);
+  });
+
   it("returns a network failure when nothing listens", async () => {
     fake = await startFakeOpenAI();
     const baseUrl = fake.baseUrl;

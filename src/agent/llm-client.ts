@@ -6,7 +6,7 @@ import type OpenAI from "openai";
 import { errorMessage } from "../lib/errors.js";
 import { createNodeFetch } from "../lib/node-fetch.js";
 import { savedImageNote } from "./image-input.js";
-import { loadOpenAiSdk, openAiClient } from "./openai-client.js";
+import { loadOpenAiSdk, type OpenAiSdk, openAiClient } from "./openai-client.js";
 import type {
   AssistantMessage,
   ChatMessage,
@@ -26,6 +26,8 @@ export interface LlmClientOptions {
   model: string;
   /** A whole call (connect, wait and stream) is abandoned after this long. */
   timeoutMs: number;
+  /** Loads the `openai` package (default: a dynamic import; tests give one that fails). */
+  loadSdk?: () => Promise<OpenAiSdk>;
 }
 
 type Failure = Extract<LlmResult, { ok: false }>;
@@ -49,20 +51,27 @@ interface PartialToolCall {
  * `{ ok: false, kind }`. It never retries: the caller decides.
  */
 export function createLlmClient(options: LlmClientOptions): LlmClient {
-  // The SDK loads with the first call, not with every start.
+  // The SDK loads with the first call, not with every start. A load that failed (a file
+  // replaced by an upgrade, too many open files) is tried again by the next call.
   let sdk: Promise<Sdk> | undefined;
   const loadSdk = () => {
-    sdk ??= loadOpenAiSdk().then((loaded) => ({
-      OpenAI: loaded.default,
-      client: openAiClient(loaded, {
-        baseUrl: options.baseUrl,
-        apiKey: options.apiKey,
-        maxRetries: 0,
-        fetch: createNodeFetch(),
-        // Our own timer covers the whole call; this one is only a backstop.
-        timeoutMs: Math.ceil(options.timeoutMs) + 5_000,
+    sdk ??= (options.loadSdk ?? loadOpenAiSdk)().then(
+      (loaded) => ({
+        OpenAI: loaded.default,
+        client: openAiClient(loaded, {
+          baseUrl: options.baseUrl,
+          apiKey: options.apiKey,
+          maxRetries: 0,
+          fetch: createNodeFetch(),
+          // Our own timer covers the whole call; this one is only a backstop.
+          timeoutMs: Math.ceil(options.timeoutMs) + 5_000,
+        }),
       }),
-    }));
+      (error: unknown) => {
+        sdk = undefined;
+        throw error;
+      },
+    );
     return sdk;
   };
   const secrets = [options.apiKey].filter((s): s is string => Boolean(s));

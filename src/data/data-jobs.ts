@@ -95,13 +95,14 @@ export function startDataJobs(deps: DataJobsDeps): Watcher {
 /** One scheduled backup: written, verified, the oldest beyond `backup.keep` removed. */
 export async function scheduledBackup(deps: DataJobsDeps): Promise<BackupState> {
   const { config, logger } = deps;
-  // Loaded when a backup is due: most gateways never take one, and tar is a large package.
-  const { backupFileName, writeBackup } = await import("./backup.js");
-  const { verifyBackup } = await import("./verify.js");
   const dir = resolve(config.home, config.backup.dir ?? "backups");
-  const path = join(dir, backupFileName(deps.now()));
   let state: BackupState;
   try {
+    // Loaded when a backup is due (most gateways never take one, and tar is a large package),
+    // inside the try: a load that fails is a failed backup, logged and shown in the status.
+    const { backupFileName, writeBackup } = await import("./backup.js");
+    const { verifyBackup } = await import("./verify.js");
+    const path = join(dir, backupFileName(deps.now()));
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const input = {
       store: deps.store,

@@ -159,6 +159,19 @@ function reply(outboxId: number, text: string, conversationId = "c1") {
 }
 
 describe("WebchatAdapter", () => {
+  it("a stop that comes while a start is still loading wins", async () => {
+    const late = new WebchatAdapter({
+      store,
+      logger: pino({ level: "silent" }),
+      authorize: async () => ({ ok: true, operator: true }),
+      heartbeatMs: 10,
+    });
+    const starting = late.start(sink);
+    await late.stop();
+    await starting;
+    expect(late.status().state).toBe("stopped");
+  });
+
   it("acks a message only after the sink has committed it", async () => {
     const client = await connect();
     client.send({ type: "open", conversation_id: "c1", after_seq: 0 });

@@ -104,6 +104,8 @@ export class WebchatAdapter implements PlatformAdapter {
   private readonly toolArguments = new Map<string, string>();
   private sink: InboundSink | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
+  /** Counts starts and stops, so a start that outlived a stop does nothing. */
+  private generation = 0;
 
   constructor(options: WebchatAdapterOptions) {
     this.store = options.store;
@@ -114,7 +116,10 @@ export class WebchatAdapter implements PlatformAdapter {
   }
 
   async start(sink: InboundSink): Promise<void> {
+    const generation = ++this.generation;
     const { createSocketServer } = await import("./socket-server.js");
+    // A stop (or another start) that came while ws loaded wins: this start is over.
+    if (generation !== this.generation) return;
     this.wss ??= createSocketServer({ maxPayload: MAX_FRAME_BYTES, subprotocol: SUBPROTOCOL });
     this.sink = sink;
     this.heartbeat = setInterval(() => this.beat(), this.heartbeatMs);
@@ -122,6 +127,7 @@ export class WebchatAdapter implements PlatformAdapter {
   }
 
   async stop(): Promise<void> {
+    this.generation += 1;
     this.sink = null;
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;

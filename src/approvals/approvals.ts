@@ -336,12 +336,16 @@ export class Approvals implements TurnApprovals {
     );
   }
 
-  /** The loaded grammar, or null when it could not be loaded. */
+  /**
+   * The loaded grammar, or null when it could not be loaded: this command then asks (fail
+   * closed), and the next one tries the load again.
+   */
   private shell(): Promise<ShellParser | null> {
     this.shellLoad ??= this.options.loadShell().catch((err: unknown) => {
+      this.shellLoad = null;
       this.options.logger.error(
         { err },
-        "the shell grammar did not load: every terminal command will ask for approval",
+        "the shell grammar did not load: this terminal command asks for approval",
       );
       return null;
     });

@@ -48,13 +48,29 @@ export interface ShellParser {
 }
 
 /**
- * Loads web-tree-sitter's runtime and the bash grammar from node_modules. Call once (the gateway
- * does at start; tests in `beforeAll`); rejects when the files are missing.
+ * web-tree-sitter's runtime and the bash grammar from node_modules, loaded once per process:
+ * two first loads side by side corrupt each other (on Node 24 the second fails with
+ * "Incompatible language version 0"). A load that failed is tried again by the next call.
+ */
+let grammar: Promise<Language> | undefined;
+function bashGrammar(): Promise<Language> {
+  grammar ??= (async () => {
+    const require = createRequire(import.meta.url);
+    await Parser.init();
+    return Language.load(require.resolve("tree-sitter-bash/tree-sitter-bash.wasm"));
+  })().catch((err: unknown) => {
+    grammar = undefined;
+    throw err;
+  });
+  return grammar;
+}
+
+/**
+ * A parser for the bash grammar (loaded with the first terminal command); rejects when the
+ * files are missing.
  */
 export async function loadShellParser(): Promise<ShellParser> {
-  const require = createRequire(import.meta.url);
-  await Parser.init();
-  const bash = await Language.load(require.resolve("tree-sitter-bash/tree-sitter-bash.wasm"));
+  const bash = await bashGrammar();
   const parser = new Parser();
   parser.setLanguage(bash);
   return {

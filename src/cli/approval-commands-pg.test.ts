@@ -6,25 +6,24 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { turnAskingApproval } from "../../test/helpers/approval-request.js";
 import { runCliInProcess } from "../../test/helpers/cli-run.js";
-import { adminQuery, TEST_PG_URL } from "../../test/helpers/store-harness.js";
+import { testDatabase } from "../../test/helpers/store-harness.js";
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import { PgStore } from "../sessions/pg-store.js";
 
 const skip = process.env.KEEL_TEST_PG === "skip";
-const DB = `keel_approvals_cli_${process.pid}`;
-const url = TEST_PG_URL.replace(/\/[^/]*$/, `/${DB}`);
+const db = testDatabase("keel_approvals_cli");
+const url = db.url;
 
 describe.skipIf(skip)("keel approvals on a Postgres store", () => {
   const dir = createTempDir();
   beforeAll(async () => {
-    await adminQuery(`DROP DATABASE IF EXISTS ${DB}`);
-    await adminQuery(`CREATE DATABASE ${DB}`);
+    await db.create();
     const store = await PgStore.open(url);
     await store.requestApproval(await turnAskingApproval(store, Date.now() + 600_000));
     await store.close();
   });
   afterAll(async () => {
-    await adminQuery(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+    await db.drop();
     dir.cleanup();
   });
 

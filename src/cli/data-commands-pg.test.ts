@@ -7,22 +7,21 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCliInProcess } from "../../test/helpers/cli-run.js";
-import { adminQuery, TEST_PG_URL } from "../../test/helpers/store-harness.js";
+import { testDatabase } from "../../test/helpers/store-harness.js";
 import { createTempDir } from "../../test/helpers/temp-home.js";
 import { PgStore } from "../sessions/pg-store.js";
 
 const skip = process.env.KEEL_TEST_PG === "skip";
-const DB = `keel_backup_${process.pid}`;
-const url = TEST_PG_URL.replace(/\/[^/]*$/, `/${DB}`);
+const db = testDatabase("keel_backup");
+const url = db.url;
 
 describe.skipIf(skip)("keel backup / restore on Postgres", () => {
   const dir = createTempDir();
   beforeAll(async () => {
-    await adminQuery(`DROP DATABASE IF EXISTS ${DB}`);
-    await adminQuery(`CREATE DATABASE ${DB}`);
+    await db.create();
   });
   afterAll(async () => {
-    await adminQuery(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+    await db.drop();
     dir.cleanup();
   });
 

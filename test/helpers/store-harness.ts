@@ -76,6 +76,28 @@ export async function createTestSchema(): Promise<{ schema: string; drop(): Prom
   };
 }
 
+/**
+ * A database of its own on the test server (for what works on a whole database: a restore, a
+ * CLI pointed at a store URL): `create()` makes it empty, `drop()` removes it.
+ */
+export function testDatabase(prefix: string): {
+  url: string;
+  create(): Promise<void>;
+  drop(): Promise<void>;
+} {
+  const name = `${prefix}_${process.pid}`;
+  return {
+    url: TEST_PG_URL.replace(/\/[^/]*$/, `/${name}`),
+    create: async () => {
+      await adminQuery(`DROP DATABASE IF EXISTS ${name}`);
+      await adminQuery(`CREATE DATABASE ${name}`);
+    },
+    drop: async () => {
+      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
+}
+
 /** One statement on its own connection, with a message that says what to do when it fails. */
 export async function adminQuery(sql: string): Promise<Record<string, unknown>[]> {
   const client = new pg.Client({ connectionString: TEST_PG_URL });

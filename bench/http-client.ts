@@ -31,6 +31,25 @@ export class HttpClient {
 
   /** POSTs JSON to `path` and reads the whole answer. Rejects on network errors only. */
   postJson(path: string, body: unknown, headers: Record<string, string> = {}): Promise<PostResult> {
+    return this.post(path, body, headers, null);
+  }
+
+  /**
+   * POSTs JSON to a streaming endpoint; resolves, once the whole answer is read (the socket goes
+   * back to the pool), with the ms from request start to the first received chunk whose text
+   * `first` accepts (NaN when none did).
+   */
+  postStream(path: string, body: unknown, first: (text: string) => boolean): Promise<PostResult> {
+    return this.post(path, body, {}, first);
+  }
+
+  /** One POST: `ms` is the whole answer's time, or with `first` the time to the chunk it accepts. */
+  private post(
+    path: string,
+    body: unknown,
+    headers: Record<string, string>,
+    first: ((text: string) => boolean) | null,
+  ): Promise<PostResult> {
     const payload = JSON.stringify(body);
     const started = performance.now();
     return new Promise((resolve, reject) => {
@@ -49,59 +68,20 @@ export class HttpClient {
           },
         },
         (res) => {
-          const chunks: Buffer[] = [];
-          res.on("data", (c: Buffer) => chunks.push(c));
-          res.on("end", () =>
-            resolve({
-              status: res.statusCode ?? 0,
-              headers: res.headers,
-              body: Buffer.concat(chunks).toString("utf8"),
-              ms: performance.now() - started,
-            }),
-          );
-          res.on("error", reject);
-        },
-      );
-      req.on("error", reject);
-      req.end(payload);
-    });
-  }
-
-  /**
-   * POSTs JSON to a streaming endpoint; resolves, once the whole answer is read (the socket goes
-   * back to the pool), with the ms from request start to the first received chunk whose text
-   * `first` accepts (NaN when none did).
-   */
-  postStream(path: string, body: unknown, first: (text: string) => boolean): Promise<PostResult> {
-    const payload = JSON.stringify(body);
-    const started = performance.now();
-    return new Promise((resolve, reject) => {
-      const req = request(
-        {
-          host: this.host,
-          port: this.port,
-          path,
-          method: "POST",
-          agent: this.agent,
-          headers: {
-            "content-type": "application/json",
-            "content-length": Buffer.byteLength(payload),
-            ...this.headers,
-          },
-        },
-        (res) => {
           let at = Number.NaN;
           const chunks: Buffer[] = [];
           res.on("data", (c: Buffer) => {
             chunks.push(c);
-            if (Number.isNaN(at) && first(c.toString("utf8"))) at = performance.now() - started;
+            if (first && Number.isNaN(at) && first(c.toString("utf8"))) {
+              at = performance.now() - started;
+            }
           });
           res.on("end", () =>
             resolve({
               status: res.statusCode ?? 0,
               headers: res.headers,
               body: Buffer.concat(chunks).toString("utf8"),
-              ms: at,
+              ms: first ? at : performance.now() - started,
             }),
           );
           res.on("error", reject);

@@ -7,7 +7,8 @@
  * once, no tool ran twice, no reply was shown twice. It prints what each restart cost (from the
  * database being up again to the first resumed reply; turns interrupted) for docs/operations.md.
  */
-import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -106,7 +107,8 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       model.script(jobScript(ledger));
       await gateway.waitForReady(30_000);
     });
-    afterEach(async () => {
+    afterEach(async (ctx) => {
+      if (ctx.task.result?.state === "fail") await keepEvidence().catch(() => {});
       await gateway?.stop();
       await telegram?.close();
       await model?.close();
@@ -121,6 +123,18 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       } finally {
         await client.end();
       }
+    }
+
+    /** On failure: the gateway's output, the chats and the tables to a folder that outlives the test. */
+    async function keepEvidence(): Promise<void> {
+      const dir = mkdtempSync(join(tmpdir(), "keel-db-restart-failure-"));
+      writeFileSync(join(dir, "gateway.log"), gateway.output());
+      writeFileSync(join(dir, "chats.json"), JSON.stringify(CHATS.map((c) => telegram.chatLog(c))));
+      for (const table of ["inbox", "turns", "tool_calls", "outbox", "messages", "session_leases"]) {
+        const rows = await q(`SELECT * FROM ${table} ORDER BY 1`).catch((err) => [String(err)]);
+        writeFileSync(join(dir, `${table}.json`), JSON.stringify(rows, null, 1));
+      }
+      console.error(`database-restart evidence kept in ${dir}`);
     }
 
     const botTexts = (chatId: number) =>

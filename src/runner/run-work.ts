@@ -24,6 +24,8 @@ export interface WorkHost {
   replies: Replies;
   logFailure(err: unknown, item: InboxItem | null): void;
   retryWhenStoreAnswers(item: InboxItem): void;
+  /** The same for work without a message (a resume, an approval's continuation, a `/retry`). */
+  requeueWhenStoreAnswers(sessionKey: string, work: Work): void;
 }
 
 /** Runs one piece of work; never rejects (a failure is logged and reported to listeners). */
@@ -80,6 +82,10 @@ export async function runWork(host: WorkHost, active: ActiveTurn): Promise<void>
     // Its turn never started (the database did not answer): the message is still pending and
     // nobody else runs it while this gateway lives, so it is tried again here.
     if (item && active.turnId === null) host.retryWhenStoreAnswers(item);
+    // The same for a resume: the session stays resume-pending in the record, and nothing else
+    // would queue its resume again while this gateway lives (it was a takeover's, or the start's).
+    if (!item && active.turnId === null)
+      host.requeueWhenStoreAnswers(active.sessionKey, active.work);
     // Its turn started: the record keeps it running until it is taken over and resumed.
     if (active.turnId !== null && leases) host.cutOff.holdUntilResumed(active.sessionKey);
     host.events.emit({

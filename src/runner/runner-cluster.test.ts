@@ -228,5 +228,79 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
         await own.drop();
       }
     });
+
+    it("a resume that could not start while the database was away runs once it is back", async () => {
+      const relay = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
+      const own = await createTestSchema();
+      const store = await PgStore.open(`postgres://postgres@127.0.0.1:${relay.port}/test`, {
+        schema: own.schema,
+        instanceId: "gw-a",
+      });
+      try {
+        const gated = gatedAgent();
+        const runner = new Runner({
+          store,
+          agent: gated.agent,
+          isReadOnlyTool: () => false,
+          busyInputMode: "queue",
+          maxConcurrentTurns: 4,
+          autoResumeFreshnessMs: 3_600_000,
+          logger: pino({ level: "silent" }),
+          control: { requestRestart: async () => null, setHomeChannel: async () => {} },
+          onReplyQueued: () => {},
+          crashPoint: () => {},
+          sessionLeases: { owner: "gw-a", ttlMs: 60_000 },
+        });
+        runners.push(runner);
+        await runner.receive(message("m1", "hello"));
+        await waitFor(() => gated.entered() === 1, { message: "the first turn runs" });
+        await relay.cut();
+        gated.open();
+        await runner.waitForIdle(15_000);
+        await relay.restore();
+        // The takeover marks the cut-off turn and reads the session to resume...
+        const marked = await waitFor(
+          async () => {
+            const report = await recoverInterruptedWork(store, {
+              cleanShutdown: true,
+              now: Date.now(),
+              leases: { owner: "gw-a:takeover", ttlMs: 60_000 },
+            });
+            return report.markedSessions.length > 0 ? report.markedSessions : null;
+          },
+          { timeoutMs: 20_000, intervalMs: 200, message: "the cut-off turn taken over" },
+        );
+        const session = (await store.getSession(marked[0]!))!;
+        expect(session.resumePending).toBe(true);
+        // ...and the database goes away again before the resume could claim the session.
+        await relay.cut();
+        runner.resume(session);
+        await runner.waitForIdle(15_000);
+        await relay.restore();
+        await waitFor(
+          async () =>
+            (
+              await adminQuery(
+                `SELECT id FROM ${own.schema}.turns WHERE inbox_id IS NULL AND state = 'done'`,
+              )
+            ).length === 1,
+          { timeoutMs: 20_000, message: "the resume ran once the database was back" },
+        );
+        const turns = await adminQuery(
+          `SELECT t.state, i.platform_message_id AS message FROM ${own.schema}.turns t
+             LEFT JOIN ${own.schema}.inbox i ON i.id = t.inbox_id ORDER BY t.id`,
+        );
+        expect(turns).toEqual([
+          { state: "interrupted", message: "m1" },
+          { state: "done", message: null },
+        ]);
+        expect((await store.getSession(KEY))!.resumePending).toBe(false);
+      } finally {
+        runners.pop()?.interruptAll();
+        await store.close();
+        await relay.close();
+        await own.drop();
+      }
+    });
   },
 );

@@ -512,6 +512,24 @@ export class Runner implements InboundSink {
     timer.unref();
   }
 
+  /**
+   * Queues again, a moment later, work without a message whose turn could not start because the
+   * store did not answer; its own checks (a resume's mark, an approval's open calls) make it moot
+   * if the session moved on meanwhile. Not once the gateway stops: a resume-pending session is
+   * resumed by the next start.
+   */
+  private requeueWhenStoreAnswers(sessionKey: string, work: Work): void {
+    if (this.options.store.failure() !== null) return;
+    const delayMs = Math.min((this.options.sessionLeases?.ttlMs ?? 3000) / 3, 1000);
+    const timer = setTimeout(() => {
+      if (this.admission !== "open") return;
+      const queued = this.lanes.get(sessionKey)?.queue ?? [];
+      if (work.kind === "resume" && queued.some((w) => w.kind === "resume")) return;
+      this.enqueue(sessionKey, work, work.kind === "resume");
+    }, delayMs);
+    timer.unref();
+  }
+
   /** Whether the message is running, queued or steered into a turn here. */
   private holds(inboxId: number): boolean {
     const isIt = (work: Work) => work.kind === "message" && work.item.id === inboxId;
@@ -559,6 +577,7 @@ export class Runner implements InboundSink {
       replies: this.replies,
       logFailure: (err, item) => this.logFailure(err, item),
       retryWhenStoreAnswers: (item) => this.retryWhenStoreAnswers(item),
+      requeueWhenStoreAnswers: (key, work) => this.requeueWhenStoreAnswers(key, work),
     };
   }
 

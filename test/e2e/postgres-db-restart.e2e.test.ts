@@ -105,8 +105,8 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       // In the workspace: the sandbox hides the rest of the home from commands.
       ledger = join(gateway.home, "workspace", "ledger.txt");
       model.script(jobScript(ledger));
-      await gateway.waitForReady(30_000);
-    });
+      await gateway.waitForReady(60_000);
+    }, 90_000);
     afterEach(async (ctx) => {
       if (ctx.task.result?.state === "fail") await keepEvidence().catch(() => {});
       await gateway?.stop();

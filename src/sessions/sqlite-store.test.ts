@@ -1,5 +1,6 @@
 /** What only the SQLite store does: group commit, WAL durability, online backup to a file. */
-import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { closeSync, fstatSync, mkdirSync, openSync, readSync, statSync, watch } from "node:fs";
 import { join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -427,5 +428,39 @@ describe("SqliteStore durability", () => {
     const rows = db.prepare("SELECT platform_message_id AS id FROM inbox").all();
     db.close();
     expect(rows).toEqual([{ id: "1" }]);
+  });
+});
+
+describe("SqliteStore's temporary data", () => {
+  it("keeps its temporary data in memory: turns and sorted reads create no temporary file", async () => {
+    const dir = createTempDir();
+    try {
+      const temp = join(dir.path, "sqlite-tmp");
+      mkdirSync(temp);
+      const created: string[] = [];
+      const watcher = watch(temp, (_event, name) => created.push(String(name)));
+      const child = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          join(import.meta.dirname, "../../test/fixtures/store-turns.ts"),
+          join(dir.path, "state.db"),
+        ],
+        { env: { ...process.env, SQLITE_TMPDIR: temp }, stdio: ["ignore", "pipe", "inherit"] },
+      );
+      let out = "";
+      child.stdout.on("data", (chunk: Buffer) => {
+        out += chunk.toString();
+      });
+      const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+      // fs.watch reports from the event loop: let the last events arrive.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      watcher.close();
+      expect({ code, out }).toEqual({ code: 0, out: "done\n" });
+      expect(created).toEqual([]);
+    } finally {
+      dir.cleanup();
+    }
   });
 });

@@ -133,6 +133,10 @@ export class SqliteStore {
         this.db.exec("PRAGMA synchronous = FULL");
       }
       this.db.exec("PRAGMA foreign_keys = ON");
+      // Temporary data in memory: each method's savepoint journal (and the sorts no index covers).
+      // By default a journal past 64 KiB spilled to a temporary file, created and unlinked again:
+      // 1.4 files a turn through /v1 (a new session's turn touches that many pages).
+      this.db.exec("PRAGMA temp_store = MEMORY");
       // better-sqlite3 raises SQLite's page cache to 16 MB, which a growing database fills and
       // keeps: SQLite's own 2 MB holds the hot pages (indexes' tails, recent rows), the OS page
       // cache the rest, and parsed transcripts are kept above (TranscriptCache).

@@ -28,6 +28,14 @@
  *   small `ls -l` through the real terminal tool, unconfined and sandboxed (`--commands`, default
  *   200 of each; bench/sandbox.ts).
  *
+ * Not in the default run (it takes a few minutes): `slow-clients` (`npm run bench -- slow-clients`):
+ * 50 `/v1` stream clients that read slowly (`--slow-read-bytes` per `--slow-read-every` ms) each
+ * take one long answer (`--slow-deltas` text deltas, default 30,000) while a handful of normal
+ * sessions (`--normal-sessions`) do sequential non-stream turns: the gateway's peak RSS (target
+ * < 250 MB), the normal sessions' latency with the slow clients over without them
+ * (`--slow-window` seconds each; target <= 1.5x), and how many slow clients were cut off
+ * (`--slow-clients`; bench/slow-clients.ts).
+ *
  * Not in the default run (it needs Debian's Dovecot): `email` (`npm run bench -- email`): mails/s
  * through the email adapter against a private Dovecot and the test tree's SMTP server, same
  * options as `telegram` (bench/email-throughput.ts).
@@ -66,6 +74,7 @@ import { type ResumeResult, runResume, runStopInFlight, type StopResult } from "
 import { runMatrixThroughput } from "./matrix-throughput.js";
 import { runSandboxBench, type SandboxBenchResult } from "./sandbox.js";
 import { runSlackThroughput } from "./slack-throughput.js";
+import { runSlowClients, type SlowClientsResult } from "./slow-clients.js";
 import { spread, verdict } from "./stats.js";
 import { runTelegramThroughput, type ThroughputResult } from "./telegram-throughput.js";
 import { runWhatsappThroughput } from "./whatsapp-throughput.js";
@@ -82,8 +91,11 @@ const SECTIONS = [
   "context",
   "sandbox",
 ] as const;
-/** Run only when named: they need more than this machine alone (a Postgres server, Dovecot). */
-const NAMED_ONLY = ["cluster", "restart", "email", "aged"] as const;
+/**
+ * Run only when named: they need more than this machine alone (a Postgres server, Dovecot), or
+ * take minutes (`slow-clients`: 1.5 million text deltas through the gateway per run).
+ */
+const NAMED_ONLY = ["cluster", "restart", "email", "aged", "slow-clients"] as const;
 type Section = (typeof SECTIONS)[number] | (typeof NAMED_ONLY)[number];
 const KNOWN: readonly string[] = [...SECTIONS, ...NAMED_ONLY];
 
@@ -116,6 +128,12 @@ function parseOptions() {
       "lease-ttl": { type: "string", default: "5" },
       interrupted: { type: "string", default: "5" },
       commands: { type: "string", default: "200" },
+      "slow-clients": { type: "string", default: "50" },
+      "slow-deltas": { type: "string", default: "30000" },
+      "slow-read-bytes": { type: "string", default: "2048" },
+      "slow-read-every": { type: "string", default: "100" },
+      "normal-sessions": { type: "string", default: "5" },
+      "slow-window": { type: "string", default: "10" },
       aged: { type: "boolean", default: false },
       "aged-sessions": { type: "string", default: "100000" },
       "aged-messages": { type: "string", default: "2000000" },
@@ -676,6 +694,71 @@ function agedReport(results: AgedResult[]): string {
   return lines.join("\n");
 }
 
+async function slowClients(values: Values, runs: number): Promise<SlowClientsResult[]> {
+  const results: SlowClientsResult[] = [];
+  for (let i = 0; i < runs; i += 1) {
+    results.push(
+      await runSlowClients({
+        slowClients: Number(values["slow-clients"]),
+        deltas: Number(values["slow-deltas"]),
+        piece: "tok ",
+        readBytes: Number(values["slow-read-bytes"]),
+        readEveryMs: Number(values["slow-read-every"]),
+        normalSessions: Number(values["normal-sessions"]),
+        windowMs: Number(values["slow-window"]) * 1000,
+        warmupMs: 3000,
+      }),
+    );
+  }
+  return results;
+}
+
+function slowClientsReport(results: SlowClientsResult[]): string {
+  const o = results[0]!.options;
+  const med = (v: number[]) => [...v].sort((a, b) => a - b)[Math.ceil(v.length / 2) - 1]!;
+  const ratio = (label: string, f: (l: SlowClientsResult["baseline"]) => number) => {
+    const ratios = pick(results, (r) => f(r.withSlow) / f(r.baseline));
+    const met = med(ratios) <= 1.5 ? "met" : "MISSED";
+    return [
+      `  ${`normal ${label}, with / without`.padEnd(34)} ${spread(ratios, 2)} ×   target <= 1.5: ${met}`,
+      `    (${label} with the slow clients ${spread(
+        pick(results, (r) => f(r.withSlow)),
+        2,
+      )} ms, without ${spread(
+        pick(results, (r) => f(r.baseline)),
+        2,
+      )} ms)`,
+    ];
+  };
+  const status = (s: SlowClientsResult["atEnd"]) =>
+    `${s.reading} reading, ${s.complete} read to the end, ${s.cutOff} cut off${s.failed ? `, ${s.failed} failed` : ""}`;
+  const events = results.flatMap((r) => r.atEnd.eventsPerComplete);
+  return [
+    `Slow stream clients (built gateway in a child process, shipped defaults: http.max_buffered_bytes 8 MiB;`,
+    `the stand-in model and the slow clients in another process, the normal sessions here)`,
+    `  ${o.slowClients} clients each stream one answer of ${o.deltas} deltas of "${o.piece}" and read ${o.readBytes} bytes per ${o.readEveryMs} ms;`,
+    `  ${o.normalSessions} normal sessions do sequential non-stream turns for ${o.windowMs / 1000} s alone, then ${o.windowMs / 1000} s once the slow clients' turns are done`,
+    line(
+      "peak RSS, slow clients reading",
+      pick(results, (r) => r.peakRssMb),
+      "MB",
+      250,
+      true,
+    ),
+    `    (idle before them ${spread(pick(results, (r) => r.idleRssMb))} MB; their ${o.slowClients} turns done ${spread(
+      pick(results, (r) => r.turnsDoneMs / 1000),
+      1,
+    )} s after they started)`,
+    ...ratio("latency p50", (l) => l.p50),
+    ...ratio("latency p99", (l) => l.p99),
+    `    (normal turns: ${results.map((r) => `${r.baseline.turns} without, ${r.withSlow.turns} with`).join("; ")}; non-200: ${results.map((r) => r.baseline.errors + r.withSlow.errors).join(", ")})`,
+    `  ${"slow clients cut off".padEnd(34)} ${results.map((r) => r.atEnd.cutOff).join(", ")} of ${o.slowClients}   (gateway log lines: ${results.map((r) => r.cutOffLogged).join(", ")})`,
+    `    (when the window began: ${results.map((r) => status(r.atStart)).join("; ")})`,
+    `    (when it ended: ${results.map((r) => status(r.atEnd)).join("; ")})`,
+    `    (events per answer read to the end: ${events.length > 0 ? `median ${med(events)}, max ${Math.max(...events)}` : "none read to the end"}, for ${o.deltas} deltas; read by the slow clients: ${results.map((r) => `${(r.atEnd.bytesRead / 1_048_576).toFixed(1)} MiB in ${(r.slowPhaseMs / 1000).toFixed(0)} s, ${(r.atEnd.bytesRead / o.slowClients / r.slowPhaseMs).toFixed(1)} KB/s each`).join("; ")})`,
+  ].join("\n");
+}
+
 async function sandbox(values: Values, runs: number): Promise<SandboxBenchResult[]> {
   const results: SandboxBenchResult[] = [];
   for (let i = 0; i < runs; i += 1) results.push(await runSandboxBench(Number(values.commands)));
@@ -729,6 +812,10 @@ async function main(): Promise<number> {
       const results = await sandbox(values, runs);
       json.sandbox = results;
       text = sandboxReport(results);
+    } else if (section === "slow-clients") {
+      const results = await slowClients(values, runs);
+      json["slow-clients"] = results;
+      text = slowClientsReport(results);
     } else if (section === "context") {
       const results = await context(values, runs);
       json.context = results;

@@ -73,6 +73,28 @@ describe("fake OpenAI server", () => {
     expect(chunks.at(-1).usage.total_tokens).toBeGreaterThan(0);
   });
 
+  it("streams a step's pieces one content chunk each, and answers their text whole unstreamed", async () => {
+    fake = await startFakeOpenAI();
+    const pieces = Array.from({ length: 200 }, (_, i) => `p${i} `);
+    fake.script({ pieces });
+    const stream = await client().chat.completions.create({
+      model: "m",
+      stream: true,
+      messages: [{ role: "user", content: "long" }],
+    });
+    const contents: string[] = [];
+    for await (const chunk of stream) {
+      const content = chunk.choices[0]?.delta.content;
+      if (content) contents.push(content);
+    }
+    expect(contents).toEqual(pieces);
+    const whole = await client().chat.completions.create({
+      model: "m",
+      messages: [{ role: "user", content: "long" }],
+    });
+    expect(whole.choices[0]?.message.content).toBe(pieces.join(""));
+  });
+
   it("lists its model and answers unknown routes with an OpenAI error", async () => {
     fake = await startFakeOpenAI({ model: "keel-test" });
     const models = await client().models.list();

@@ -44,6 +44,11 @@ export interface FakeStep {
   text?: string;
   toolCalls?: FakeToolCall[];
   delayMs?: number;
+  /**
+   * The text in exactly these pieces, one content chunk each when streamed (instead of `text`,
+   * which the stand-in splits into at most about 64): a long answer of many small deltas.
+   */
+  pieces?: string[];
   /** Streams only: wait this long before each content piece after the first, so a client sees the text grow. */
   chunkDelayMs?: number;
   /** Answer with this HTTP status and an OpenAI-style error JSON (and these headers, e.g. Retry-After). */
@@ -449,6 +454,8 @@ interface Reply {
   created: number;
   model: string;
   text: string | null;
+  /** How a stream sends the text, when the step gave its pieces. */
+  pieces?: string[];
   toolCalls: Array<{ id: string; name: string; arguments: string }>;
   finishReason: "stop" | "tool_calls";
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
@@ -460,7 +467,7 @@ function buildReply(step: FakeStep, request: FakeChatRequest, context: AnswerCon
     name: call.name,
     arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
   }));
-  const text = step.text ?? (toolCalls.length > 0 ? null : "");
+  const text = step.pieces?.join("") ?? step.text ?? (toolCalls.length > 0 ? null : "");
   const completionChars =
     (text ?? "").length + toolCalls.reduce((n, c) => n + c.arguments.length, 0);
   const prompt_tokens = fakePromptTokens(request);
@@ -470,6 +477,7 @@ function buildReply(step: FakeStep, request: FakeChatRequest, context: AnswerCon
     created: Math.floor(Date.now() / 1000),
     model: request.model ?? context.model,
     text,
+    ...(step.pieces && { pieces: step.pieces }),
     toolCalls,
     finishReason: toolCalls.length > 0 ? "tool_calls" : "stop",
     usage: { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens },
@@ -523,7 +531,7 @@ async function writeChunks(
     if (!res.destroyed) res.write(`data: ${JSON.stringify(chunk)}\n\n`);
   };
   frame({ role: "assistant", content: reply.text === null ? null : "", refusal: null });
-  for (const [index, piece] of splitText(reply.text ?? "").entries()) {
+  for (const [index, piece] of (reply.pieces ?? splitText(reply.text ?? "")).entries()) {
     if (index > 0 && chunkDelayMs > 0 && !(await pause(chunkDelayMs, gone))) return;
     frame({ content: piece });
   }

@@ -3,9 +3,11 @@
  * server of a real gateway: a client that never finishes its headers or its body is closed, a
  * connection beyond `http.max_connections` is closed as it arrives, every loopback address shares
  * one failed-auth allowance, and a `/v1` stream client that stops reading is cut off while its
- * turn finishes and its reply stays in the session. Each waits for an effect (a closed socket, an
- * answer), never for a time.
+ * turn finishes and its reply stays in the session; the text deltas that wait for a lagging
+ * stream client are merged into few events. Each waits for an effect (a closed socket, an answer,
+ * a stored reply), never for a time.
  */
+import { type IncomingMessage, request } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -197,6 +199,124 @@ describe("a stream client that stops reading", () => {
     expect(reader.received()).toMatch(/^HTTP\/1\.1 200/);
     expect(reader.received()).not.toContain("[DONE]");
     expect(reader.received().length).toBeLessThan(big.length);
+  });
+});
+
+/**
+ * A `/v1` stream whose client stops reading as soon as the headers arrive (its response paused:
+ * the socket is no longer read once Node's small buffer is full); `resume` reads it to the end.
+ */
+function pausedStream(
+  port: number,
+  token: string,
+  path: string,
+  body: unknown,
+): Promise<{ sessionId: string; resume: () => Promise<string> }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path,
+        headers: { ...bearer(token), ...json },
+      },
+      (res: IncomingMessage) => {
+        res.pause();
+        const resume = () =>
+          new Promise<string>((done, failed) => {
+            let text = "";
+            res.setEncoding("utf8");
+            res.on("data", (chunk: string) => (text += chunk));
+            res.on("end", () => done(text));
+            res.on("error", failed);
+            res.resume();
+          });
+        resolve({ sessionId: String(res.headers["x-session-id"]), resume });
+      },
+    );
+    req.on("error", reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+/** The `data:` of each event of a whole SSE body, with its `event:` name if it has one. */
+function sseEvents(body: string): { event?: string; data: string }[] {
+  return body
+    .split("\n\n")
+    .filter((frame) => frame.includes("data: "))
+    .map((frame) => {
+      const event = /^event: (.*)$/m.exec(frame)?.[1];
+      const data = /^data: (.*)$/m.exec(frame)![1]!;
+      return event === undefined ? { data } : { event, data };
+    });
+}
+
+describe("a stream client that lags", () => {
+  // The first piece is more than the kernel's socket buffers take: the deltas after it wait in
+  // the gateway while the client does not read.
+  const big = "y".repeat(8 * 1_048_576);
+  const small = Array.from({ length: 5000 }, (_, i) => `w${i} `);
+  const whole = big + small.join("");
+
+  /** The gateway with room for all of it (no cut-off), the model answering "long" with it. */
+  async function lagging() {
+    const model = await fakeModel();
+    model.script((request) =>
+      lastUserText(request).startsWith("long") ? { pieces: [big, ...small] } : { text: "ok" },
+    );
+    const s = await start({}, "http:\n  max_buffered_bytes: 67108864\n");
+    /** Resolves once the session holds the whole reply: every delta was handed to the stream. */
+    const replied = (sessionId: string) =>
+      waitFor(
+        async () => {
+          const stored = await rawRequest(s.port, {
+            path: `/api/sessions/${sessionId}`,
+            headers: bearer(s.token),
+          });
+          const messages = JSON.parse(stored.body).messages as { role: string; content: string }[];
+          return messages.at(-1)?.role === "assistant" && messages.at(-1)?.content === whole;
+        },
+        { timeoutMs: 30_000, intervalMs: 200, message: "the reply stored" },
+      );
+    return { s, replied };
+  }
+
+  it("gets the whole chat completion, the deltas that waited for it merged into few chunks", async () => {
+    const { s, replied } = await lagging();
+    const stream = await pausedStream(s.port, s.token, "/v1/chat/completions", {
+      messages: [{ role: "user", content: "long answer" }],
+      stream: true,
+    });
+    await replied(stream.sessionId);
+    const events = sseEvents(await stream.resume());
+    expect(events.at(-1)?.data).toBe("[DONE]");
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.data));
+    const contents = chunks
+      .map((c) => c.choices[0]?.delta?.content)
+      .filter((c): c is string => typeof c === "string" && c.length > 0);
+    expect(contents.join("")).toBe(whole);
+    // 5,001 deltas from the model; one chunk each would be 5,001 chunks of text.
+    expect(contents.length).toBeLessThan(50);
+    expect(chunks.at(-1).choices[0].finish_reason).toBe("stop");
+  });
+
+  it("gets the whole Responses API answer, the deltas that waited for it merged, numbered in order", async () => {
+    const { s, replied } = await lagging();
+    const stream = await pausedStream(s.port, s.token, "/v1/responses", {
+      input: "long answer",
+      stream: true,
+    });
+    await replied(stream.sessionId);
+    const events = sseEvents(await stream.resume());
+    const parsed = events.map((e) => ({ name: e.event, body: JSON.parse(e.data) }));
+    expect(parsed.every((e) => e.name === e.body.type)).toBe(true);
+    expect(parsed.map((e) => e.body.sequence_number)).toEqual(parsed.map((_, i) => i));
+    const deltas = parsed.filter((e) => e.name === "response.output_text.delta");
+    expect(deltas.map((e) => e.body.delta).join("")).toBe(whole);
+    expect(deltas.length).toBeLessThan(50);
+    expect(parsed.at(-1)?.name).toBe("response.completed");
+    expect(parsed.find((e) => e.name === "response.output_text.done")?.body.text).toBe(whole);
   });
 });
 

@@ -295,9 +295,14 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       await send(events.itemAdded());
       await send(events.partAdded());
       let text = "";
+      // Deltas a lagging client has not taken yet are merged into one (bounded-stream.ts).
+      const delta = (piece: string) => {
+        const event = events.delta(piece);
+        return { data: JSON.stringify(event), event: event.type };
+      };
       const write = (piece: string) => {
         text += piece;
-        void send(events.delta(piece));
+        void out.sendText(piece, delta);
       };
       let streamed = false;
       this.waiters.attach(waiter, (piece) => {
@@ -307,6 +312,8 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       this.waiters.attachQuestions(waiter, (question) => write(`${question.text}\n\n`));
       const done = await waiter.completion;
       this.waiters.remove(waiter);
+      // Text still merging goes out first, so its delta is numbered before the events that follow.
+      out.flushText();
       const failure = failureOf(done);
       if (failure) {
         const { code, message } = failure.body.error;
@@ -315,6 +322,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       }
       // Text that came without deltas (a notice, a reply in one piece) goes as one delta.
       if (done.kind === "reply" && done.text && !streamed) write(done.text);
+      out.flushText();
       const usage = done.kind === "reply" ? done.usage : undefined;
       for (const event of events.completed(text, usage)) await send(event);
     });
@@ -465,12 +473,14 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       // Cut off: the request stops waiting; its turn goes on and its reply stays in the session.
       const out = this.bounded(c, raw, () => this.waiters.remove(waiter));
       await out.send(JSON.stringify(roleChunk(meta)));
+      // Text a lagging client has not taken yet is merged into one chunk (bounded-stream.ts).
+      const content = (text: string) => ({
+        data: JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: text }, null)),
+      });
       let streamed = false;
       this.waiters.attach(waiter, (text) => {
         streamed ||= text.length > 0;
-        void out.send(
-          JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: text }, null)),
-        );
+        void out.sendText(text, content);
       });
       if (waiter.wantsTools) {
         this.waiters.attachTools(waiter, (tool) => {
@@ -480,10 +490,7 @@ export class OpenAiApiAdapter implements PlatformAdapter {
       // A call waits for approval: the question is a piece of the answer, and the stream stays
       // open for the turn that continues once it is answered (or timed out).
       this.waiters.attachQuestions(waiter, (question) => {
-        const text = `${question.text}\n\n`;
-        void out.send(
-          JSON.stringify(chunkBody(meta.id, meta.model, meta.created, { content: text }, null)),
-        );
+        void out.sendText(`${question.text}\n\n`, content);
         if (waiter.wantsTools) {
           void out.send(JSON.stringify(approvalChunk(meta, question.approvalId)));
         }

@@ -17,7 +17,7 @@ import { SqliteStore } from "../src/sessions/sqlite-store.js";
 import type { Store } from "../src/sessions/store.js";
 import { type FakeOpenAI, startFakeOpenAI } from "../test/fakes/openai-server.js";
 import { freePort } from "../test/helpers/gateway-process.js";
-import { createTestSchema, TEST_PG_URL } from "../test/helpers/store-harness.js";
+import { testDatabase } from "../test/helpers/store-harness.js";
 import { SeedClock, seedAgedStore, seedOpenTurns } from "./aged-seed.js";
 import { GatewayChild } from "./gateway-child.js";
 import { HttpClient } from "./http-client.js";
@@ -75,6 +75,9 @@ interface Target {
   drop(): Promise<void>;
 }
 
+/** Databases made so far in this process (each target's name is its own). */
+let databases = 0;
+
 async function makeTarget(kind: StoreKind, home: string): Promise<Target> {
   if (kind === "sqlite") {
     const path = join(home, "state.db");
@@ -85,17 +88,20 @@ async function makeTarget(kind: StoreKind, home: string): Promise<Target> {
       drop: async () => {},
     };
   }
-  const schema = await createTestSchema();
-  const url = (extra = "") =>
-    `${TEST_PG_URL}?options=${encodeURIComponent(`-c search_path=${schema.schema}${extra}`)}`;
+  // A database of the bench's own (not a schema in the shared test database): two million rows
+  // and their autovacuum stay out of what other work on the server reads.
+  databases += 1;
+  const db = testDatabase(`keel_bench_aged_${databases}`);
+  await db.create();
+  const url = (extra = "") => (extra ? `${db.url}?options=${encodeURIComponent(extra)}` : db.url);
   return {
     env: { KEEL_DATABASE_URL: url() },
     // Seeding need not wait for the disk either.
     open: (forSeeding, clock) =>
-      PgStore.open(url(forSeeding ? " -c synchronous_commit=off" : ""), {
+      PgStore.open(url(forSeeding ? "-c synchronous_commit=off" : ""), {
         ...(clock && { now: clock.now }),
       }),
-    drop: () => schema.drop(),
+    drop: () => db.drop(),
   };
 }
 

@@ -458,4 +458,69 @@ export const PG_MIGRATIONS: readonly string[] = [
     FOR EACH ROW EXECUTE FUNCTION store_totals_sessions_removed();
   CREATE INDEX sessions_resume_pending ON sessions(key) WHERE resume_pending;
   `,
+  // 21 (issue 42, the sessions list on an aged store): what the list shows of each transcript (its
+  // message count, where its first user message and its last message are, its tokens) is kept as
+  // rows are written, one row per transcript, instead of counted and summed over its messages and
+  // model calls for each listed session on every read. Statement triggers keep it, one upsert per
+  // transcript a statement touched: messages written count in, messages retention deletes count
+  // out (the first or last one found again); model calls are never deleted; a transcript
+  // retention removes takes its row along. Locked while the sums are taken, as in 20.
+  `
+  LOCK TABLE messages, model_usage IN SHARE MODE;
+  CREATE TABLE transcript_stats (
+    session_id TEXT PRIMARY KEY,
+    messages BIGINT NOT NULL,
+    last_seq BIGINT,
+    first_user_seq BIGINT,
+    prompt_tokens BIGINT NOT NULL,
+    completion_tokens BIGINT NOT NULL
+  );
+  INSERT INTO transcript_stats
+    SELECT session_id, COUNT(*), MAX(seq), MIN(seq) FILTER (WHERE role = 'user'), 0, 0
+    FROM messages GROUP BY session_id;
+  INSERT INTO transcript_stats
+    SELECT session_id, 0, NULL, NULL, SUM(prompt_tokens), SUM(completion_tokens)
+    FROM model_usage GROUP BY session_id
+    ON CONFLICT (session_id) DO UPDATE SET prompt_tokens = EXCLUDED.prompt_tokens,
+      completion_tokens = EXCLUDED.completion_tokens;
+  CREATE FUNCTION transcript_stats_messages() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+  BEGIN
+    INSERT INTO transcript_stats AS t
+      SELECT session_id, COUNT(*), MAX(seq), MIN(seq) FILTER (WHERE role = 'user'), 0, 0
+      FROM added GROUP BY session_id
+      ON CONFLICT (session_id) DO UPDATE SET messages = t.messages + EXCLUDED.messages,
+        last_seq = GREATEST(t.last_seq, EXCLUDED.last_seq),
+        first_user_seq = LEAST(t.first_user_seq, EXCLUDED.first_user_seq);
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER transcript_stats_messages AFTER INSERT ON messages
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION transcript_stats_messages();
+  CREATE FUNCTION transcript_stats_messages_removed() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+  BEGIN
+    UPDATE transcript_stats AS t SET messages = t.messages - r.n,
+        last_seq = (SELECT MAX(seq) FROM messages m WHERE m.session_id = t.session_id),
+        first_user_seq = (SELECT MIN(seq) FROM messages m
+          WHERE m.session_id = t.session_id AND m.role = 'user')
+      FROM (SELECT session_id, COUNT(*) AS n FROM removed GROUP BY session_id) AS r
+      WHERE t.session_id = r.session_id;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER transcript_stats_messages_removed AFTER DELETE ON messages
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    EXECUTE FUNCTION transcript_stats_messages_removed();
+  CREATE FUNCTION transcript_stats_usage() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+  BEGIN
+    INSERT INTO transcript_stats AS t
+      SELECT session_id, 0, NULL, NULL, SUM(prompt_tokens), SUM(completion_tokens)
+      FROM added GROUP BY session_id
+      ON CONFLICT (session_id) DO UPDATE SET prompt_tokens = t.prompt_tokens + EXCLUDED.prompt_tokens,
+        completion_tokens = t.completion_tokens + EXCLUDED.completion_tokens;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER transcript_stats_usage AFTER INSERT ON model_usage
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION transcript_stats_usage();
+  `,
 ];

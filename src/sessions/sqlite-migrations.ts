@@ -458,4 +458,52 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX sessions_resume_pending ON sessions(key) WHERE resume_pending = 1;
   CREATE INDEX inbox_pending ON inbox(platform) WHERE state = 'pending';
   `,
+  // 21 (issue 42, the sessions list on an aged store): what the list shows of each transcript (its
+  // message count, where its first user message and its last message are, its tokens) is kept as
+  // rows are written, one row per transcript, instead of counted and summed over its messages and
+  // model calls for each listed session on every read. Triggers keep it: a message written counts
+  // in, a message retention deletes counts out (the first or last one found again); model calls
+  // are never deleted; a transcript retention removes takes its row along. A store that has
+  // transcripts starts from their sums.
+  `
+  CREATE TABLE transcript_stats (
+    session_id TEXT PRIMARY KEY,
+    messages INTEGER NOT NULL,
+    last_seq INTEGER,
+    first_user_seq INTEGER,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  INSERT INTO transcript_stats
+    SELECT session_id, COUNT(*), MAX(seq), MIN(CASE WHEN role = 'user' THEN seq END), 0, 0
+    FROM messages GROUP BY session_id;
+  INSERT INTO transcript_stats
+    SELECT session_id, 0, NULL, NULL, SUM(prompt_tokens), SUM(completion_tokens)
+    FROM model_usage WHERE true GROUP BY session_id
+    ON CONFLICT (session_id) DO UPDATE SET prompt_tokens = excluded.prompt_tokens,
+      completion_tokens = excluded.completion_tokens;
+  CREATE TRIGGER transcript_stats_messages AFTER INSERT ON messages BEGIN
+    INSERT INTO transcript_stats VALUES (NEW.session_id, 1, NEW.seq,
+        CASE WHEN NEW.role = 'user' THEN NEW.seq END, 0, 0)
+      ON CONFLICT (session_id) DO UPDATE SET messages = messages + 1,
+        last_seq = MAX(COALESCE(last_seq, 0), NEW.seq),
+        first_user_seq = CASE WHEN NEW.role = 'user' AND (first_user_seq IS NULL OR NEW.seq < first_user_seq)
+          THEN NEW.seq ELSE first_user_seq END;
+  END;
+  CREATE TRIGGER transcript_stats_messages_removed AFTER DELETE ON messages BEGIN
+    UPDATE transcript_stats SET messages = messages - 1,
+      last_seq = CASE WHEN last_seq = OLD.seq
+        THEN (SELECT MAX(seq) FROM messages WHERE session_id = OLD.session_id) ELSE last_seq END,
+      first_user_seq = CASE WHEN first_user_seq = OLD.seq
+        THEN (SELECT MIN(seq) FROM messages WHERE session_id = OLD.session_id AND role = 'user')
+        ELSE first_user_seq END
+    WHERE session_id = OLD.session_id;
+  END;
+  CREATE TRIGGER transcript_stats_usage AFTER INSERT ON model_usage BEGIN
+    INSERT INTO transcript_stats VALUES (NEW.session_id, 0, NULL, NULL, NEW.prompt_tokens,
+        NEW.completion_tokens)
+      ON CONFLICT (session_id) DO UPDATE SET prompt_tokens = prompt_tokens + NEW.prompt_tokens,
+        completion_tokens = completion_tokens + NEW.completion_tokens;
+  END;
+  `,
 ];

@@ -139,9 +139,11 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
     await history();
     const before = await bodies();
     const usage = await store.totalUsage();
+    const listed = await store.listSessions();
     const dry = await pruneAll(cutoffs(30), true);
     expect(dry.messages).toBe(4);
     expect(await bodies()).toEqual(before);
+    expect(await store.listSessions()).toEqual(listed);
 
     const real = await pruneAll(cutoffs(30), false);
     expect(real).toEqual(dry);
@@ -157,6 +159,14 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
     }
     // Usage totals survive the messages they were spent on.
     expect(await store.totalUsage()).toEqual(usage);
+    // The sessions list shows what is left of the pruned transcript (nothing), tokens kept.
+    expect((await store.listSessions()).find((x) => x.key === dm("1"))).toMatchObject({
+      messageCount: 0,
+      firstMessage: null,
+      lastMessage: null,
+      promptTokens: 100,
+      completionTokens: 10,
+    });
     // A second run finds nothing more.
     expect((await pruneAll(cutoffs(30), false)).messages).toBe(0);
   });
@@ -178,6 +188,13 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
     const left = await store.loadTranscript((await store.getSession(dm("1")))!.sessionId);
     expect(left[0]?.message).toEqual({ role: "user", content: "recent" });
     expect(left).toHaveLength(4);
+    // The sessions list counts what is left: its first user message is the kept one.
+    expect((await store.listSessions())[0]).toMatchObject({
+      messageCount: 4,
+      firstMessage: "recent",
+      lastMessage: "answer to recent",
+      promptTokens: 200,
+    });
   });
 
   it("removes idle sessions whole, leaving held and scheduled ones", async () => {
@@ -195,6 +212,11 @@ describe.each(storeHarnesses())("the $name store: retention and erasure", (harne
     expect(
       await harness.rows("SELECT * FROM inbox WHERE session_key = 'agent:main:telegram:dm:1'"),
     ).toEqual([]);
+    // What the sessions list kept of its transcript goes with it; the others' stays.
+    const kept = await harness.rows("SELECT session_id FROM transcript_stats");
+    expect(kept.map((r) => r.session_id).sort()).toEqual(
+      (await store.listSessions()).map((s) => s.sessionId).sort(),
+    );
     expect(await store.totalUsage()).toEqual(usage);
     // A session that started a task still running is held too, however idle it looks.
     const t5 = await exchange("5", "old words of five");

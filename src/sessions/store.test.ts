@@ -144,6 +144,8 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
     const [summary] = await store.listSessions({ internal: false });
     expect(summary).toMatchObject({
       firstMessage: "first words",
+      lastMessage: "reply",
+      messageCount: 2,
       chatName: "Ann",
       promptTokens: 120,
       completionTokens: 30,
@@ -153,6 +155,63 @@ describe.each(storeHarnesses())("the $name store", (harness) => {
       promptTokens: 120,
       completionTokens: 30,
       lastPromptTokens: null,
+    });
+  });
+
+  it("lists a session's current transcript: its count, first user and last message, its tokens", async () => {
+    const usage = (promptTokens: number) => ({
+      model: "m",
+      promptTokens,
+      completionTokens: 1,
+      estimated: false,
+    });
+    const other = await store.startTurn({
+      sessionKey: "agent:main:api:other",
+      inboxId: null,
+      userMessage: { role: "user", content: "another chat" },
+    });
+    const turn = await store.startTurn({
+      sessionKey: "agent:main:api:a",
+      inboxId: null,
+      userMessage: { role: "user", content: "question one" },
+    });
+    await store.appendMessages(
+      turn.sessionId,
+      turn.id,
+      [
+        { role: "assistant", content: "thinking" },
+        { role: "user", content: "question two" },
+      ],
+      [],
+      usage(10),
+    );
+    await store.appendMessages(other.sessionId, other.id, [], [], usage(1000));
+    await store.finishTurn({
+      turnId: turn.id,
+      state: "done",
+      finalMessage: { role: "assistant", content: "the answer" },
+      usage: usage(20),
+      reply: null,
+    });
+    const listed = async () =>
+      (await store.listSessions({ internal: false })).find((s) => s.key === "agent:main:api:a");
+    expect(await listed()).toMatchObject({
+      sessionId: turn.sessionId,
+      messageCount: 4,
+      firstMessage: "question one",
+      lastMessage: "the answer",
+      promptTokens: 30,
+      completionTokens: 2,
+    });
+    // /new: the session lists its new transcript, empty so far.
+    const fresh = await store.resetSession("agent:main:api:a");
+    expect(await listed()).toMatchObject({
+      sessionId: fresh.sessionId,
+      messageCount: 0,
+      firstMessage: null,
+      lastMessage: null,
+      promptTokens: 0,
+      completionTokens: 0,
     });
   });
 

@@ -13,12 +13,11 @@ import {
 } from "../store-rows.js";
 import * as sql from "./statements.js";
 
-const POSTGRES: sql.SummaryDialect = {
-  originField: (field) => `(s.origin::json ->> '${field}')`,
-  tokenSum: (sum) => `${sum}::bigint`,
-};
-
-const SUMMARY_COLUMNS = sql.sessionSummaryColumns(POSTGRES);
+const SESSION_SUMMARIES = sql.sessionSummaries(
+  { originField: (field) => `(s.origin::json ->> '${field}')` },
+  "($1::text IS NULL OR s.platform = $1) AND ($2 OR NOT starts_with(s.key, $3))",
+  "$4",
+);
 
 /** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
 const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0)::bigint AS prompt,
@@ -30,19 +29,12 @@ export function pgReporting(s: PgContext): ReportingStore {
   return {
     listSessions(options = {}) {
       return s.read(async (db) => {
-        const rows = await all<SessionSummaryRow>(
-          db,
-          `SELECT ${SUMMARY_COLUMNS}
-             FROM sessions s
-             WHERE ($1::text IS NULL OR s.platform = $1) AND ($2 OR NOT starts_with(s.key, $3))
-             ORDER BY s.updated_at DESC LIMIT $4`,
-          [
-            options.platform ?? null,
-            options.internal !== false,
-            INTERNAL_KEY_PREFIX,
-            options.limit ?? 100,
-          ],
-        );
+        const rows = await all<SessionSummaryRow>(db, SESSION_SUMMARIES, [
+          options.platform ?? null,
+          options.internal !== false,
+          INTERNAL_KEY_PREFIX,
+          options.limit ?? 100,
+        ]);
         return rows.map(toSessionSummary);
       });
     },

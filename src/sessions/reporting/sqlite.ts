@@ -13,12 +13,11 @@ import {
 } from "../store-rows.js";
 import * as sql from "./statements.js";
 
-const SQLITE: sql.SummaryDialect = {
-  originField: (field) => `json_extract(s.origin, '$.${field}')`,
-  tokenSum: (sum) => sum,
-};
-
-const SUMMARY_COLUMNS = sql.sessionSummaryColumns(SQLITE);
+const SESSION_SUMMARIES = sql.sessionSummaries(
+  { originField: (field) => `json_extract(s.origin, '$.${field}')` },
+  "(? IS NULL OR s.platform = ?) AND (? = 1 OR substr(s.key, 1, ?) <> ?)",
+  "?",
+);
 
 /** The sums of `model_usage` rows (UsageSumsRow); a WHERE clause may follow. */
 const USAGE_SUMS = `SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt,
@@ -30,12 +29,7 @@ export function sqliteReporting(s: SqliteContext): ReportingStore {
     listSessions(options = {}) {
       return s.read(() => {
         const rows = s
-          .stmt(
-            `SELECT ${SUMMARY_COLUMNS}
-             FROM sessions s
-             WHERE (? IS NULL OR s.platform = ?) AND (? = 1 OR substr(s.key, 1, ?) <> ?)
-             ORDER BY s.updated_at DESC LIMIT ?`,
-          )
+          .stmt(SESSION_SUMMARIES)
           .all(
             options.platform ?? null,
             options.platform ?? null,

@@ -1,33 +1,36 @@
 /**
  * The reporting queries both engines run, written once with SQLite's `?` placeholders
  * (reporting/pg.ts converts them with pgSql), and the records they give. Where the dialects part
- * (reading JSON, sums Postgres widens to numeric), the engine passes its own expression.
+ * (reading JSON, placeholders of the sessions page), the engine passes its own expression.
  */
 import type { StoreBacklog } from "../store.js";
 
-/** How an engine reads a field of the origin's JSON, and keeps a token sum an integer. */
+/** How an engine reads a field of the origin's JSON. */
 export interface SummaryDialect {
   originField(field: "platform" | "chatId"): string;
-  tokenSum(sum: string): string;
 }
 
-/** The columns of a session's summary (SessionSummaryRow), over `sessions s`. */
-export function sessionSummaryColumns(d: SummaryDialect): string {
-  const tokens = (column: string) =>
-    `(SELECT ${d.tokenSum(`COALESCE(SUM(u.${column}), 0)`)} FROM model_usage u
-        WHERE u.session_id = s.session_id) AS ${column}`;
-  return `s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
-    (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id) AS message_count,
-    (SELECT body FROM messages m WHERE m.session_id = s.session_id
-       ORDER BY seq DESC LIMIT 1) AS last_body,
-    (SELECT body FROM messages m WHERE m.session_id = s.session_id AND m.role = 'user'
-       ORDER BY seq LIMIT 1) AS first_user_body,
+/**
+ * A page of session summaries (SessionSummaryRow), newest first: `where` filters `sessions s`,
+ * `limit` is the page's size (both as the engine binds them). The transcript's count, tokens and
+ * where its first and last messages are come from its row in `transcript_stats` (migration 21),
+ * kept as messages and model calls are written: one lookup per listed session, where counting
+ * and summing its rows grew with the transcript. The chat's name is the one read left per session.
+ */
+export function sessionSummaries(d: SummaryDialect, where: string, limit: string): string {
+  return `SELECT s.key, s.session_id, s.platform, s.resume_pending, s.suspended, s.updated_at,
+    COALESCE(t.messages, 0) AS message_count,
+    (SELECT body FROM messages m WHERE m.seq = t.last_seq) AS last_body,
+    (SELECT body FROM messages m WHERE m.seq = t.first_user_seq) AS first_user_body,
     (SELECT i.sender_name FROM inbox i
        WHERE i.platform = ${d.originField("platform")} AND i.chat_id = ${d.originField("chatId")}
          AND i.session_key = s.key AND i.sender_name IS NOT NULL
        ORDER BY i.id DESC LIMIT 1) AS sender_name,
-    ${tokens("prompt_tokens")},
-    ${tokens("completion_tokens")}`;
+    COALESCE(t.prompt_tokens, 0) AS prompt_tokens,
+    COALESCE(t.completion_tokens, 0) AS completion_tokens
+  FROM sessions s LEFT JOIN transcript_stats t ON t.session_id = s.session_id
+  WHERE ${where}
+  ORDER BY s.updated_at DESC LIMIT ${limit}`;
 }
 
 /** A task's model calls count toward the chat it was started from (its child sessions). */

@@ -36,7 +36,13 @@ export async function pgRemoveSession(db: Db, key: string): Promise<PruneCounts>
   ).rows.map((r) => r.session_id);
   const inTranscripts = "session_id = ANY($1::text[])";
   counts.messages = await run(db, `DELETE FROM messages WHERE ${inTranscripts}`, [ids]);
-  for (const table of ["tool_calls", "compactions", "approval_grants", "session_notices"]) {
+  for (const table of [
+    "tool_calls",
+    "compactions",
+    "approval_grants",
+    "session_notices",
+    "transcript_stats",
+  ]) {
     await run(db, `DELETE FROM ${table} WHERE ${inTranscripts}`, [ids]);
   }
   counts.transcripts = ids.length;

@@ -41,7 +41,7 @@ async function pruneMessages(db: Db, id: string, before: number, counts: PruneCo
   );
   const current = await first(db, "SELECT 1 FROM sessions WHERE session_id = $1", [id]);
   if ((boundary === null || boundary === undefined) && !current) {
-    for (const table of ["approval_grants", "session_notices", "transcripts"]) {
+    for (const table of ["approval_grants", "session_notices", "transcript_stats", "transcripts"]) {
       await run(db, `DELETE FROM ${table} WHERE session_id = $1`, [id]);
     }
     counts.transcripts += 1;

@@ -30,7 +30,13 @@ export function sqliteRemoveSession(s: SqliteContext, key: string): PruneCounts 
     .all(key) as string[];
   for (const id of ids) {
     counts.messages += s.stmt("DELETE FROM messages WHERE session_id = ?").run(id).changes;
-    for (const table of ["tool_calls", "compactions", "approval_grants", "session_notices"]) {
+    for (const table of [
+      "tool_calls",
+      "compactions",
+      "approval_grants",
+      "session_notices",
+      "transcript_stats",
+    ]) {
       s.stmt(`DELETE FROM ${table} WHERE session_id = ?`).run(id);
     }
     s.transcripts.forget(id);

@@ -37,7 +37,7 @@ function pruneMessages(s: SqliteContext, id: string, before: number, counts: Pru
   ).run(id, id);
   const current = s.stmt("SELECT 1 FROM sessions WHERE session_id = ?").get(id);
   if (boundary === null && !current) {
-    for (const table of ["approval_grants", "session_notices", "transcripts"]) {
+    for (const table of ["approval_grants", "session_notices", "transcript_stats", "transcripts"]) {
       s.stmt(`DELETE FROM ${table} WHERE session_id = ?`).run(id);
     }
     counts.transcripts += 1;

@@ -130,7 +130,14 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip" || !postgresBinDir())(
       const dir = mkdtempSync(join(tmpdir(), "keel-db-restart-failure-"));
       writeFileSync(join(dir, "gateway.log"), gateway.output());
       writeFileSync(join(dir, "chats.json"), JSON.stringify(CHATS.map((c) => telegram.chatLog(c))));
-      for (const table of ["inbox", "turns", "tool_calls", "outbox", "messages", "session_leases"]) {
+      for (const table of [
+        "inbox",
+        "turns",
+        "tool_calls",
+        "outbox",
+        "messages",
+        "session_leases",
+      ]) {
         const rows = await q(`SELECT * FROM ${table} ORDER BY 1`).catch((err) => [String(err)]);
         writeFileSync(join(dir, `${table}.json`), JSON.stringify(rows, null, 1));
       }

@@ -133,7 +133,8 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
       // In the workspace: the sandbox hides the rest of the home from commands.
       const gate = join(a.home, "workspace", "gate");
       const first = send(a, `run: while [ ! -e ${gate} ]; do sleep 0.1; done; echo first`, id!);
-      await waitFor(toolStarted, { message: "A's tool call started" });
+      // A first model call and a sandboxed command: seconds on a loaded machine.
+      await waitFor(toolStarted, { timeoutMs: 30_000, message: "A's tool call started" });
       let second: Answer | null = null;
       // Not awaited here: the request waits; a failed one shows as the wait below timing out.
       send(a, "echo: second", id!).then(
@@ -230,7 +231,8 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
       const b = await start({ ...ttl, KEEL_INSTANCE_ID: "survivor" });
       const { id } = await send(a, "echo: hello");
       const cut = send(a, "run: sleep 2 && echo late", id!).catch(() => null);
-      await waitFor(toolStarted, { message: "A's tool call started" });
+      // A first model call and a sandboxed command: seconds on a loaded machine.
+      await waitFor(toolStarted, { timeoutMs: 30_000, message: "A's tool call started" });
       a.kill("SIGSTOP");
 
       const instances = () => adminQuery(`SELECT id FROM ${schema.schema}.instances ORDER BY id`);

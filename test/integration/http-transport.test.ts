@@ -253,6 +253,8 @@ function sseEvents(body: string): { event?: string; data: string }[] {
 }
 
 describe("a stream client that lags", () => {
+  // Each case moves 8 MiB and polls the session for its reply: 7 s alone, 30 s and more when the
+  // machine is loaded.
   // The first piece is more than the kernel's socket buffers take: the deltas after it wait in
   // the gateway while the client does not read.
   const big = "y".repeat(8 * 1_048_576);
@@ -299,7 +301,7 @@ describe("a stream client that lags", () => {
     // 5,001 deltas from the model; one chunk each would be 5,001 chunks of text.
     expect(contents.length).toBeLessThan(50);
     expect(chunks.at(-1).choices[0].finish_reason).toBe("stop");
-  });
+  }, 120_000);
 
   it("gets the whole Responses API answer, the deltas that waited for it merged, numbered in order", async () => {
     const { s, replied } = await lagging();
@@ -317,7 +319,7 @@ describe("a stream client that lags", () => {
     expect(deltas.length).toBeLessThan(50);
     expect(parsed.at(-1)?.name).toBe("response.completed");
     expect(parsed.find((e) => e.name === "response.output_text.done")?.body.text).toBe(whole);
-  });
+  }, 120_000);
 });
 
 describe("the limits are settings", () => {

@@ -67,6 +67,17 @@ export interface Lane {
   commandChain?: Promise<void> | null;
 }
 
+/** Whether the message is running, queued or steered into a turn in one of these lanes. */
+export function holdsMessage(lanes: Iterable<Lane>, inboxId: number): boolean {
+  const isIt = (work: Work) => work.kind === "message" && work.item.id === inboxId;
+  for (const lane of lanes) {
+    if (lane.queue.some(isIt)) return true;
+    const active = lane.active;
+    if (active && (isIt(active.work) || active.steer.some((i) => i.id === inboxId))) return true;
+  }
+  return false;
+}
+
 /** A turn about to run `work` for `sessionKey`, not yet recorded (no turn id, no address yet). */
 export function createActiveTurn(sessionKey: string, work: Work, startedAt: number): ActiveTurn {
   return {

@@ -76,30 +76,7 @@ export async function runWork(host: WorkHost, active: ActiveTurn): Promise<void>
       await host.replies.notice(active.sessionKey, active.address, TEXT.stopped);
     }
   } catch (err) {
-    // Typically the store failing (disk full): the turn stays `running` in the record and is
-    // recovered at the next start. Waiting clients must not hang meanwhile.
-    host.logFailure(err, item);
-    // Its turn never started (the database did not answer): the message is still pending and
-    // nobody else runs it while this gateway lives, so it is tried again here.
-    if (item && active.turnId === null) host.retryWhenStoreAnswers(item);
-    // The same for a resume: the session stays resume-pending in the record, and nothing else
-    // would queue its resume again while this gateway lives (it was a takeover's, or the start's).
-    if (!item && active.turnId === null)
-      host.requeueWhenStoreAnswers(active.sessionKey, active.work);
-    // Its turn started: the record keeps it running until it is taken over and resumed.
-    if (active.turnId !== null && leases) host.cutOff.holdUntilResumed(active.sessionKey);
-    host.events.emit({
-      sessionKey: active.sessionKey,
-      sessionId: active.sessionId,
-      turnId: active.turnId ?? -1,
-      type: "turn_end",
-      inboxId: item?.id ?? null,
-      stopReason: "error",
-      reply: leases
-        ? "Keel could not record this turn; it will be resumed once the database answers again."
-        : "Keel could not record this turn; it will be retried after the gateway restarts.",
-      abortCause: active.abortCause,
-    });
+    workFailed(host, active, err);
   } finally {
     clearInterval(renewal);
     const lease = active.lease;
@@ -110,6 +87,36 @@ export async function runWork(host: WorkHost, active: ActiveTurn): Promise<void>
       });
     }
   }
+}
+
+/**
+ * Typically the store failing (disk full, a database restarting): the turn stays `running` in the
+ * record and is recovered later. Waiting clients must not hang meanwhile.
+ */
+function workFailed(host: WorkHost, active: ActiveTurn, err: unknown): void {
+  const item = active.work.kind === "message" ? active.work.item : null;
+  const leases = host.options.sessionLeases;
+  host.logFailure(err, item);
+  // Its turn never started (the database did not answer): the message is still pending and
+  // nobody else runs it while this gateway lives, so it is tried again here.
+  if (item && active.turnId === null) host.retryWhenStoreAnswers(item);
+  // The same for a resume: the session stays resume-pending in the record, and nothing else
+  // would queue its resume again while this gateway lives (it was a takeover's, or the start's).
+  if (!item && active.turnId === null) host.requeueWhenStoreAnswers(active.sessionKey, active.work);
+  // Its turn started: the record keeps it running until it is taken over and resumed.
+  if (active.turnId !== null && leases) host.cutOff.holdUntilResumed(active.sessionKey);
+  host.events.emit({
+    sessionKey: active.sessionKey,
+    sessionId: active.sessionId,
+    turnId: active.turnId ?? -1,
+    type: "turn_end",
+    inboxId: item?.id ?? null,
+    stopReason: "error",
+    reply: leases
+      ? "Keel could not record this turn; it will be resumed once the database answers again."
+      : "Keel could not record this turn; it will be retried after the gateway restarts.",
+    abortCause: active.abortCause,
+  });
 }
 
 async function continues(

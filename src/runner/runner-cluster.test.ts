@@ -147,31 +147,39 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
       });
     });
 
-    it("a message whose turn could not start while the database was away runs once it is back", async () => {
-      // This gateway reaches the database through a relay the test cuts and restores.
+    /**
+     * A gateway whose runner reaches the database through a relay the test cuts and restores, on
+     * a schema of its own; its agent answers once the test opens the gate.
+     */
+    async function relayedGateway() {
       const relay = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
       const own = await createTestSchema();
       const store = await PgStore.open(`postgres://postgres@127.0.0.1:${relay.port}/test`, {
         schema: own.schema,
         instanceId: "gw-a",
       });
+      const gated = gatedAgent();
+      const runner = new Runner({
+        store,
+        agent: gated.agent,
+        isReadOnlyTool: () => false,
+        busyInputMode: "queue",
+        maxConcurrentTurns: 4,
+        autoResumeFreshnessMs: 3_600_000,
+        logger: pino({ level: "silent" }),
+        control: { requestRestart: async () => null, setHomeChannel: async () => {} },
+        onReplyQueued: () => {},
+        crashPoint: () => {},
+        // Long: a cut-off turn's lease must be given up once the store answers, not run out.
+        sessionLeases: { owner: "gw-a", ttlMs: 60_000 },
+      });
+      runners.push(runner);
+      return { relay, own, store, runner, gated };
+    }
+
+    it("a message whose turn could not start while the database was away runs once it is back", async () => {
+      const { relay, own, store, runner, gated } = await relayedGateway();
       try {
-        const gated = gatedAgent();
-        const runner = new Runner({
-          store,
-          agent: gated.agent,
-          isReadOnlyTool: () => false,
-          busyInputMode: "queue",
-          maxConcurrentTurns: 4,
-          autoResumeFreshnessMs: 3_600_000,
-          logger: pino({ level: "silent" }),
-          control: { requestRestart: async () => null, setHomeChannel: async () => {} },
-          onReplyQueued: () => {},
-          crashPoint: () => {},
-          // Long: the cut-off turn's lease must be given up once the store answers, not run out.
-          sessionLeases: { owner: "gw-a", ttlMs: 60_000 },
-        });
-        runners.push(runner);
         let storeBack = 0;
         runner.onStoreBack(() => {
           storeBack += 1;
@@ -230,28 +238,8 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
     });
 
     it("a resume that could not start while the database was away runs once it is back", async () => {
-      const relay = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
-      const own = await createTestSchema();
-      const store = await PgStore.open(`postgres://postgres@127.0.0.1:${relay.port}/test`, {
-        schema: own.schema,
-        instanceId: "gw-a",
-      });
+      const { relay, own, store, runner, gated } = await relayedGateway();
       try {
-        const gated = gatedAgent();
-        const runner = new Runner({
-          store,
-          agent: gated.agent,
-          isReadOnlyTool: () => false,
-          busyInputMode: "queue",
-          maxConcurrentTurns: 4,
-          autoResumeFreshnessMs: 3_600_000,
-          logger: pino({ level: "silent" }),
-          control: { requestRestart: async () => null, setHomeChannel: async () => {} },
-          onReplyQueued: () => {},
-          crashPoint: () => {},
-          sessionLeases: { owner: "gw-a", ttlMs: 60_000 },
-        });
-        runners.push(runner);
         await runner.receive(message("m1", "hello"));
         await waitFor(() => gated.entered() === 1, { message: "the first turn runs" });
         await relay.cut();

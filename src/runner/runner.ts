@@ -30,6 +30,7 @@ import {
   type AbortCause,
   type ActiveTurn,
   createActiveTurn,
+  holdsMessage,
   type Lane,
   type Work,
 } from "./lane.js";
@@ -39,6 +40,7 @@ import { runWork, type WorkHost } from "./run-work.js";
 import type { ActiveTurnInfo, RunnerOptions } from "./runner-options.js";
 import { isInternalInput, isScheduledFire } from "./scheduled-input.js";
 import { holdingLease } from "./session-lease.js";
+import { type StoreRetryHost, whenStoreAnswers } from "./store-retry.js";
 import { TEXT } from "./texts.js";
 
 export type { BusyInputMode } from "./runner-options.js";
@@ -68,9 +70,15 @@ export class Runner implements InboundSink {
 
   private readonly cutOff: CutOffSessions;
   private readonly replies: Replies;
+  private readonly storeRetry: StoreRetryHost;
 
   constructor(private readonly options: RunnerOptions) {
     this.now = options.now ?? Date.now;
+    this.storeRetry = {
+      failure: () => options.store.failure(),
+      ttlMs: options.sessionLeases?.ttlMs,
+      open: () => this.admission === "open",
+    };
     this.cutOff = new CutOffSessions({ ...options, pump: () => this.pump() });
     this.replies = new Replies(options, this.events);
   }
@@ -492,53 +500,28 @@ export class Runner implements InboundSink {
     );
   }
 
-  /**
-   * Dispatches again, a moment later, a message whose handling or turn could not start because
-   * the store did not answer (a database restarting); again and again while it does not. Not once
-   * the gateway stops (the message stays pending for the next start), nor when the store failed
-   * for good.
-   */
+  /** A message whose handling or turn could not start while the store did not answer. */
   private retryWhenStoreAnswers(item: InboxItem): void {
-    if (this.options.store.failure() !== null) return;
-    const delayMs = Math.min((this.options.sessionLeases?.ttlMs ?? 3000) / 3, 1000);
-    const timer = setTimeout(() => {
+    whenStoreAnswers(this.storeRetry, () => {
       // A dispatch that failed after queueing the message (its "Queued" notice) left it queued.
-      if (this.admission !== "open" || this.holds(item.id)) return;
+      if (holdsMessage(this.lanes.values(), item.id)) return;
       this.dispatch(item, true).catch((err: unknown) => {
         this.logFailure(err, item);
         this.retryWhenStoreAnswers(item);
       });
-    }, delayMs);
-    timer.unref();
+    });
   }
 
   /**
-   * Queues again, a moment later, work without a message whose turn could not start because the
-   * store did not answer; its own checks (a resume's mark, an approval's open calls) make it moot
-   * if the session moved on meanwhile. Not once the gateway stops: a resume-pending session is
-   * resumed by the next start.
+   * The same for work without a message (a resume, an approval's continuation, a `/retry`): its
+   * own checks make it moot if the session moved on meanwhile.
    */
   private requeueWhenStoreAnswers(sessionKey: string, work: Work): void {
-    if (this.options.store.failure() !== null) return;
-    const delayMs = Math.min((this.options.sessionLeases?.ttlMs ?? 3000) / 3, 1000);
-    const timer = setTimeout(() => {
-      if (this.admission !== "open") return;
+    whenStoreAnswers(this.storeRetry, () => {
       const queued = this.lanes.get(sessionKey)?.queue ?? [];
       if (work.kind === "resume" && queued.some((w) => w.kind === "resume")) return;
       this.enqueue(sessionKey, work, work.kind === "resume");
-    }, delayMs);
-    timer.unref();
-  }
-
-  /** Whether the message is running, queued or steered into a turn here. */
-  private holds(inboxId: number): boolean {
-    const isIt = (work: Work) => work.kind === "message" && work.item.id === inboxId;
-    for (const lane of this.lanes.values()) {
-      if (lane.queue.some(isIt)) return true;
-      const active = lane.active;
-      if (active && (isIt(active.work) || active.steer.some((i) => i.id === inboxId))) return true;
-    }
-    return false;
+    });
   }
 
   private finish(sessionKey: string, lane: Lane, active: ActiveTurn): void {

@@ -1,6 +1,7 @@
 /** Shared by pruning and erasure on Postgres: is a session busy, and removing one whole. */
 import { type Db, first } from "../pg-shared.js";
 import { emptyPruneCounts, type PruneCounts } from "../retention-records.js";
+import { TRANSCRIPT_TABLES } from "./transcript-tables.js";
 
 /**
  * A session with work in progress (`$1` = key), a task it runs or started that has not ended included:
@@ -36,13 +37,7 @@ export async function pgRemoveSession(db: Db, key: string): Promise<PruneCounts>
   ).rows.map((r) => r.session_id);
   const inTranscripts = "session_id = ANY($1::text[])";
   counts.messages = await run(db, `DELETE FROM messages WHERE ${inTranscripts}`, [ids]);
-  for (const table of [
-    "tool_calls",
-    "compactions",
-    "approval_grants",
-    "session_notices",
-    "transcript_stats",
-  ]) {
+  for (const table of TRANSCRIPT_TABLES) {
     await run(db, `DELETE FROM ${table} WHERE ${inTranscripts}`, [ids]);
   }
   counts.transcripts = ids.length;

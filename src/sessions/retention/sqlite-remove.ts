@@ -1,6 +1,7 @@
 /** Shared by pruning and erasure on SQLite: is a session busy, and removing one whole. */
 import { emptyPruneCounts, type PruneCounts } from "../retention-records.js";
 import type { SqliteContext } from "../sqlite-shared.js";
+import { TRANSCRIPT_TABLES } from "./transcript-tables.js";
 
 /**
  * A session with work in progress (bound `@k`), a task it runs or started that has not ended included:
@@ -30,13 +31,7 @@ export function sqliteRemoveSession(s: SqliteContext, key: string): PruneCounts 
     .all(key) as string[];
   for (const id of ids) {
     counts.messages += s.stmt("DELETE FROM messages WHERE session_id = ?").run(id).changes;
-    for (const table of [
-      "tool_calls",
-      "compactions",
-      "approval_grants",
-      "session_notices",
-      "transcript_stats",
-    ]) {
+    for (const table of TRANSCRIPT_TABLES) {
       s.stmt(`DELETE FROM ${table} WHERE session_id = ?`).run(id);
     }
     s.transcripts.forget(id);

@@ -71,6 +71,14 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
     ): Promise<{ store: Store; runner: Runner }> {
       const store = await harness.open(undefined, { instanceId: owner });
       stores.push(store);
+      return { store, runner: runnerOn(store, agent, owner) };
+    }
+
+    /**
+     * A gateway's runner on `store`, its turns run by `agent`; queue mode, and a long lease TTL:
+     * a cut-off turn's lease must be given up once the store answers, not run out.
+     */
+    function runnerOn(store: Store, agent: AgentRun, owner: string): Runner {
       const runner = new Runner({
         store,
         agent,
@@ -85,7 +93,7 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
         sessionLeases: { owner, ttlMs: 60_000 },
       });
       runners.push(runner);
-      return { store, runner };
+      return runner;
     }
 
     const inboxState = async (platformMessageId: string) =>
@@ -147,6 +155,13 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
       });
     });
 
+    /** Each turn's state and the message it answered (null: a resume), in order. */
+    const turnsIn = (schema: string) =>
+      adminQuery(
+        `SELECT t.state, i.platform_message_id AS message FROM ${schema}.turns t
+           LEFT JOIN ${schema}.inbox i ON i.id = t.inbox_id ORDER BY t.id`,
+      );
+
     /**
      * A gateway whose runner reaches the database through a relay the test cuts and restores, on
      * a schema of its own; its agent answers once the test opens the gate.
@@ -159,21 +174,7 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
         instanceId: "gw-a",
       });
       const gated = gatedAgent();
-      const runner = new Runner({
-        store,
-        agent: gated.agent,
-        isReadOnlyTool: () => false,
-        busyInputMode: "queue",
-        maxConcurrentTurns: 4,
-        autoResumeFreshnessMs: 3_600_000,
-        logger: pino({ level: "silent" }),
-        control: { requestRestart: async () => null, setHomeChannel: async () => {} },
-        onReplyQueued: () => {},
-        crashPoint: () => {},
-        // Long: a cut-off turn's lease must be given up once the store answers, not run out.
-        sessionLeases: { owner: "gw-a", ttlMs: 60_000 },
-      });
-      runners.push(runner);
+      const runner = runnerOn(store, gated.agent, "gw-a");
       return { relay, own, store, runner, gated };
     }
 
@@ -220,11 +221,7 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
           message: "the queued message answered once the database is back",
         });
         // The first turn cut off, its resume, then the queued message: in that order, each once.
-        const turns = await adminQuery(
-          `SELECT t.state, i.platform_message_id AS message FROM ${own.schema}.turns t
-             LEFT JOIN ${own.schema}.inbox i ON i.id = t.inbox_id ORDER BY t.id`,
-        );
-        expect(turns).toEqual([
+        expect(await turnsIn(own.schema)).toEqual([
           { state: "interrupted", message: "m1" },
           { state: "done", message: null },
           { state: "done", message: "m2" },
@@ -274,11 +271,7 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
             ).length === 1,
           { timeoutMs: 20_000, message: "the resume ran once the database was back" },
         );
-        const turns = await adminQuery(
-          `SELECT t.state, i.platform_message_id AS message FROM ${own.schema}.turns t
-             LEFT JOIN ${own.schema}.inbox i ON i.id = t.inbox_id ORDER BY t.id`,
-        );
-        expect(turns).toEqual([
+        expect(await turnsIn(own.schema)).toEqual([
           { state: "interrupted", message: "m1" },
           { state: "done", message: null },
         ]);

@@ -133,6 +133,8 @@ describe.skipIf(process.env.KEEL_TEST_PG === "skip")(
       // In the workspace: the sandbox hides the rest of the home from commands.
       const gate = join(a.home, "workspace", "gate");
       const first = send(a, `run: while [ ! -e ${gate} ]; do sleep 0.1; done; echo first`, id!);
+      // Awaited below; should the test fail before that, its gateway's stop must not surface here.
+      first.catch(() => {});
       // A first model call and a sandboxed command: seconds on a loaded machine.
       await waitFor(toolStarted, { timeoutMs: 30_000, message: "A's tool call started" });
       let second: Answer | null = null;

@@ -15,6 +15,7 @@ import type { RetentionStore } from "../roles.js";
 import { DryRunRollback, settleDryRun } from "./dry-run.js";
 import { pgForgetPerson, pgPersonData } from "./pg-person.js";
 import { pgRemoveSession, pgSessionHeld, pgRun as run } from "./pg-remove.js";
+import { EMPTIED_TRANSCRIPT_TABLES } from "./transcript-tables.js";
 
 async function pruneMessages(db: Db, id: string, before: number, counts: PruneCounts) {
   // The history kept starts at a user message, so no tool result is left without its call.
@@ -41,7 +42,7 @@ async function pruneMessages(db: Db, id: string, before: number, counts: PruneCo
   );
   const current = await first(db, "SELECT 1 FROM sessions WHERE session_id = $1", [id]);
   if ((boundary === null || boundary === undefined) && !current) {
-    for (const table of ["approval_grants", "session_notices", "transcript_stats", "transcripts"]) {
+    for (const table of EMPTIED_TRANSCRIPT_TABLES) {
       await run(db, `DELETE FROM ${table} WHERE session_id = $1`, [id]);
     }
     counts.transcripts += 1;

@@ -16,6 +16,7 @@ import type { SqliteContext } from "../sqlite-shared.js";
 import { DryRunRollback, settleDryRun } from "./dry-run.js";
 import { sqliteForgetPerson, sqlitePersonData } from "./sqlite-person.js";
 import { markRewrite, sqliteRemoveSession, sqliteSessionHeld } from "./sqlite-remove.js";
+import { EMPTIED_TRANSCRIPT_TABLES } from "./transcript-tables.js";
 
 function pruneMessages(s: SqliteContext, id: string, before: number, counts: PruneCounts): void {
   // The history kept starts at a user message, so no tool result is left without its call.
@@ -37,7 +38,7 @@ function pruneMessages(s: SqliteContext, id: string, before: number, counts: Pru
   ).run(id, id);
   const current = s.stmt("SELECT 1 FROM sessions WHERE session_id = ?").get(id);
   if (boundary === null && !current) {
-    for (const table of ["approval_grants", "session_notices", "transcript_stats", "transcripts"]) {
+    for (const table of EMPTIED_TRANSCRIPT_TABLES) {
       s.stmt(`DELETE FROM ${table} WHERE session_id = ?`).run(id);
     }
     counts.transcripts += 1;

@@ -1,3 +1,4 @@
+import { fsync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -50,6 +51,11 @@ function scriptedAgent(seen: ChatMessage[][], signals: AbortSignal[] = []): Agen
           clearInterval(check);
           resolve();
         });
+        // Aborted while its first step was being recorded: the listener came too late.
+        if (input.signal.aborted) {
+          clearInterval(check);
+          resolve();
+        }
       });
       if (input.signal.aborted)
         return { stopReason: "aborted", reply: "", finalMessage: null, iterations: 1 };
@@ -155,6 +161,31 @@ describe("Runner", () => {
     const transcript = await store.loadTranscript(result.sessionId);
     expect(transcript.map((m) => m.message.content)).toEqual(["hi", "echo: hi"]);
     await waitFor(async () => (await store.listPendingOutbox()).length === 0);
+  });
+
+  it("starts a message's turn while its commit is still being flushed, and acknowledges it only once flushed", async () => {
+    await store.close();
+    let holding = false;
+    const held: (() => void)[] = [];
+    store = new SqliteStore(join(dir.path, "held.db"), {
+      fsync: (fd, done) => (holding ? held.push(() => done(null)) : fsync(fd, done)),
+    });
+    // The store's first flush (of what an earlier process may have left) is not the one held.
+    await store.listOpenInbox();
+    holding = true;
+    const runner = makeRunner();
+    let acknowledged = false;
+    const receiving = runner.receive(msg("hi")).then((result) => {
+      acknowledged = true;
+      return result;
+    });
+    // The agent has the message: its turn began before the inbox commit reached the disk.
+    await waitFor(() => seen.length === 1);
+    expect(acknowledged).toBe(false);
+    holding = false;
+    for (const release of held.splice(0)) release();
+    expect((await receiving).accepted).toBe(true);
+    await waitFor(() => adapter.texts().includes("echo: hi"));
   });
 
   it("a message another runner on the store already started is not run again, and nothing fails", async () => {

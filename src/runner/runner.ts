@@ -93,7 +93,9 @@ export class Runner implements InboundSink {
   }
 
   /**
-   * Commits the message to the inbox, then handles it in the background. While intake is held
+   * Commits the message to the inbox, then handles it in the background, and settles once the
+   * commit is on disk: the caller acknowledges the message then, while its turn has already
+   * begun (its first write that waits for the disk covers this commit too). While intake is held
    * (gateway start-up), the message is only stored: `dispatchOpenInbox` picks it up. A scheduled
    * fire comes with its job's `advance`, committed in the same transaction as the inbox row.
    */
@@ -102,7 +104,7 @@ export class Runner implements InboundSink {
     this.arriving.set(key, (this.arriving.get(key) ?? 0) + 1);
     let dispatching = false;
     try {
-      const { accepted, item } = await this.options.store.acceptInbound(message, advance);
+      const { accepted, item, onDisk } = await this.options.store.commitInbound(message, advance);
       this.options.crashPoint("after_inbox_commit");
       if (accepted && !this.intakeHeld) {
         this.startupDispatched?.add(item.id);
@@ -114,6 +116,7 @@ export class Runner implements InboundSink {
           })
           .finally(() => this.arrived(key));
       }
+      await onDisk;
       return { accepted, inboxId: item.id, sessionId: item.sessionId };
     } finally {
       if (!dispatching) this.arrived(key);

@@ -92,6 +92,16 @@ export interface InboxStore {
      */
     advance?: ScheduleAdvance,
   ): Promise<AcceptInboundResult>;
+  /**
+   * `acceptInbound`'s transaction, settled once it is committed: `onDisk` settles once it is on
+   * disk too (at once where a commit is, as on Postgres). The runner starts the message's turn
+   * in between and acknowledges it only after `onDisk`; nothing the turn does outside the
+   * gateway comes before a write that waits for the disk, which covers this commit as well.
+   */
+  commitInbound(
+    message: InboundMessage,
+    advance?: ScheduleAdvance,
+  ): Promise<AcceptInboundResult & { onDisk: Promise<void> }>;
   /** True while an inbox item of this platform chat is pending or running. */
   hasOpenInbox(platform: string, chatId: string): Promise<boolean>;
   /** The live (unexpired) idempotency key `key` of `scope`, with the item it was first used for. */

@@ -21,6 +21,8 @@ export interface SqliteContext {
   read<T>(fn: () => T): Promise<T>;
   /** Runs `fn` in the next group commit; settles once committed and (when `durable`) on disk. */
   tx<T>(fn: () => T, durable?: boolean): Promise<T>;
+  /** Settles once every commit made so far is on disk. */
+  untilDurable(): Promise<void>;
   now(): number;
   readonly instanceId: string | null;
   /** Parsed transcripts, kept above SQLite's page cache. */

@@ -214,6 +214,24 @@ describe("SqliteStore durability", () => {
     expect((await accepted).accepted).toBe(true);
   });
 
+  it("commits an inbound message at once and tells when it is on disk; reads need not wait for it", async () => {
+    // The first flush covers what an earlier process may have left unflushed (see above).
+    const first = store.listOpenInbox();
+    await nextTurn();
+    flushes[0]!.finish();
+    await first;
+    const committed = store.commitInbound(inbound());
+    expect(await settled(committed)).toBe(true);
+    const { accepted, onDisk } = await committed;
+    expect(accepted).toBe(true);
+    expect(await settled(onDisk)).toBe(false);
+    // The runner starts its turn meanwhile: reading it does not wait for the flush.
+    expect(await settled(store.listOpenInbox())).toBe(true);
+    expect(flushes).toHaveLength(2);
+    flushes[1]!.finish();
+    expect(await settled(onDisk)).toBe(true);
+  });
+
   it("answers reads once what they may have seen is on disk, and at once when nothing is in flight", async () => {
     // The first answer waits for one flush: a process killed before its fsync may have left
     // commits in the WAL that only the OS holds.

@@ -160,6 +160,7 @@ export class SqliteStore {
       stmt: (sql) => this.stmt(sql),
       read: (fn) => this.read(fn),
       tx: (fn, durable) => this.tx(fn, durable),
+      untilDurable: () => this.untilDurable(),
       now: this.now,
       instanceId: this.instanceId,
       transcripts: this.transcripts,
@@ -288,6 +289,13 @@ export class SqliteStore {
       this.pending.push({ fn, durable, resolve: resolve as (value: unknown) => void, reject });
       this.scheduleFlush();
     });
+  }
+
+  /** Handled here too: a caller that drops it (it failed first) leaves no unhandled rejection. */
+  private untilDurable(): Promise<void> {
+    const onDisk = this.wal?.untilDurable() ?? Promise.resolve();
+    onDisk.catch(() => undefined);
+    return onDisk;
   }
 
   private scheduleFlush(): void {

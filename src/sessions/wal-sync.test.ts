@@ -42,4 +42,24 @@ describe("WalSync", () => {
     expect(await settled(all)).toBe(true);
     await wal.close();
   });
+
+  it("starts no flush for a commit nobody waits for, and the next wait covers it", async () => {
+    dir = createTempDir();
+    const { fsync, flushes } = heldFsync();
+    const wal = new WalSync(join(dir.path, "state.db-wal"), fsync);
+    wal.committedOne();
+    const accepted = wal.untilDurable();
+    // A turn's start, committed while that flush is under way: nobody waits for it.
+    wal.committedOne(false);
+    flushes[0]!();
+    expect(await settled(accepted)).toBe(true);
+    // Flushing it now would make the turn's finish, a moment later, wait for this flush first.
+    expect(flushes).toHaveLength(1);
+    wal.committedOne();
+    const finished = wal.untilDurable();
+    expect(flushes).toHaveLength(2);
+    flushes[1]!();
+    expect(await settled(finished)).toBe(true);
+    await wal.close();
+  });
 });

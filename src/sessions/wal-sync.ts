@@ -142,7 +142,10 @@ export class WalSync {
         }
         this.durable = target;
         this.release();
-        this.startSync();
+        // Only for a caller still waiting: a commit nobody waits for (a turn's start) is covered
+        // by the next fsync someone does wait for, and syncing it now would make that caller
+        // wait for this fsync first and then for its own.
+        if (this.waiters.length > 0) this.startSync();
       });
     } catch (err) {
       this.syncing = false;

@@ -28,7 +28,7 @@ function keyRow(db: Db, scope: string, key: string, now: number) {
 }
 
 export function pgInbox(s: PgContext): InboxStore {
-  return {
+  const inbox: InboxStore = {
     acceptInbound(message, advance?) {
       return s.tx(async (db) => {
         if (advance && !(await moveScheduleCursor(s, db, advance))) {
@@ -61,6 +61,11 @@ export function pgInbox(s: PgContext): InboxStore {
         if (claim) await db.query(pgSql(sql.INSERT_KEY), sql.keyParams(claim, inserted.id, now));
         return { accepted: true, item: toInbox(inserted) };
       });
+    },
+
+    // A commit here is on disk once it returns.
+    async commitInbound(message, advance?) {
+      return { ...(await inbox.acceptInbound(message, advance)), onDisk: Promise.resolve() };
     },
 
     hasOpenInbox(platform, chatId) {
@@ -156,6 +161,7 @@ export function pgInbox(s: PgContext): InboxStore {
       });
     },
   };
+  return inbox;
 }
 
 /**

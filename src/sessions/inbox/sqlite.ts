@@ -3,7 +3,7 @@
  * Writes run in the group commit (`s.tx`), reads through `s.read`. The statements Postgres runs
  * too are in inbox/statements.ts.
  */
-import type { ChatAddress } from "../../contract/platform.js";
+import type { ChatAddress, InboundMessage } from "../../contract/platform.js";
 import { runStepsSync } from "../read-steps.js";
 import type { InboxStore } from "../roles.js";
 import {
@@ -13,7 +13,7 @@ import {
   moveScheduleCursor,
   type SqliteContext,
 } from "../sqlite-shared.js";
-import { ScheduleChangedError } from "../store.js";
+import { type AcceptInboundResult, type ScheduleAdvance, ScheduleChangedError } from "../store.js";
 import { type InboxRow, toInbox } from "../store-rows.js";
 import * as sql from "./statements.js";
 
@@ -21,39 +21,54 @@ function keyRow(s: SqliteContext, scope: string, key: string, now: number) {
   return s.stmt(sql.SELECT_KEY).get(scope, key, now) as sql.KeyRow | undefined;
 }
 
+/** The inbox row of an inbound message, or the one already stored for it (see roles.ts). */
+function acceptSync(
+  s: SqliteContext,
+  message: InboundMessage,
+  advance: ScheduleAdvance | undefined,
+): AcceptInboundResult {
+  if (advance && !moveScheduleCursor(s, advance)) {
+    throw new ScheduleChangedError(advance.jobId);
+  }
+  const now = s.now();
+  const claim = message.idempotency;
+  if (claim) {
+    s.stmt(sql.DROP_EXPIRED_KEYS).run(now);
+    const seen = keyRow(s, claim.scope, claim.key, now);
+    // Checked before anything is written: a repeat must not even create its session.
+    if (seen) return sql.repeatOf(seen, claim);
+  }
+  const { sessionKey, address, credential } = message;
+  const session = ensureSessionSync(s, sessionKey, address, credential);
+  const params = sql.itemParams(message, session.session_id, now, s.instanceId);
+  const inserted = s.stmt(sql.INSERT_ITEM).get(...params) as InboxRow | undefined;
+  if (!inserted) {
+    const { platform, chatId, platformMessageId } = message;
+    const row = s
+      .stmt(sql.SELECT_PLATFORM_MESSAGE)
+      .get(platform, chatId, platformMessageId) as InboxRow;
+    return { accepted: false, item: toInbox(row) };
+  }
+  s.stmt(sql.TOUCH_SESSION).run(now, sessionKey);
+  if (message.history?.length && !s.stmt(sql.HAS_MESSAGES).get(session.session_id)) {
+    appendSync(s, session.session_id, null, message.history);
+  }
+  if (claim) s.stmt(sql.INSERT_KEY).run(...sql.keyParams(claim, inserted.id, now));
+  return { accepted: true, item: toInbox(inserted) };
+}
+
 export function sqliteInbox(s: SqliteContext): InboxStore {
   return {
     acceptInbound(message, advance?) {
-      return s.tx(() => {
-        if (advance && !moveScheduleCursor(s, advance)) {
-          throw new ScheduleChangedError(advance.jobId);
-        }
-        const now = s.now();
-        const claim = message.idempotency;
-        if (claim) {
-          s.stmt(sql.DROP_EXPIRED_KEYS).run(now);
-          const seen = keyRow(s, claim.scope, claim.key, now);
-          // Checked before anything is written: a repeat must not even create its session.
-          if (seen) return sql.repeatOf(seen, claim);
-        }
-        const { sessionKey, address, credential } = message;
-        const session = ensureSessionSync(s, sessionKey, address, credential);
-        const params = sql.itemParams(message, session.session_id, now, s.instanceId);
-        const inserted = s.stmt(sql.INSERT_ITEM).get(...params) as InboxRow | undefined;
-        if (!inserted) {
-          const { platform, chatId, platformMessageId } = message;
-          const row = s
-            .stmt(sql.SELECT_PLATFORM_MESSAGE)
-            .get(platform, chatId, platformMessageId) as InboxRow;
-          return { accepted: false, item: toInbox(row) };
-        }
-        s.stmt(sql.TOUCH_SESSION).run(now, sessionKey);
-        if (message.history?.length && !s.stmt(sql.HAS_MESSAGES).get(session.session_id)) {
-          appendSync(s, session.session_id, null, message.history);
-        }
-        if (claim) s.stmt(sql.INSERT_KEY).run(...sql.keyParams(claim, inserted.id, now));
-        return { accepted: true, item: toInbox(inserted) };
-      });
+      return s.tx(() => acceptSync(s, message, advance));
+    },
+
+    commitInbound(message, advance?) {
+      // Readers need not wait for it either: what they do with it outside the gateway waits
+      // for a later commit's flush, which covers this one.
+      return s
+        .tx(() => acceptSync(s, message, advance), false)
+        .then((result) => ({ ...result, onDisk: s.untilDurable() }));
     },
 
     hasOpenInbox(platform, chatId) {

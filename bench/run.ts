@@ -24,6 +24,10 @@
  * - `context`: prompt size per turn over a long conversation on an 8k-token model, compaction
  *   time, and the budget check per model call (`--context-turns`, `--budget-checks`).
  *
+ * - `first-token`: time to first token added by the gateway on `/v1` streaming, the web chat and
+ *   Telegram's preview, against the model direct in the same run (`--first-token-samples`, default
+ *   100; bench/first-token.ts).
+ *
  * - `sandbox`: what the sandbox (bubblewrap) adds per terminal command: p50/p99 of `true` and a
  *   small `ls -l` through the real terminal tool, unconfined and sandboxed (`--commands`, default
  *   200 of each; bench/sandbox.ts).
@@ -70,6 +74,7 @@ import { CONTEXT_WINDOW, type ContextResult, runContext, THRESHOLD_TOKENS } from
 import { type CoreResult, runCore, SETTLE_S } from "./core.js";
 import { runDiscordThroughput } from "./discord-throughput.js";
 import { runEmailThroughput } from "./email-throughput.js";
+import { type FirstTokenResult, firstTokenReport, runFirstToken } from "./first-token.js";
 import { type ResumeResult, runResume, runStopInFlight, type StopResult } from "./lifecycle.js";
 import { runMatrixThroughput } from "./matrix-throughput.js";
 import { runSandboxBench, type SandboxBenchResult } from "./sandbox.js";
@@ -89,6 +94,7 @@ const SECTIONS = [
   "api",
   "lifecycle",
   "context",
+  "first-token",
   "sandbox",
 ] as const;
 /**
@@ -128,6 +134,7 @@ function parseOptions() {
       "lease-ttl": { type: "string", default: "5" },
       interrupted: { type: "string", default: "5" },
       commands: { type: "string", default: "200" },
+      "first-token-samples": { type: "string", default: "100" },
       "slow-clients": { type: "string", default: "50" },
       "slow-deltas": { type: "string", default: "30000" },
       "slow-read-bytes": { type: "string", default: "2048" },
@@ -808,6 +815,13 @@ async function main(): Promise<number> {
         results.push(await runRestart({ interrupted: Number(values.interrupted) }));
       json.restart = results;
       text = restartReport(results);
+    } else if (section === "first-token") {
+      const results: FirstTokenResult[] = [];
+      for (let i = 0; i < runs; i += 1) {
+        results.push(await runFirstToken({ samples: Number(values["first-token-samples"]) }));
+      }
+      json.firstToken = results;
+      text = firstTokenReport(results);
     } else if (section === "sandbox") {
       const results = await sandbox(values, runs);
       json.sandbox = results;

@@ -553,6 +553,19 @@ function sentences(count: number): string {
   return Array.from({ length: count }, (_, i) => `Sentence number ${i + 1} is here.`).join(" ");
 }
 
+/** Whether `text` is in the inbox, open or already taken into a turn's transcript. */
+async function written(store: SqliteStore, text: string): Promise<boolean> {
+  if ((await store.listOpenInbox()).some((item) => item.text === text)) return true;
+  for (const session of await store.listSessions({ internal: false })) {
+    for (const row of await store.loadTranscript(session.sessionId)) {
+      if (row.message.role === "user" && JSON.stringify(row.message.content).includes(text)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 /** How often `text` was stored as a user message, over every session. */
 async function storedTimes(gateway: Gateway, text: string): Promise<number> {
   let count = 0;
@@ -648,11 +661,12 @@ describe.each(PLATFORMS.map((entry) => [entry.name, entry] as const))(
           gate.hold();
           const said = standIn.say("echo: held back");
           const acked = offered(said.acked, entry, "acknowledgement");
-          // Written but not yet durable: the platform must not count it received.
-          await waitFor(
-            async () => (await observer.listOpenInbox()).some((i) => i.text === "echo: held back"),
-            { timeoutMs: 15_000, message: "the message written, its flush held" },
-          );
+          // Written but not yet durable: the platform must not count it received. Its turn
+          // starts meanwhile (runner.receive), so it may already have left the open inbox.
+          await waitFor(() => written(observer, "echo: held back"), {
+            timeoutMs: 15_000,
+            message: "the message written, its flush held",
+          });
           expect(await acked()).toBe(false);
           gate.release();
           await waitFor(() => acked(), { timeoutMs: 15_000, message: String(ack) });

@@ -154,7 +154,9 @@ describe("lifecycle: resume after a restart (in-process gateways on one home)", 
     const clock = () => now;
     const first = await boot({ now: clock, env: { KEEL_GATEWAY_BUSY_INPUT_MODE: "interrupt" } });
     await first.send("slow: 30000 the first request");
-    await waitFor(() => agentStarted(first));
+    // Its model call under way, not only its turn: a message before the call would be carried
+    // into a turn that calls the model once, for both.
+    await waitFor(() => fake.requests.length === 1 && agentStarted(first));
     // It interrupts the first, whose turn it then carries: both are in the transcript, neither
     // answered, when the restarts cut it off.
     await first.send("slow: 30000 the second request");

@@ -142,10 +142,11 @@ export class WalSync {
         }
         this.durable = target;
         this.release();
-        // Only for a caller still waiting: a commit nobody waits for (a turn's start) is covered
-        // by the next fsync someone does wait for, and syncing it now would make that caller
-        // wait for this fsync first and then for its own.
-        if (this.waiters.length > 0) this.startSync();
+        // Only for a caller still waiting on a later commit (the waiters are in `upTo` order): a
+        // commit nobody waits for (a turn's start) is covered by the next fsync someone does
+        // wait for, and syncing it now would make that caller wait for this fsync, then its own.
+        const last = this.waiters[this.waiters.length - 1];
+        if (last && last.upTo > this.durable) this.startSync();
       });
     } catch (err) {
       this.syncing = false;

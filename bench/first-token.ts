@@ -27,7 +27,8 @@ export interface FirstTokenResult {
   /** The model's own time to first token, direct (p50 over every round). */
   directMs: number;
   /** Each surface's p50, and that minus the direct p50. */
-  surfaces: { name: "v1" | "webchat" | "telegram"; p50: number; added: number }[];
+  /** `missed`: timed rounds in which no text came through that surface. */
+  surfaces: { name: "v1" | "webchat" | "telegram"; p50: number; added: number; missed: number }[];
 }
 
 /** The first piece ends a sentence, so Telegram's preview shows it at once (stream-editor.ts). */
@@ -85,12 +86,15 @@ export async function runFirstToken(options: FirstTokenOptions): Promise<FirstTo
         telegram: await telegramFirstToken(telegram, chatIds[i]!),
       };
       if (i < rounds - options.samples) continue;
-      for (const [name, ms] of Object.entries(round)) times[name as keyof typeof times].push(ms);
+      // A round with no text seen (NaN) is counted as missed, not timed.
+      for (const [name, ms] of Object.entries(round)) {
+        if (Number.isFinite(ms)) times[name as keyof typeof times].push(ms);
+      }
     }
     const directMs = median(times.direct);
     const surface = (name: "v1" | "webchat" | "telegram") => {
       const p50 = median(times[name]);
-      return { name, p50, added: p50 - directMs };
+      return { name, p50, added: p50 - directMs, missed: options.samples - times[name].length };
     };
     return {
       samples: options.samples,
@@ -192,7 +196,7 @@ export function firstTokenReport(results: FirstTokenResult[]): string {
     const med = sorted[Math.ceil(sorted.length / 2) - 1]!;
     lines.push(
       `  ${`added p50, ${labels[surface.name]}`.padEnd(40)} ${ms(added)} ms   target ${verdict(med, TARGET_ADDED_MS, true)}`,
-      `    (first token: through the gateway ${ms(results.map((r) => r.surfaces[i]!.p50))} ms, model alone ${ms(results.map((r) => r.directMs))} ms)`,
+      `    (first token: through the gateway ${ms(results.map((r) => r.surfaces[i]!.p50))} ms, model alone ${ms(results.map((r) => r.directMs))} ms; rounds with no text: ${results.map((r) => r.surfaces[i]!.missed).join(", ")})`,
     );
   }
   return lines.join("\n");
